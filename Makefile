@@ -1,0 +1,36 @@
+# The two set-up commands: `make run` (the main job on the embedded default) and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+export KEDRO_DISABLE_TELEMETRY := 1
+export DO_NOT_TRACK := 1
+export DVC_NO_ANALYTICS := 1
+export HF_HUB_OFFLINE := 1
+
+.PHONY: run test install fractals benchmarks viz clean
+
+run: $(STAMP)
+	$(BIN)/kedro run --pipeline=fractals
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+benchmarks: $(STAMP)
+	$(BIN)/python benchmarks/render_speed.py --size 256 --points 100000 --images 200 --mode point --json
+	$(BIN)/python benchmarks/render_speed.py --size 256 --points 100000 --images 200 --mode patch --json
+
+viz: $(STAMP)
+	$(BIN)/kedro viz run --no-browser --host 127.0.0.1 --port 4141
+
+clean:
+	rm -rf $(VENV) .pytest_cache

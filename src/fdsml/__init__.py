@@ -1,0 +1,3 @@
+"""fdsml: formula-driven supervised metric learning on FineFractalDB."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,122 @@
+"""Typed, validated configuration: parameters dicts become frozen dataclasses at the boundary.
+
+Every pipeline turns its ``params:<name>`` dict into a dataclass with :func:`parse`, once,
+before any work. A wrong key, type or value stops the run with a :class:`ConfigError` naming
+the dotted key and what it accepts, so a typo in ``conf/`` never surfaces as a crash deep in
+a training loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, Literal, TypeVar, Union
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A parameter is missing, unknown, of the wrong type or out of range."""
+
+
+def parse(cls: type[T], raw: Any, name: str) -> T:
+    """Build dataclass ``cls`` from mapping ``raw``; ``name`` is the dotted key used in errors."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{name}: expected a mapping of parameters, got {type(raw).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(raw) - set(fields))
+    if unknown:
+        raise ConfigError(
+            f"{name}: unknown key(s) {', '.join(unknown)}; accepted keys: {', '.join(sorted(fields))}"
+        )
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for key, field in fields.items():
+        if key in raw:
+            values[key] = _convert(hints[key], raw[key], f"{name}.{key}")
+        elif field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+            raise ConfigError(f"{name}.{key}: missing required parameter")
+    try:
+        return cls(**values)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"{name}: {error}") from error
+
+
+def _convert(hint: Any, value: Any, name: str) -> Any:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if hint is Any:
+        return value
+    if origin in (Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        options = [a for a in args if a is not type(None)]
+        errors = []
+        for option in options:
+            try:
+                return _convert(option, value, name)
+            except ConfigError as error:
+                errors.append(str(error))
+        raise ConfigError(errors[0] if len(errors) == 1 else f"{name}: {value!r} matches none of {options}")
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{name}: {value!r} is not accepted; choose one of {', '.join(map(repr, args))}")
+        return value
+    if dataclasses.is_dataclass(hint):
+        return parse(hint, value, name)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{name}: expected a list, got {value!r}")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_convert(args[0], v, f"{name}[{i}]") for i, v in enumerate(value))
+        if len(value) != len(args):
+            raise ConfigError(f"{name}: expected {len(args)} values, got {len(value)} ({value!r})")
+        return tuple(_convert(a, v, f"{name}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
+    if origin in (dict, Mapping):
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{name}: expected a mapping, got {value!r}")
+        return {k: _convert(args[1], v, f"{name}.{k}") for k, v in value.items()} if args else dict(value)
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{name}: expected true or false, got {value!r}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{name}: expected an integer, got {value!r}")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{name}: expected a number, got {value!r}")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{name}: expected a string, got {value!r}")
+        return value
+    raise TypeError(f"{name}: unsupported parameter type {hint!r}")
+
+
+def require_positive(name: str, value: float) -> None:
+    """Raise unless ``value`` > 0."""
+    if not value > 0:
+        raise ConfigError(f"{name}: must be positive, got {value!r}")
+
+
+def require_fraction(name: str, value: float, *, inclusive_zero: bool = True) -> None:
+    """Raise unless ``value`` lies in [0, 1] (or (0, 1] when zero is not allowed)."""
+    low_ok = value >= 0 if inclusive_zero else value > 0
+    if not (low_ok and value <= 1):
+        bound = "[0, 1]" if inclusive_zero else "(0, 1]"
+        raise ConfigError(f"{name}: must lie in {bound}, got {value!r}")
+
+
+def require_range(name: str, bounds: tuple[float, float], *, within: tuple[float, float] | None = None) -> None:
+    """Raise unless ``bounds`` is a non-empty ``[low, high]`` (optionally inside ``within``)."""
+    low, high = bounds
+    if not low <= high:
+        raise ConfigError(f"{name}: range [{low}, {high}] is empty or inverted; give [low, high] with low <= high")
+    if within is not None and not (within[0] <= low and high <= within[1]):
+        raise ConfigError(f"{name}: range [{low}, {high}] must lie inside [{within[0]}, {within[1]}]")

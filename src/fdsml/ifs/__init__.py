@@ -1,0 +1,33 @@
+"""Iterated function systems: codes, Numba rendering, descriptors, shape distances."""
+
+from fdsml.ifs.codes import (
+    COEFFICIENT_NAMES,
+    determinant_probabilities,
+    is_contractive,
+    largest_singular_values,
+    random_perturbation,
+    rescale_coefficient,
+    sample_sigma_factor_code,
+    sample_uniform_code,
+)
+from fdsml.ifs.descriptor import descriptor_distance, psi
+from fdsml.ifs.render import FOREGROUND, MODES, RenderSettings, chaos_game, occupancy, render
+
+__all__ = [
+    "COEFFICIENT_NAMES",
+    "FOREGROUND",
+    "MODES",
+    "RenderSettings",
+    "chaos_game",
+    "descriptor_distance",
+    "determinant_probabilities",
+    "is_contractive",
+    "largest_singular_values",
+    "occupancy",
+    "psi",
+    "random_perturbation",
+    "render",
+    "rescale_coefficient",
+    "sample_sigma_factor_code",
+    "sample_uniform_code",
+]

@@ -1,0 +1,125 @@
+"""IFS codes: sampling, contraction, |det| probabilities and single-coefficient perturbation.
+
+A code is an ``(N, 6)`` float array, one row ``(a, b, c, d, e, f)`` per affine map
+``w(x) = [[a, b], [c, d]] x + (e, f)`` (METHOD.md section 1).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+COEFFICIENT_NAMES = ("a", "b", "c", "d", "e", "f")
+
+
+def linear_parts(coefficients: np.ndarray) -> np.ndarray:
+    """The ``(N, 2, 2)`` matrices A_k of a code."""
+    coefficients = np.asarray(coefficients, dtype=np.float64)
+    return coefficients[:, :4].reshape(-1, 2, 2)
+
+
+def largest_singular_values(coefficients: np.ndarray) -> np.ndarray:
+    """Largest singular value of each map's A_k (its Lipschitz constant)."""
+    return np.linalg.norm(linear_parts(coefficients), ord=2, axis=(1, 2))
+
+
+def is_contractive(coefficients: np.ndarray) -> bool:
+    """True when every map is strictly contractive (largest singular value < 1)."""
+    return bool(np.all(largest_singular_values(coefficients) < 1.0))
+
+
+def determinant_probabilities(coefficients: np.ndarray) -> np.ndarray:
+    """pi_k = |det A_k| / sum_j |det A_j|; raises when every map is singular."""
+    dets = np.abs(np.linalg.det(linear_parts(coefficients)))
+    total = dets.sum()
+    if not total > 0:
+        raise ValueError("every map of the code is singular: |det| probabilities are undefined")
+    return dets / total
+
+
+def rotation(theta: float) -> np.ndarray:
+    """2-D rotation matrix by angle ``theta``."""
+    c, s = np.cos(theta), np.sin(theta)
+    return np.array([[c, -s], [s, c]])
+
+
+def sigma_factor_singular_values(alpha: float, n_maps: int, rng: np.random.Generator) -> np.ndarray:
+    """Singular value pairs ``(s1_k, s2_k)`` with 0 <= s2 <= s1 <= 1 and sum(s1 + 2 s2) = alpha.
+
+    Each map takes its share of the remaining budget B uniformly inside the interval that
+    still lets the later maps (at most 3 each) spend the rest exactly, so every draw is
+    feasible; the pairs are then shuffled so no map position is favoured.
+    """
+    if not 0 < alpha <= 3 * n_maps:
+        raise ValueError(f"sigma factor {alpha} is unreachable with {n_maps} maps (max {3 * n_maps})")
+    pairs = np.empty((n_maps, 2))
+    budget = alpha
+    for k in range(n_maps):
+        later = 3.0 * (n_maps - 1 - k)
+        s1 = rng.uniform(max(0.0, (budget - later) / 3.0), min(1.0, budget))
+        s2 = rng.uniform(max(0.0, (budget - later - s1) / 2.0), min(s1, (budget - s1) / 2.0))
+        pairs[k] = s1, s2
+        budget -= s1 + 2.0 * s2
+    return pairs[rng.permutation(n_maps)]
+
+
+def sample_sigma_factor_code(
+    rng: np.random.Generator,
+    n_maps_range: tuple[int, int],
+    alpha_offsets: tuple[float, float],
+    translation_range: tuple[float, float],
+) -> np.ndarray:
+    """Anderson & Farrell's sampler: maps R(t1) S diag(s1, s2) R(t2) S' with a target sigma factor.
+
+    ``alpha ~ U[(lo + N) / 2, (hi + N) / 2]`` for ``alpha_offsets = (lo, hi)``.
+    """
+    n_maps = int(rng.integers(n_maps_range[0], n_maps_range[1] + 1))
+    alpha = rng.uniform((alpha_offsets[0] + n_maps) / 2.0, (alpha_offsets[1] + n_maps) / 2.0)
+    singular = sigma_factor_singular_values(alpha, n_maps, rng)
+    code = np.empty((n_maps, 6))
+    for k in range(n_maps):
+        theta1, theta2 = rng.uniform(-np.pi, np.pi, size=2)
+        signs_left = np.diag(rng.choice([-1.0, 1.0], size=2))
+        signs_right = np.diag(rng.choice([-1.0, 1.0], size=2))
+        matrix = rotation(theta1) @ signs_left @ np.diag(singular[k]) @ rotation(theta2) @ signs_right
+        code[k, :4] = matrix.reshape(4)
+        code[k, 4:] = rng.uniform(translation_range[0], translation_range[1], size=2)
+    return code
+
+
+def sample_uniform_code(
+    rng: np.random.Generator,
+    n_maps_range: tuple[int, int],
+    coefficient_range: tuple[float, float],
+    max_draws_per_map: int,
+) -> np.ndarray:
+    """FractalDB-style sampler: all six coefficients ~ U[low, high], each map redrawn until contractive."""
+    n_maps = int(rng.integers(n_maps_range[0], n_maps_range[1] + 1))
+    code = np.empty((n_maps, 6))
+    for k in range(n_maps):
+        for _ in range(max_draws_per_map):
+            row = rng.uniform(coefficient_range[0], coefficient_range[1], size=6)
+            if largest_singular_values(row[None])[0] < 1.0:
+                code[k] = row
+                break
+        else:
+            raise RuntimeError(
+                f"uniform sampler found no contractive map in {max_draws_per_map} draws from "
+                f"U{list(coefficient_range)}; widen fractals.uniform.max_draws_per_map or narrow the range"
+            )
+    return code
+
+
+def rescale_coefficient(coefficients: np.ndarray, position: int, factor: float) -> np.ndarray:
+    """A copy of the code with coefficient ``position`` (0..5 = a..f) multiplied by ``factor`` in every map."""
+    perturbed = np.array(coefficients, dtype=np.float64, copy=True)
+    perturbed[:, position] *= factor
+    return perturbed
+
+
+def random_perturbation(
+    coefficients: np.ndarray, rng: np.random.Generator, factor_range: tuple[float, float]
+) -> tuple[np.ndarray, int, float]:
+    """One FineFractalDB instance draw: ONE random position rescaled by s ~ U[factor_range] in every map."""
+    position = int(rng.integers(0, 6))
+    factor = float(rng.uniform(factor_range[0], factor_range[1]))
+    return rescale_coefficient(coefficients, position, factor), position, factor

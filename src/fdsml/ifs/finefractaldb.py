@@ -1,0 +1,349 @@
+"""FineFractalDB generation: class codes, per-instance perturbations, rejection sampling (METHOD.md section 2).
+
+Every class is generated independently from ``SeedSequence(seed, spawn_key=(class_id,))`` and
+every instance from ``SeedSequence(seed, spawn_key=(class_id, replacement, instance_id))``, so
+the table does not depend on how classes are spread over worker processes, and any class can be
+rebuilt alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from multiprocessing import get_context
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from fdsml.config import ConfigError, require_fraction, require_positive, require_range
+from fdsml.ifs.codes import (
+    determinant_probabilities,
+    is_contractive,
+    random_perturbation,
+    sample_sigma_factor_code,
+    sample_uniform_code,
+)
+from fdsml.ifs.descriptor import psi
+from fdsml.ifs.render import RenderSettings, occupancy, render
+
+logger = logging.getLogger(__name__)
+
+TABLE_COLUMNS = (
+    "class_id",
+    "instance_id",
+    "n_maps",
+    "coefficients",
+    "probabilities",
+    "psi",
+    "seed",
+    "occupancy",
+    "position",
+    "factor",
+)
+SEED_LIMIT = 2**63
+
+
+class GenerationError(RuntimeError):
+    """A class could not be completed within the configured number of attempts."""
+
+
+@dataclass(frozen=True)
+class SigmaFactorSampler:
+    """Anderson & Farrell: N maps, sigma factor alpha ~ U[(lo + N) / 2, (hi + N) / 2]."""
+
+    n_maps: tuple[int, int] = (2, 4)
+    alpha_offsets: tuple[float, float] = (5.0, 6.0)
+    translation: tuple[float, float] = (-1.0, 1.0)
+
+    def __post_init__(self):
+        require_range("fractals.sigma_factor.n_maps", self.n_maps, within=(1, 64))
+        require_range("fractals.sigma_factor.alpha_offsets", self.alpha_offsets)
+        require_range("fractals.sigma_factor.translation", self.translation)
+        low_alpha = (self.alpha_offsets[0] + self.n_maps[0]) / 2
+        high_alpha = (self.alpha_offsets[1] + self.n_maps[1]) / 2
+        if low_alpha <= 0 or (self.alpha_offsets[1] + self.n_maps[0]) / 2 > 3 * self.n_maps[0]:
+            raise ConfigError(
+                "fractals.sigma_factor.alpha_offsets: the sigma factor must lie in (0, 3N] for every N; "
+                f"got [{low_alpha}, {high_alpha}] for N in {list(self.n_maps)}"
+            )
+
+    def sample(self, rng: np.random.Generator) -> np.ndarray:
+        return sample_sigma_factor_code(rng, self.n_maps, self.alpha_offsets, self.translation)
+
+
+@dataclass(frozen=True)
+class UniformSampler:
+    """FractalDB: every coefficient ~ U[low, high], N maps, each map redrawn until contractive."""
+
+    n_maps: tuple[int, int] = (2, 7)
+    coefficient_range: tuple[float, float] = (-1.0, 1.0)
+    max_draws_per_map: int = 1000
+
+    def __post_init__(self):
+        require_range("fractals.uniform.n_maps", self.n_maps, within=(1, 64))
+        require_range("fractals.uniform.coefficient_range", self.coefficient_range)
+        require_positive("fractals.uniform.max_draws_per_map", self.max_draws_per_map)
+
+    def sample(self, rng: np.random.Generator) -> np.ndarray:
+        return sample_uniform_code(rng, self.n_maps, self.coefficient_range, self.max_draws_per_map)
+
+
+@dataclass(frozen=True)
+class ClassFilter:
+    """FractalDB's search: keep a class whose single-pixel rendering fills at least ``min_fill``."""
+
+    enabled: bool = True
+    size: int = 512
+    points: int = 100_000
+    min_fill: float = 0.2
+    max_attempts: int = 1000
+
+    def __post_init__(self):
+        require_positive("fractals.class_filter.size", self.size)
+        require_positive("fractals.class_filter.points", self.points)
+        require_fraction("fractals.class_filter.min_fill", self.min_fill)
+        require_positive("fractals.class_filter.max_attempts", self.max_attempts)
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    """Instance draw: one coefficient position rescaled by s ~ U[factor_range] in every map."""
+
+    factor_range: tuple[float, float] = (0.6, 1.4)
+    max_attempts: int = 100
+
+    def __post_init__(self):
+        require_range("fractals.perturbation.factor_range", self.factor_range)
+        require_positive("fractals.perturbation.factor_range[0]", self.factor_range[0])
+        require_positive("fractals.perturbation.max_attempts", self.max_attempts)
+
+
+@dataclass(frozen=True)
+class FineFractalDBConfig:
+    """Everything that determines the FineFractalDB table."""
+
+    seed: int = 0
+    n_classes: int = 10
+    instances_per_class: int = 20
+    sampler: Literal["sigma_factor", "uniform"] = "sigma_factor"
+    sigma_factor: SigmaFactorSampler = field(default_factory=SigmaFactorSampler)
+    uniform: UniformSampler = field(default_factory=UniformSampler)
+    class_filter: ClassFilter = field(default_factory=ClassFilter)
+    perturbation: Perturbation = field(default_factory=Perturbation)
+    render: RenderSettings = field(default_factory=RenderSettings)
+    min_occupancy: float = 0.0005
+    max_class_replacements: int = 10
+    workers: int = 1
+
+    def __post_init__(self):
+        if not 0 <= self.seed < SEED_LIMIT:
+            raise ConfigError(f"fractals.seed: must lie in [0, 2**63), got {self.seed}")
+        require_positive("fractals.n_classes", self.n_classes)
+        require_positive("fractals.instances_per_class", self.instances_per_class)
+        require_fraction("fractals.min_occupancy", self.min_occupancy)
+        if self.max_class_replacements < 0:
+            raise ConfigError(f"fractals.max_class_replacements: must be >= 0, got {self.max_class_replacements}")
+        require_positive("fractals.workers", self.workers)
+
+    @property
+    def code_sampler(self) -> SigmaFactorSampler | UniformSampler:
+        return self.sigma_factor if self.sampler == "sigma_factor" else self.uniform
+
+
+@dataclass
+class ClassStats:
+    """Rejection bookkeeping of one class."""
+
+    codes_sampled: int = 0
+    noncontractive_codes: int = 0
+    filter_rejections: int = 0
+    replacements: int = 0
+    instance_draws: int = 0
+    contraction_rejections: int = 0
+    occupancy_rejections: int = 0
+
+
+def sample_class_code(config: FineFractalDBConfig, rng: np.random.Generator, stats: ClassStats) -> np.ndarray:
+    """Draw base codes until one is strictly contractive, non-singular and passes the class filter."""
+    class_filter = config.class_filter
+    for _ in range(class_filter.max_attempts):
+        stats.codes_sampled += 1
+        code = config.code_sampler.sample(rng)
+        if not is_contractive(code) or not np.any(np.linalg.det(code[:, :4].reshape(-1, 2, 2))):
+            stats.noncontractive_codes += 1
+            continue
+        if not class_filter.enabled:
+            return code
+        image = render(
+            code,
+            determinant_probabilities(code),
+            size=class_filter.size,
+            points=class_filter.points,
+            seed=int(rng.integers(SEED_LIMIT)),
+            mode="point",
+        )
+        if occupancy(image) >= class_filter.min_fill:
+            return code
+        stats.filter_rejections += 1
+    raise GenerationError(
+        f"no class code passed the class filter in {class_filter.max_attempts} draws "
+        f"(fractals.class_filter.min_fill={class_filter.min_fill}); raise fractals.class_filter.max_attempts "
+        "or lower min_fill"
+    )
+
+
+def make_instance(config: FineFractalDBConfig, code: np.ndarray, rng: np.random.Generator, stats: ClassStats):
+    """One accepted perturbation of ``code`` as a row dict, or None when every attempt was rejected."""
+    for _ in range(config.perturbation.max_attempts):
+        stats.instance_draws += 1
+        coefficients, position, factor = random_perturbation(code, rng, config.perturbation.factor_range)
+        if not is_contractive(coefficients):
+            stats.contraction_rejections += 1
+            continue
+        probabilities = determinant_probabilities(coefficients)
+        seed = int(rng.integers(SEED_LIMIT))
+        filled = occupancy(config.render.render(coefficients, probabilities, seed))
+        if filled < config.min_occupancy:
+            stats.occupancy_rejections += 1
+            continue
+        return {
+            "n_maps": coefficients.shape[0],
+            "coefficients": coefficients.reshape(-1).tolist(),
+            "probabilities": probabilities.tolist(),
+            "psi": psi(coefficients, probabilities).tolist(),
+            "seed": seed,
+            "occupancy": filled,
+            "position": position,
+            "factor": factor,
+        }
+    return None
+
+
+def generate_class(config: FineFractalDBConfig, class_id: int) -> tuple[list[dict], ClassStats]:
+    """All instances of one class; the class code is replaced when an instance keeps failing."""
+    stats = ClassStats()
+    class_rng = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=(class_id,)))
+    for replacement in range(config.max_class_replacements + 1):
+        stats.replacements = replacement
+        code = sample_class_code(config, class_rng, stats)
+        rows = []
+        for instance_id in range(config.instances_per_class):
+            sequence = np.random.SeedSequence(config.seed, spawn_key=(class_id, replacement, instance_id))
+            row = make_instance(config, code, np.random.default_rng(sequence), stats)
+            if row is None:
+                break
+            rows.append({"class_id": class_id, "instance_id": instance_id, **row})
+        else:
+            return rows, stats
+        logger.debug("class %d: instance failed %d times, replacing the class code", class_id, config.perturbation.max_attempts)
+    raise GenerationError(
+        f"class {class_id}: an instance failed {config.perturbation.max_attempts} draws in each of "
+        f"{config.max_class_replacements + 1} class codes; raise fractals.max_class_replacements or "
+        "fractals.perturbation.max_attempts, or lower fractals.min_occupancy"
+    )
+
+
+def _generate_class_job(args):
+    return generate_class(*args)
+
+
+def generate_finefractaldb(config: FineFractalDBConfig) -> tuple[pd.DataFrame, dict]:
+    """The FineFractalDB table (one row per instance, ``TABLE_COLUMNS``) and its generation summary."""
+    started = time.perf_counter()
+    jobs = [(config, class_id) for class_id in range(config.n_classes)]
+    progress = dict(total=config.n_classes, desc="FineFractalDB classes", unit="class")
+    if config.workers == 1:
+        results = [generate_class(*job) for job in tqdm(jobs, **progress)]
+    else:
+        with ProcessPoolExecutor(config.workers, mp_context=get_context("spawn")) as pool:
+            chunk = max(1, config.n_classes // (8 * config.workers))
+            results = list(tqdm(pool.map(_generate_class_job, jobs, chunksize=chunk), **progress))
+    rows = [row for class_rows, _ in results for row in class_rows]
+    table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+    summary = summarize(table, [stats for _, stats in results], config, time.perf_counter() - started)
+    logger.info(
+        "FineFractalDB: %d classes x %d instances in %.1f s", config.n_classes, config.instances_per_class, summary["seconds"]
+    )
+    return table, summary
+
+
+def summarize(table: pd.DataFrame, stats: list[ClassStats], config: FineFractalDBConfig, seconds: float) -> dict:
+    """Counts, acceptance and rejection rates, occupancy statistics and time taken."""
+    totals = Counter()
+    for class_stats in stats:
+        totals.update(vars(class_stats))
+    occupancies = table["occupancy"].to_numpy()
+    codes_sampled = totals["codes_sampled"]
+    instance_draws = totals["instance_draws"]
+    return {
+        "n_classes": config.n_classes,
+        "instances_per_class": config.instances_per_class,
+        "n_instances": int(len(table)),
+        "sampler": config.sampler,
+        "class_codes_sampled": codes_sampled,
+        "class_noncontractive_rejections": totals["noncontractive_codes"],
+        "class_filter_rejections": totals["filter_rejections"],
+        "class_acceptance_rate": (config.n_classes + totals["replacements"]) / codes_sampled,
+        "class_replacements": totals["replacements"],
+        "instance_draws": instance_draws,
+        "instance_contraction_rejections": totals["contraction_rejections"],
+        "instance_occupancy_rejections": totals["occupancy_rejections"],
+        "instance_acceptance_rate": len(table) / instance_draws,
+        "occupancy": {
+            "min": float(occupancies.min()),
+            "mean": float(occupancies.mean()),
+            "median": float(np.median(occupancies)),
+            "max": float(occupancies.max()),
+        },
+        "n_maps": {str(k): int(v) for k, v in sorted(Counter(table.groupby("class_id")["n_maps"].first()).items())},
+        "render": asdict(config.render),
+        "seconds": round(seconds, 3),
+    }
+
+
+def instance_code(row) -> tuple[np.ndarray, np.ndarray]:
+    """The ``(N, 6)`` coefficients and the probabilities of one table row."""
+    return np.reshape(np.asarray(row["coefficients"], dtype=np.float64), (-1, 6)), np.asarray(row["probabilities"])
+
+
+def render_rows(table: pd.DataFrame, settings: RenderSettings) -> np.ndarray:
+    """Render table rows with their stored seeds: ``(len(table), size, size)`` uint8."""
+    images = np.empty((len(table), settings.size, settings.size), dtype=np.uint8)
+    for out, (_, row) in zip(images, table.iterrows()):
+        out[...] = settings.render(*instance_code(row), int(row["seed"]))
+    return images
+
+
+def _render_rows_job(args):
+    return render_rows(*args)
+
+
+def render_shards(table: pd.DataFrame, settings: RenderSettings, shard_size: int, workers: int = 1):
+    """Yield the renderings of the table in row order, ``shard_size`` rows at a time."""
+    jobs = [(table.iloc[start : start + shard_size], settings) for start in range(0, len(table), shard_size)]
+    progress = dict(total=len(jobs), desc="Rendering shards", unit="shard")
+    if workers == 1:
+        yield from tqdm(map(_render_rows_job, jobs), **progress)
+        return
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+        yield from tqdm(pool.map(_render_rows_job, jobs), **progress)
+
+
+def sample_grid(table: pd.DataFrame, settings: RenderSettings, n_classes: int, n_instances: int, border: int = 2) -> np.ndarray:
+    """A picture of the dataset: rows = the first classes, columns = their first instances."""
+    classes = sorted(table["class_id"].unique())[:n_classes]
+    chosen = table[table["class_id"].isin(classes) & (table["instance_id"] < n_instances)]
+    columns = int(chosen["instance_id"].max()) + 1
+    tile = settings.size + border
+    grid = np.full((len(classes) * tile + border, columns * tile + border), 255, dtype=np.uint8)
+    images = render_rows(chosen, settings)
+    for image, (_, row) in zip(images, chosen.iterrows()):
+        top = classes.index(row["class_id"]) * tile + border
+        left = int(row["instance_id"]) * tile + border
+        grid[top : top + settings.size, left : left + settings.size] = image
+    return grid

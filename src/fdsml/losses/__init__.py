@@ -1,0 +1,1 @@
+"""Losses: PA-Triplet candidate filtering and mining, CouCE regularisers."""

@@ -1,0 +1,84 @@
+"""PA-Triplet candidate filters and descriptor ordering (METHOD.md section 3), shared by all users.
+
+Class labels only restrict where the two candidates come from; the descriptor distance decides
+which of them is the positive. ``FILTER_RULES`` is the single statement of the four filters:
+for candidate 1 and candidate 2, ``True`` means "from the anchor's class", ``False`` "from
+another class" and ``None`` "anywhere". The in-batch miner and the explicit sampler both read it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+FILTER_RULES: dict[str, tuple[bool | None, bool | None]] = {
+    "all": (None, None),
+    "each": (True, False),
+    "same": (True, True),
+    "diff": (False, False),
+}
+FILTERS = tuple(FILTER_RULES)
+
+
+def check_filter(name: str) -> tuple[bool | None, bool | None]:
+    """The rule of filter ``name``; a clear error for an unknown one."""
+    if name not in FILTER_RULES:
+        raise ValueError(f"unknown candidate filter {name!r}; choose one of {', '.join(FILTERS)}")
+    return FILTER_RULES[name]
+
+
+def first_is_positive(d_first, d_second):
+    """The PA-Triplet ordering: candidate 1 is the positive when it is no farther (c1 wins ties).
+
+    Works elementwise on NumPy arrays and torch tensors alike.
+    """
+    return d_first <= d_second
+
+
+def order_candidates(anchor_psi, first_psi, second_psi, first, second):
+    """Positive and negative indices, ordered by Euclidean descriptor distance to the anchor."""
+    d_first = np.linalg.norm(np.asarray(first_psi) - np.asarray(anchor_psi), axis=-1)
+    d_second = np.linalg.norm(np.asarray(second_psi) - np.asarray(anchor_psi), axis=-1)
+    keep = first_is_positive(d_first, d_second)
+    return np.where(keep, first, second), np.where(keep, second, first)
+
+
+def _draw_from(pool_by_class, class_ids, anchors, same_class, exclude, rng):
+    """One candidate per anchor from the anchor's class (True), other classes (False) or anywhere (None)."""
+    n_items = class_ids.shape[0]
+    picks = np.empty(anchors.shape[0], dtype=np.int64)
+    for row, anchor in enumerate(anchors):
+        label = class_ids[anchor]
+        banned = {anchor, *(e[row] for e in exclude)}
+        pool = pool_by_class[label] if same_class is True else None
+        for _ in range(1000):
+            candidate = int(pool[rng.integers(pool.shape[0])]) if pool is not None else int(rng.integers(n_items))
+            if candidate in banned:
+                continue
+            if same_class is False and class_ids[candidate] == label:
+                continue
+            picks[row] = candidate
+            break
+        else:
+            raise ValueError(f"no candidate available for anchor {anchor} (class {label}): too few items or classes")
+    return picks
+
+
+def sample_explicit_triplets(class_ids: np.ndarray, n_triplets: int, filter_name: str, rng: np.random.Generator):
+    """Anchors and two candidates per the filter, drawn from a labelled dataset.
+
+    Candidates are never the anchor and never each other. Returns ``(anchors, first, second)``.
+    """
+    rule = check_filter(filter_name)
+    class_ids = np.asarray(class_ids)
+    labels, counts = np.unique(class_ids, return_counts=True)
+    needs_same = sum(r is True for r in rule)
+    if needs_same and counts.max() < needs_same + 1:
+        raise ValueError(f"filter {filter_name!r} needs classes with at least {needs_same + 1} items")
+    if any(r is False for r in rule) and labels.shape[0] < 2:
+        raise ValueError(f"filter {filter_name!r} needs at least two classes")
+    eligible = np.flatnonzero(counts[np.searchsorted(labels, class_ids)] >= needs_same + 1)
+    pool_by_class = {label: np.flatnonzero(class_ids == label) for label in labels}
+    anchors = eligible[rng.integers(eligible.shape[0], size=n_triplets)]
+    first = _draw_from(pool_by_class, class_ids, anchors, rule[0], (), rng)
+    second = _draw_from(pool_by_class, class_ids, anchors, rule[1], (first,), rng)
+    return anchors, first, second

@@ -1,0 +1,5 @@
+"""``fractals``: FineFractalDB codes, descriptors, summary, sample grid and optional renderings."""
+
+from .pipeline import create_pipeline
+
+__all__ = ["create_pipeline"]

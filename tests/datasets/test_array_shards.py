@@ -1,0 +1,29 @@
+import numpy as np
+import pytest
+from kedro.io import DatasetError
+
+from fdsml.datasets import ArrayShardsDataset
+
+
+def test_round_trip_from_a_generator(tmp_path):
+    dataset = ArrayShardsDataset(filepath=str(tmp_path / "shards"))
+    shards = (np.full((n, 4, 4), n, np.uint8) for n in (3, 1))
+    dataset.save({"shards": shards, "size": 4})
+    loaded = dataset.load()
+    assert loaded["count"] == 4 and loaded["size"] == 4
+    assert [s.shape for s in loaded["shards"]] == [(3, 4, 4), (1, 4, 4)]
+    assert loaded["shards"][1][0, 0, 0] == 1
+
+
+def test_a_failed_save_keeps_the_previous_folder_and_leaves_no_temporary(tmp_path):
+    dataset = ArrayShardsDataset(filepath=str(tmp_path / "shards"))
+    dataset.save({"shards": [np.zeros((2, 3, 3), np.uint8)]})
+
+    def broken():
+        yield np.ones((1, 3, 3), np.uint8)
+        raise RuntimeError("renderer crashed")
+
+    with pytest.raises(DatasetError, match="renderer crashed"):
+        dataset.save({"shards": broken()})
+    assert [p.name for p in tmp_path.iterdir()] == ["shards"]
+    assert dataset.load()["count"] == 2

@@ -1,0 +1,35 @@
+import pytest
+
+from fdsml.config import ConfigError
+from fdsml.pipelines.fractals.nodes import parse_fractals_params
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"n_classe": 3}, r"fractals: unknown key\(s\) n_classe; accepted keys: .*n_classes"),
+        ({"n_classes": "ten"}, r"fractals.n_classes: expected an integer"),
+        ({"n_classes": 0}, r"fractals.n_classes: must be positive"),
+        ({"instances_per_class": -2}, r"fractals.instances_per_class: must be positive"),
+        ({"sampler": "gaussian"}, r"fractals.sampler: 'gaussian' is not accepted; choose one of 'sigma_factor', 'uniform'"),
+        ({"render": {"mode": "splat"}}, r"fractals.render.mode: 'splat' is not accepted; choose one of 'point', 'patch'"),
+        ({"render": {"size": 0}}, r"fractals.render: size"),
+        ({"perturbation": {"factor_range": [1.4, 0.6]}}, r"fractals.perturbation.factor_range: range \[1.4, 0.6\] is empty or inverted"),
+        ({"perturbation": {"factor_range": [0.6]}}, r"fractals.perturbation.factor_range: expected 2 values"),
+        ({"sigma_factor": {"n_maps": [4, 2]}}, r"fractals.sigma_factor.n_maps: range \[4, 2\] is empty"),
+        ({"class_filter": {"min_fill": 1.5}}, r"fractals.class_filter.min_fill: must lie in \[0, 1\]"),
+        ({"class_filter": {"enabled": "yes"}}, r"fractals.class_filter.enabled: expected true or false"),
+        ({"outputs": {"shard_size": 0}}, r"fractals.outputs.shard_size: must be positive"),
+        ({"min_occupancy": 2}, r"fractals.min_occupancy: must lie in \[0, 1\]"),
+        ("not a mapping", r"fractals: expected a mapping"),
+    ],
+)
+def test_bad_fractal_parameters_name_the_key(params, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_fractals_params(params)
+
+
+def test_defaults_parse_into_typed_values():
+    config = parse_fractals_params({"perturbation": {"factor_range": [0.5, 2]}})
+    assert config.perturbation.factor_range == (0.5, 2.0)
+    assert config.sampler == "sigma_factor"
