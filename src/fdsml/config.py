@@ -40,8 +40,11 @@ def parse(cls: type[T], raw: Any, name: str) -> T:
             raise ConfigError(f"{name}.{key}: missing required parameter")
     try:
         return cls(**values)
-    except ConfigError:
-        raise
+    except ConfigError as error:
+        message = str(error)
+        if message.startswith(name):
+            raise
+        raise ConfigError(f"{name}.{message}") from error
     except (TypeError, ValueError) as error:
         raise ConfigError(f"{name}: {error}") from error
 

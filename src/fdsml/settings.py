@@ -4,3 +4,7 @@ from kedro.config import OmegaConfigLoader
 
 CONFIG_LOADER_CLASS = OmegaConfigLoader
 CONFIG_LOADER_ARGS = {"base_env": "base", "default_run_env": "local"}
+
+from fdsml.catalog import RankAwareDataCatalog  # noqa: E402
+
+DATA_CATALOG_CLASS = RankAwareDataCatalog

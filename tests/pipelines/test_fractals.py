@@ -12,7 +12,7 @@ from kedro_datasets.pandas import ParquetDataset
 from kedro_datasets.pillow import ImageDataset
 
 from fdsml.config import ConfigError
-from fdsml.datasets import ArrayShardsDataset
+from fdsml.datasets import ArrayShardsDataset, OptionalDataset
 from fdsml.ifs.finefractaldb import TABLE_COLUMNS, instance_code
 from fdsml.ifs.render import RenderSettings
 from fdsml.pipelines.fractals import create_pipeline
@@ -35,6 +35,8 @@ def _catalog(folder, params):
             "fractal_summary": JSONDataset(filepath=str(folder / "summary.json")),
             "fractal_samples": ImageDataset(filepath=str(folder / "samples.png")),
             "fractal_images": ArrayShardsDataset(filepath=str(folder / "images")),
+            "fractal_codes_stored": OptionalDataset({"type": "pandas.ParquetDataset", "filepath": str(folder / "codes.parquet")}),
+            "fractal_summary_stored": OptionalDataset({"type": "json.JSONDataset", "filepath": str(folder / "summary.json")}),
         }
     )
 
@@ -70,3 +72,15 @@ def test_bad_parameters_stop_the_run_before_anything_is_written(tmp_path):
     with pytest.raises(ConfigError, match="fractals.render.mode"):
         SequentialRunner().run(create_pipeline(), _catalog(tmp_path, TINY | {"render": {"mode": "splat"}}))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_up_to_date_table_is_reused_and_a_changed_one_regenerated(tmp_path):
+    params = TINY | {"outputs": {"materialize": False}}
+    SequentialRunner().run(create_pipeline(), _catalog(tmp_path, params))
+    first = json.loads((tmp_path / "summary.json").read_text())
+    SequentialRunner().run(create_pipeline(), _catalog(tmp_path, params))
+    assert json.loads((tmp_path / "summary.json").read_text()) == first  # same time taken: not regenerated
+    SequentialRunner().run(create_pipeline(), _catalog(tmp_path, params | {"seed": 2}))
+    changed = json.loads((tmp_path / "summary.json").read_text())
+    assert changed["fingerprint"] != first["fingerprint"]
+    assert pd.read_parquet(tmp_path / "codes.parquet")["coefficients"].tolist() != []

@@ -1,6 +1,7 @@
 """Custom Kedro datasets: atomic writes for the artefacts kedro-datasets does not cover."""
 
 from fdsml.datasets.array_shards import ArrayShardsDataset
-from fdsml.datasets.atomic import atomic_path
+from fdsml.datasets.checkpoint import CheckpointDataset
+from fdsml.datasets.optional import OptionalDataset
 
-__all__ = ["ArrayShardsDataset", "atomic_path"]
+__all__ = ["ArrayShardsDataset", "CheckpointDataset", "OptionalDataset"]

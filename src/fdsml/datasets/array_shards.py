@@ -9,13 +9,13 @@ from typing import Any
 import numpy as np
 from kedro.io import AbstractDataset, DatasetError
 
-from fdsml.datasets.atomic import atomic_path
+from fdsml.atomic import atomic_path
 
 MANIFEST = "manifest.json"
 
 
 class ArrayShardsDataset(AbstractDataset[dict[str, Any], dict[str, Any]]):
-    """Saves ``{"shards": iterable of arrays, **metadata}``; loads ``{"shards": [memmapped array, ...], **metadata}``.
+    """Saves ``{"shards": iterable of arrays, **metadata}``; loads ``{"shards": [memmapped arrays], "folder": path, **metadata}``.
 
     ``shards`` may be a generator: each shard is written as it arrives, so a dataset larger than
     memory can be materialised. The folder is written whole and swapped in atomically. It may hold
@@ -32,10 +32,10 @@ class ArrayShardsDataset(AbstractDataset[dict[str, Any], dict[str, Any]]):
             raise DatasetError(f"{self._filepath}: no {MANIFEST}; run the fractals pipeline with materialize: true")
         manifest = json.loads(manifest_path.read_text())
         manifest["shards"] = [np.load(self._filepath / name, mmap_mode="r") for name in manifest["shards"]]
-        return manifest
+        return {**manifest, "folder": str(self._filepath)}
 
     def save(self, data: dict[str, Any]) -> None:
-        metadata = {key: value for key, value in data.items() if key != "shards"}
+        metadata = {key: value for key, value in data.items() if key not in ("shards", "folder")}
         with atomic_path(self._filepath, directory=True) as folder:
             names, count = [], 0
             for index, shard in enumerate(data["shards"]):

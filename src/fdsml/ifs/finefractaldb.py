@@ -8,11 +8,13 @@ rebuilt alone.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from multiprocessing import get_context
 from typing import Literal
 
@@ -153,6 +155,16 @@ class FineFractalDBConfig:
     @property
     def code_sampler(self) -> SigmaFactorSampler | UniformSampler:
         return self.sigma_factor if self.sampler == "sigma_factor" else self.uniform
+
+
+def fingerprint(config: FineFractalDBConfig) -> str:
+    """A digest of everything that determines the table (not ``workers``), and of the code version."""
+    from fdsml import __version__
+
+    definition = {k: v for k, v in asdict(config).items() if k in {f.name for f in fields(FineFractalDBConfig)}}
+    definition.pop("workers")
+    text = json.dumps({"fdsml": __version__, **definition}, sort_keys=True, default=list)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 @dataclass
@@ -302,6 +314,7 @@ def summarize(table: pd.DataFrame, stats: list[ClassStats], config: FineFractalD
         },
         "n_maps": {str(k): int(v) for k, v in sorted(Counter(table.groupby("class_id")["n_maps"].first()).items())},
         "render": asdict(config.render),
+        "fingerprint": fingerprint(config),
         "seconds": round(seconds, 3),
     }
 

@@ -10,7 +10,13 @@ import pandas as pd
 from PIL import Image
 
 from fdsml.config import parse, require_positive
-from fdsml.ifs.finefractaldb import FineFractalDBConfig, generate_finefractaldb, render_shards, sample_grid
+from fdsml.ifs.finefractaldb import (
+    FineFractalDBConfig,
+    fingerprint,
+    generate_finefractaldb,
+    render_shards,
+    sample_grid,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -41,12 +47,19 @@ def parse_fractals_params(params: dict[str, Any]) -> FractalsConfig:
     return parse(FractalsConfig, params, "fractals")
 
 
-def generate_fractal_codes(params: dict[str, Any]) -> tuple[pd.DataFrame, dict]:
-    """Sample FineFractalDB from ``params:fractals``.
+def generate_fractal_codes(
+    params: dict[str, Any], stored_codes: pd.DataFrame | None, stored_summary: dict | None
+) -> tuple[pd.DataFrame, dict]:
+    """Sample FineFractalDB from ``params:fractals``, or reuse the stored table when it is up to date.
 
+    ``stored_codes`` / ``stored_summary`` are the previous run's outputs (None when absent); they
+    are reused only when the summary's fingerprint matches the current configuration and code.
     Returns the instance table (``fractal_codes``) and the generation summary (``fractal_summary``).
     """
     config = parse_fractals_params(params)
+    if is_up_to_date(stored_codes, stored_summary, config):
+        logger.info("FineFractalDB is up to date (fingerprint %s): reusing the stored table", stored_summary["fingerprint"][:12])
+        return stored_codes, stored_summary
     table, summary = generate_finefractaldb(config)
     logger.info(
         "Accepted %.1f%% of class codes and %.1f%% of instance draws; median occupancy %.3f",
@@ -55,6 +68,16 @@ def generate_fractal_codes(params: dict[str, Any]) -> tuple[pd.DataFrame, dict]:
         summary["occupancy"]["median"],
     )
     return table, summary
+
+
+def is_up_to_date(stored_codes: pd.DataFrame | None, stored_summary: dict | None, config: FineFractalDBConfig) -> bool:
+    """True when a stored table exists and was generated from this very configuration."""
+    return (
+        stored_codes is not None
+        and stored_summary is not None
+        and stored_summary.get("fingerprint") == fingerprint(config)
+        and len(stored_codes) == config.n_classes * config.instances_per_class
+    )
 
 
 def render_sample_grid(fractal_codes: pd.DataFrame, params: dict[str, Any]) -> Image.Image:
@@ -69,4 +92,4 @@ def materialize_renderings(fractal_codes: pd.DataFrame, params: dict[str, Any]) 
     config = parse_fractals_params(params)
     outputs = config.outputs
     shards = render_shards(fractal_codes, config.render, outputs.shard_size, config.workers) if outputs.materialize else ()
-    return {"shards": shards, "materialized": outputs.materialize, "render": asdict(config.render)}
+    return {"shards": shards, "materialized": outputs.materialize, "size": config.render.size, "render": asdict(config.render)}

@@ -10,7 +10,7 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 func=generate_fractal_codes,
-                inputs="params:fractals",
+                inputs=["params:fractals", "fractal_codes_stored", "fractal_summary_stored"],
                 outputs=["fractal_codes", "fractal_summary"],
                 name="generate_fractal_codes_node",
             ),

@@ -1,0 +1,43 @@
+"""Torch datasets and samplers: FineFractalDB (on the fly or sharded), class-balanced and explicit-triplet batches;
+readers for the retrieval datasets' layouts and an image dataset over their records."""
+
+from fdsml.data.fractal_dataset import FractalCodesDataset, ShardedImagesDataset, fresh_noise_seed
+from fdsml.data.retrieval_datasets import (
+    DatasetLayoutError,
+    ImageRecords,
+    RetrievalSplits,
+    available_datasets,
+    read_retrieval_dataset,
+    recommended_ks,
+    register_reader,
+)
+from fdsml.data.samplers import ClassBalancedBatchSampler, ExplicitTripletBatchSampler
+
+# torchvision costs seconds to import: the image pipeline loads on first use.
+_LAZY = {"ImageRecordsDataset": "fdsml.data.image_records", "ImageTransform": "fdsml.data.image_records"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "ClassBalancedBatchSampler",
+    "DatasetLayoutError",
+    "ExplicitTripletBatchSampler",
+    "FractalCodesDataset",
+    "ImageRecords",
+    "ImageRecordsDataset",
+    "ImageTransform",
+    "RetrievalSplits",
+    "ShardedImagesDataset",
+    "available_datasets",
+    "fresh_noise_seed",
+    "read_retrieval_dataset",
+    "recommended_ks",
+    "register_reader",
+]

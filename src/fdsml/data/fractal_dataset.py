@@ -1,0 +1,175 @@
+"""FineFractalDB as torch datasets: rendered on the fly from the codes, or read from shards.
+
+Both take the fractal codes table (one row per instance: ``class_id``, ``coefficients``,
+``probabilities``, ``psi``, ``seed``, ...) and return the same item, a dict with
+``image`` (float32 (channels, size, size) in [0, 1], grey level / 255), ``label`` (int class id),
+``psi`` (float32 (6,)) and ``index`` (int row). Only NumPy arrays are kept, so the datasets
+pickle cheaply into DataLoader worker processes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from torch.utils.data import Dataset
+
+from fdsml.ifs import RenderSettings
+
+Transform = Callable[[torch.Tensor], torch.Tensor]
+
+
+def fresh_noise_seed(seed: int, epoch: int, index: int) -> int:
+    """The rendering seed of item ``index`` at ``epoch``: a SeedSequence child of ``seed``, in [0, 2**63)."""
+    state = np.random.SeedSequence(seed, spawn_key=(epoch, index)).generate_state(1, dtype=np.uint64)[0]
+    return int(state >> np.uint64(1))
+
+
+class _CodesTable:
+    """The table columns every item needs, as arrays."""
+
+    def __init__(self, table: pd.DataFrame):
+        missing = sorted({"class_id", "psi"} - set(table.columns))
+        if missing:
+            raise KeyError(f"the fractal codes table lacks column(s) {', '.join(missing)}")
+        self.labels = table["class_id"].to_numpy(dtype=np.int64)
+        self.psi = np.asarray(table["psi"].tolist(), dtype=np.float32).reshape(len(table), -1)
+
+    def item(self, index: int, image: np.ndarray, channels: int, transform: Transform | None) -> dict:
+        tensor = torch.from_numpy(image.astype(np.float32)).div_(255.0)
+        tensor = tensor.unsqueeze(0).expand(channels, -1, -1).contiguous()
+        if transform is not None:
+            tensor = transform(tensor)
+        return {"image": tensor, "label": int(self.labels[index]), "psi": torch.from_numpy(self.psi[index].copy()), "index": index}
+
+
+class FractalCodesDataset(Dataset):
+    """Renders each instance from its IFS code when asked (Numba, inside the worker process).
+
+    Without ``fresh_noise`` item i is rendered with the table's ``seed`` (the same image every
+    epoch, the one the fractals pipeline checked for occupancy). With ``fresh_noise`` the seed is
+    :func:`fresh_noise_seed` (``seed``, epoch, i): new points and patches every epoch, the same
+    for the same triple. Call ``set_epoch`` before iterating; with DataLoader workers keep
+    ``persistent_workers=False`` so each epoch's workers receive the new epoch.
+    """
+
+    def __init__(
+        self,
+        table: pd.DataFrame,
+        render: RenderSettings,
+        *,
+        seed: int,
+        fresh_noise: bool = False,
+        channels: int = 3,
+        transform: Transform | None = None,
+    ):
+        missing = sorted({"coefficients", "probabilities", "seed"} - set(table.columns))
+        if missing:
+            raise KeyError(f"the fractal codes table lacks column(s) {', '.join(missing)}")
+        if channels < 1:
+            raise ValueError(f"channels must be positive, got {channels}")
+        self._table = _CodesTable(table)
+        self.codes = [np.asarray(c, dtype=np.float64).reshape(-1, 6) for c in table["coefficients"]]
+        self.probabilities = [np.asarray(p, dtype=np.float64) for p in table["probabilities"]]
+        self.seeds = table["seed"].to_numpy(dtype=np.int64)
+        self.render_settings = render
+        self.seed = seed
+        self.fresh_noise = fresh_noise
+        self.channels = channels
+        self.transform = transform
+        self.epoch = 0
+
+    @property
+    def labels(self) -> np.ndarray:
+        """Class id of every item (for samplers)."""
+        return self._table.labels
+
+    @property
+    def psi(self) -> np.ndarray:
+        """Descriptor of every item, (n, 6) float32."""
+        return self._table.psi
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch whose rendering noise ``fresh_noise`` uses."""
+        self.epoch = epoch
+
+    def rendering_seed(self, index: int) -> int:
+        """The seed item ``index`` is rendered with at the current epoch."""
+        if self.fresh_noise:
+            return fresh_noise_seed(self.seed, self.epoch, index)
+        return int(self.seeds[index])
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, index: int) -> dict:
+        index = int(index)
+        image = self.render_settings.render(self.codes[index], self.probabilities[index], self.rendering_seed(index))
+        return self._table.item(index, image, self.channels, self.transform)
+
+
+class ShardedImagesDataset(Dataset):
+    """Reads images materialised by the fractals pipeline, in the codes table's row order.
+
+    ``folder`` holds ``manifest.json`` (``{"shards": [...], "size": S, "count": n}``) and ``.npy``
+    uint8 shards of shape (n_i, S, S). Shards are memory-mapped lazily in each process.
+    """
+
+    def __init__(self, folder: str | Path, table: pd.DataFrame, *, channels: int = 3, transform: Transform | None = None):
+        self.folder = Path(folder)
+        manifest = json.loads((self.folder / "manifest.json").read_text())
+        self.shards = [str(name) for name in manifest["shards"]]
+        self.size = int(manifest["size"])
+        lengths = []
+        for name in self.shards:
+            array = np.load(self.folder / name, mmap_mode="r")
+            if array.dtype != np.uint8 or array.shape[1:] != (self.size, self.size):
+                raise ValueError(f"shard {name}: expected uint8 (n, {self.size}, {self.size}), got {array.dtype} {array.shape}")
+            lengths.append(array.shape[0])
+        self.offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        if not int(self.offsets[-1]) == int(manifest["count"]) == len(table):
+            raise ValueError(
+                f"{self.folder}: shards hold {int(self.offsets[-1])} images, manifest says {manifest['count']}, "
+                f"the table has {len(table)} rows"
+            )
+        if channels < 1:
+            raise ValueError(f"channels must be positive, got {channels}")
+        self._table = _CodesTable(table)
+        self.channels = channels
+        self.transform = transform
+        self._arrays: list[np.ndarray] | None = None
+
+    @property
+    def labels(self) -> np.ndarray:
+        """Class id of every item (for samplers)."""
+        return self._table.labels
+
+    @property
+    def psi(self) -> np.ndarray:
+        """Descriptor of every item, (n, 6) float32."""
+        return self._table.psi
+
+    def set_epoch(self, epoch: int) -> None:
+        """Stored images do not change with the epoch; present so both datasets are interchangeable."""
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_arrays"] = None
+        return state
+
+    def __len__(self) -> int:
+        return int(self.offsets[-1])
+
+    def __getitem__(self, index: int) -> dict:
+        index = int(index)
+        if not 0 <= index < len(self):
+            raise IndexError(f"index {index} out of range for {len(self)} images")
+        if self._arrays is None:
+            self._arrays = [np.load(self.folder / name, mmap_mode="r") for name in self.shards]
+        shard = int(np.searchsorted(self.offsets, index, side="right")) - 1
+        image = self._arrays[shard][index - self.offsets[shard]]
+        return self._table.item(index, image, self.channels, self.transform)

@@ -1,0 +1,109 @@
+"""A torch ``Dataset`` over :class:`ImageRecords`: decoded, augmented, normalised 3-channel images.
+
+Training view: a random resized crop and a horizontal flip; test view: resize then centre
+crop (the usual 256 -> 224 ratio by default). Grey images are replicated to three channels.
+Random draws come from a per-item ``numpy`` generator seeded by (seed, epoch, index), so
+an item's augmentation is reproducible in any worker and changes with :meth:`set_epoch`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torchvision.transforms.v2.functional as F
+from PIL import Image
+from torch.utils.data import Dataset
+
+from fdsml.config import require_fraction, require_positive, require_range
+from fdsml.data.retrieval_datasets import ImageRecords
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+_CROP_ATTEMPTS = 10
+
+
+@dataclass(frozen=True)
+class ImageTransform:
+    """Turns a uint8 (3, H, W) image into a normalised float (3, size, size) tensor.
+
+    ``train``: random resized crop (area fraction in ``area_range``, aspect ratio in
+    ``ratio_range``) and a horizontal flip with probability 1/2. Otherwise: resize the
+    short side to ``size / crop_fraction`` and take the centre ``size`` x ``size``.
+    """
+
+    size: int
+    train: bool = False
+    crop_fraction: float = 0.875
+    area_range: tuple[float, float] = (0.08, 1.0)
+    ratio_range: tuple[float, float] = (3 / 4, 4 / 3)
+    mean: tuple[float, float, float] = IMAGENET_MEAN
+    std: tuple[float, float, float] = IMAGENET_STD
+
+    def __post_init__(self) -> None:
+        require_positive("size", self.size)
+        require_fraction("crop_fraction", self.crop_fraction, inclusive_zero=False)
+        require_range("area_range", self.area_range, within=(1e-6, 1.0))
+        require_range("ratio_range", self.ratio_range)
+        require_positive("ratio_range[0]", self.ratio_range[0])
+        for i, value in enumerate(self.std):
+            require_positive(f"std[{i}]", value)
+
+    def __call__(self, image: torch.Tensor, rng: np.random.Generator) -> torch.Tensor:
+        if self.train:
+            top, left, height, width = self._crop_box(image.shape[-2], image.shape[-1], rng)
+            image = F.resized_crop(image, top, left, height, width, [self.size, self.size], antialias=True)
+            if rng.random() < 0.5:
+                image = F.horizontal_flip(image)
+        else:
+            image = F.resize(image, [round(self.size / self.crop_fraction)], antialias=True)
+            image = F.center_crop(image, [self.size, self.size])
+        return F.normalize(image.float() / 255.0, list(self.mean), list(self.std))
+
+    def _crop_box(self, height: int, width: int, rng: np.random.Generator) -> tuple[int, int, int, int]:
+        """A box covering a random area fraction with a random (log-uniform) aspect ratio."""
+        log_ratios = np.log(self.ratio_range)
+        for _ in range(_CROP_ATTEMPTS):
+            area = height * width * rng.uniform(*self.area_range)
+            ratio = math.exp(rng.uniform(*log_ratios))
+            box_w, box_h = round(math.sqrt(area * ratio)), round(math.sqrt(area / ratio))
+            if 0 < box_w <= width and 0 < box_h <= height:
+                return int(rng.integers(0, height - box_h + 1)), int(rng.integers(0, width - box_w + 1)), box_h, box_w
+        # no box fitted: the largest centred box whose aspect ratio lies in the range
+        ratio = min(max(width / height, self.ratio_range[0]), self.ratio_range[1])
+        box_w, box_h = min(width, round(height * ratio)), min(height, round(width / ratio))
+        return (height - box_h) // 2, (width - box_w) // 2, box_h, box_w
+
+
+class ImageRecordsDataset(Dataset):
+    """Yields ``(image, label)``: a float (3, size, size) tensor and the record's integer label."""
+
+    def __init__(self, records: ImageRecords, transform: ImageTransform, *, seed: int = 0) -> None:
+        self.records = records
+        self.transform = transform
+        self.seed = seed
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """New augmentations for a new epoch (workers that persist across epochs keep the old one)."""
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        rng = np.random.default_rng([self.seed, self.epoch, index])
+        return self.transform(self.load_image(index), rng), int(self.records.labels[index])
+
+    def load_image(self, index: int) -> torch.Tensor:
+        """The raw image as uint8 (3, H, W), grey replicated to three channels."""
+        if self.records.images is not None:
+            pixels = self.records.images[index]
+        else:
+            with Image.open(self.records.paths[index]) as image:
+                pixels = np.array(image.convert("RGB"))
+        if pixels.ndim == 2:
+            pixels = np.repeat(pixels[:, :, None], 3, axis=2)
+        return torch.from_numpy(np.ascontiguousarray(pixels)).permute(2, 0, 1)

@@ -1,0 +1,161 @@
+"""Retrieval metrics: Recall@K, MAP@R, R-Precision and NMI of an embedding space.
+
+pytorch-metric-learning's ``AccuracyCalculator`` does the work, with faiss for the
+neighbour search and the k-means; we add Recall@K for K > 1, which it lacks, computed
+from the very same neighbour lists.
+
+Conventions, chosen once here:
+
+* **Distance.** Embeddings are L2-normalised first and searched with exact Euclidean
+  distance (faiss ``IndexFlatL2``); on unit vectors this ranks neighbours exactly as
+  cosine similarity does, and k-means (Euclidean) sees the same geometry.
+* **Self-exclusion.** Without a query set every item queries all the others; an item is
+  removed from its own neighbour list by index, never by distance, so an exact duplicate
+  of the query still counts as a neighbour. With a query set (In-Shop) the queries
+  search the gallery and nothing is excluded.
+* **Queries without a relevant item** (a singleton class, or a query label absent from
+  the gallery) can neither succeed nor fail: like the library, every retrieval metric
+  (Recall@K, MAP@R, R-Precision) averages over the other queries only. NMI clusters
+  all query items.
+* **Ties** between equally distant neighbours are broken by the search, arbitrarily.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
+from pytorch_metric_learning.utils.inference import FaissKMeans, FaissKNN
+
+logger = logging.getLogger(__name__)
+
+_KMEANS_ITERATIONS = 20
+
+
+class _RetrievalCalculator(AccuracyCalculator):
+    """The library's calculator plus ``recall_at_ks``, read off the same neighbour lists."""
+
+    def __init__(self, ks: Sequence[int], **kwargs) -> None:
+        self.ks = tuple(ks)
+        super().__init__(**kwargs)
+
+    def requires_knn(self) -> list[str]:
+        return [*super().requires_knn(), "recall_at_ks"]
+
+    def calculate_recall_at_ks(
+        self, knn_labels: torch.Tensor, query_labels: torch.Tensor, not_lone_query_mask: torch.Tensor, **kwargs
+    ) -> dict[int, float]:
+        """Fraction of queries with at least one of their K nearest sharing their label."""
+        hits = knn_labels[not_lone_query_mask] == query_labels[not_lone_query_mask, None]
+        return {k: hits[:, :k].any(dim=1).double().mean().item() for k in self.ks}
+
+
+def retrieval_metrics(
+    embeddings: np.ndarray | torch.Tensor,
+    labels: np.ndarray | torch.Tensor,
+    *,
+    ks: Sequence[int],
+    query_embeddings: np.ndarray | torch.Tensor | None = None,
+    query_labels: np.ndarray | torch.Tensor | None = None,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Recall@K for each K, MAP@R, R-Precision and NMI, as fractions in [0, 1].
+
+    ``embeddings``/``labels`` are the searched set; without ``query_embeddings`` each of
+    them queries all the others, with them (In-Shop) the queries search ``embeddings``
+    (the gallery). ``seed`` seeds the k-means behind NMI. Keys: ``recall@K``, ``map@r``,
+    ``r_precision``, ``nmi``.
+    """
+    gallery, gallery_labels = _as_arrays(embeddings, labels, "embeddings")
+    if (query_embeddings is None) != (query_labels is None):
+        raise ValueError("give query_embeddings and query_labels together, or neither")
+    has_queries = query_embeddings is not None
+    if has_queries:
+        queries, queries_labels = _as_arrays(query_embeddings, query_labels, "query_embeddings")
+        if queries.shape[1] != gallery.shape[1]:
+            raise ValueError(
+                f"query embeddings have {queries.shape[1]} dimensions, gallery embeddings {gallery.shape[1]}"
+            )
+    else:
+        queries, queries_labels = gallery, gallery_labels
+    # Contiguous codes: the library stores labels as float32, exact only below 2**24.
+    _, codes = np.unique(np.concatenate([queries_labels, gallery_labels]), return_inverse=True)
+    query_codes, gallery_codes = codes[: len(queries_labels)], codes[len(queries_labels) :]
+
+    candidates = len(gallery) - (0 if has_queries else 1)
+    ks = _check_ks(ks, candidates=candidates)
+    num_neighbours = _neighbours_needed(query_codes, gallery_codes, max(ks), candidates)
+    calculator = _RetrievalCalculator(
+        ks,
+        include=("mean_average_precision_at_r", "r_precision", "NMI", "recall_at_ks"),
+        k=num_neighbours,
+        device=torch.device("cpu"),
+        knn_func=FaissKNN(),
+        kmeans_func=FaissKMeans(niter=_KMEANS_ITERATIONS, seed=seed, min_points_per_centroid=1, gpu=False),
+    )
+    query_tensor, query_code_tensor = torch.from_numpy(_l2_normalise(queries)), torch.from_numpy(query_codes)
+    if has_queries:
+        result = calculator.get_accuracy(
+            query_tensor,
+            query_code_tensor,
+            torch.from_numpy(_l2_normalise(gallery)),
+            torch.from_numpy(gallery_codes),
+            ref_includes_query=False,
+        )
+    else:
+        result = calculator.get_accuracy(query_tensor, query_code_tensor)
+    if np.isnan(result["r_precision"]):
+        raise ValueError("no query has a relevant item to retrieve: every query label is alone")
+    metrics = {f"recall@{k}": float(v) for k, v in result["recall_at_ks"].items()}
+    metrics["map@r"] = float(result["mean_average_precision_at_r"])
+    metrics["r_precision"] = float(result["r_precision"])
+    metrics["nmi"] = float(result["NMI"])
+    logger.info("retrieval metrics: %s", metrics)
+    return metrics
+
+
+def _as_arrays(embeddings, labels, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Embeddings as float32 (N, D), labels as int64 (N,), checked against each other."""
+    if isinstance(embeddings, torch.Tensor):
+        embeddings = embeddings.detach().cpu().numpy()
+    if isinstance(labels, torch.Tensor):
+        labels = labels.detach().cpu().numpy()
+    vectors = np.ascontiguousarray(embeddings, dtype=np.float32)
+    classes = np.asarray(labels)
+    if vectors.ndim != 2 or len(vectors) == 0:
+        raise ValueError(f"{name}: expected a non-empty (N, D) array, got shape {vectors.shape}")
+    if classes.shape != (len(vectors),):
+        raise ValueError(f"{name}: {len(vectors)} embeddings but labels of shape {classes.shape}")
+    if not np.issubdtype(classes.dtype, np.integer):
+        raise ValueError(f"{name}: labels must be integers, got dtype {classes.dtype}")
+    if not np.isfinite(vectors).all():
+        raise ValueError(f"{name}: embeddings contain NaN or infinity")
+    return vectors, classes.astype(np.int64)
+
+
+def _l2_normalise(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.maximum(norms, np.finfo(np.float32).tiny)
+
+
+def _check_ks(ks: Sequence[int], *, candidates: int) -> tuple[int, ...]:
+    ks = tuple(int(k) for k in ks)
+    if not ks or min(ks) < 1:
+        raise ValueError(f"ks must be a non-empty list of positive integers, got {ks}")
+    if max(ks) > candidates:
+        raise ValueError(f"Recall@{max(ks)} needs at least {max(ks)} items to search, there are {candidates}")
+    return ks
+
+
+def _neighbours_needed(query_codes: np.ndarray, gallery_codes: np.ndarray, max_k: int, candidates: int) -> int:
+    """Neighbours to fetch: enough for the largest K and for R of the largest class (MAP@R).
+
+    The library checks k against the largest class count without discounting the query
+    itself, so we fetch that many (one spare) unless the searched set is smaller.
+    """
+    size = int(max(query_codes.max(), gallery_codes.max())) + 1
+    largest_class = int(np.bincount(gallery_codes, minlength=size)[np.unique(query_codes)].max())
+    return min(max(max_k, largest_class), candidates)

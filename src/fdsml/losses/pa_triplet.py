@@ -1,0 +1,179 @@
+"""PA-Triplet: triplets ordered by the IFS descriptor, fed to pytorch-metric-learning (METHOD.md section 3).
+
+Triplet construction is a miner in spirit: it only produces ``(anchors, positives, negatives)``
+indices; :class:`PATripletLoss` hands them to the library's ``TripletMarginLoss``. Two ways
+to build the triplets share the filters (``FILTER_RULES``) and the ordering
+(``first_is_positive``) of :mod:`fdsml.losses.candidates`:
+
+* batch mode, :func:`mine_batch_triplets`: every anchor of a batch with every candidate pair
+  of the batch the filter allows (each image forwarded once, used in many triplets);
+* explicit mode, :func:`explicit_indices_tuple`: the batch is ``[anchors | first | second]``
+  as drawn by ``sample_explicit_triplets`` (three images per triplet).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from pytorch_metric_learning.distances import LpDistance
+from pytorch_metric_learning.losses import TripletMarginLoss
+from pytorch_metric_learning.reducers import AvgNonZeroReducer, MeanReducer
+from torch import nn
+
+from fdsml.losses.candidates import check_filter, first_is_positive
+
+IndicesTuple = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+REDUCERS = {"mean": MeanReducer, "avg_nonzero": AvgNonZeroReducer}
+
+
+def descriptor_distances(psi: torch.Tensor) -> torch.Tensor:
+    """All pairwise Euclidean descriptor distances, (B, B), in float64.
+
+    Computed from coordinate differences (not the Gram-matrix shortcut) so that equal
+    descriptors give exactly equal distances and ties are decided by the rule, not rounding.
+    """
+    psi = psi.to(torch.float64)
+    return (psi[:, None, :] - psi[None, :, :]).norm(dim=-1)
+
+
+def order_by_descriptor(
+    distances: torch.Tensor, anchors: torch.Tensor, first: torch.Tensor, second: torch.Tensor
+) -> IndicesTuple:
+    """``(anchors, positives, negatives)``: the candidate no farther from the anchor is the positive."""
+    keep = first_is_positive(distances[anchors, first], distances[anchors, second])
+    return anchors, torch.where(keep, first, second), torch.where(keep, second, first)
+
+
+def _candidate_pairs(same_class: torch.Tensor, distinct: torch.Tensor, rule: bool | None) -> torch.Tensor:
+    """(anchor, candidate) pairs a candidate rule allows: never the anchor itself."""
+    if rule is None:
+        return distinct
+    return distinct & (same_class if rule else ~same_class)
+
+
+def candidate_mask(labels: torch.Tensor, filter_name: str) -> torch.Tensor:
+    """(B, B, B) boolean mask over (anchor, candidate 1, candidate 2) of the triplets the filter allows.
+
+    Candidates differ from the anchor and from each other. Filters whose two candidates obey the
+    same rule (all, same, diff) keep each unordered pair once (candidate 1 has the lower index).
+    The per-rule work is done on (B, B) pairs; only two passes touch the (B, B, B) cube.
+    """
+    rule_first, rule_second = check_filter(filter_name)
+    size = labels.shape[0]
+    same_class = labels[:, None] == labels[None, :]
+    distinct = ~torch.eye(size, dtype=torch.bool, device=labels.device)
+    first = _candidate_pairs(same_class, distinct, rule_first)
+    second = _candidate_pairs(same_class, distinct, rule_second)
+    between = distinct.triu(diagonal=1) if rule_first == rule_second else distinct
+    return first[:, :, None] & second[:, None, :] & between[None, :, :]
+
+
+def triplets_per_anchor(filter_name: str, classes_per_batch: int, instances_per_class: int) -> int:
+    """How many triplets :func:`mine_batch_triplets` finds per anchor in a P x K class-balanced batch.
+
+    Raises ValueError when the batch is too small for the filter (no triplet at all), so a bad
+    configuration fails at start.
+    """
+    rule_first, rule_second = check_filter(filter_name)
+    pools = {True: instances_per_class - 1, False: (classes_per_batch - 1) * instances_per_class}
+    pools[None] = pools[True] + pools[False]
+    if rule_first == rule_second:
+        count = pools[rule_first] * (pools[rule_first] - 1) // 2
+    else:
+        count = pools[rule_first] * pools[rule_second]
+    if count < 1:
+        raise ValueError(
+            f"filter {filter_name!r} finds no triplet in batches of {classes_per_batch} classes x "
+            f"{instances_per_class} instances: add classes or instances per class"
+        )
+    return count
+
+
+def mine_batch_triplets(
+    labels: torch.Tensor,
+    psi: torch.Tensor,
+    filter_name: str,
+    *,
+    max_triplets: int | None = None,
+    generator: torch.Generator | None = None,
+) -> IndicesTuple:
+    """Batch mode: all triplets of the batch allowed by the filter, ordered by descriptor distance.
+
+    ``labels`` (B,) class ids, ``psi`` (B, 6) descriptors, on the same device. For ``each``,
+    candidate 1 is the same-class one. Returns LongTensors ``(anchors, positives, negatives)``
+    in (anchor, candidate 1, candidate 2) order; with ``max_triplets`` a uniform random subset of
+    that many (drawn with ``generator``, required then, kept in the same order). Memory is O(B^3) booleans plus
+    the triplets themselves (about B^3 / 2 for ``all``): subsample for batches beyond a few hundred.
+    """
+    if labels.ndim != 1 or psi.ndim != 2 or psi.shape[0] != labels.shape[0]:
+        raise ValueError(f"labels (B,) and psi (B, D) must agree, got {tuple(labels.shape)} and {tuple(psi.shape)}")
+    if max_triplets is not None and (max_triplets < 1 or generator is None):
+        raise ValueError(f"max_triplets ({max_triplets}) must be positive and come with a torch.Generator")
+    anchors, first, second = candidate_mask(labels, filter_name).nonzero(as_tuple=True)
+    if max_triplets is not None and anchors.shape[0] > max_triplets:
+        chosen = torch.randperm(anchors.shape[0], generator=generator, device=generator.device)[:max_triplets]
+        chosen = chosen.sort().values.to(labels.device)
+        anchors, first, second = anchors[chosen], first[chosen], second[chosen]
+    return order_by_descriptor(descriptor_distances(psi), anchors, first, second)
+
+
+def explicit_indices_tuple(psi: torch.Tensor) -> IndicesTuple:
+    """Explicit mode: ordered triplets of a batch laid out as ``[anchors | first | second]`` (3T rows)."""
+    if psi.ndim != 2 or psi.shape[0] % 3:
+        raise ValueError(f"explicit batches hold 3 x T images, got psi of shape {tuple(psi.shape)}")
+    n_triplets = psi.shape[0] // 3
+    anchors = torch.arange(n_triplets, device=psi.device)
+    return order_by_descriptor(descriptor_distances(psi), anchors, anchors + n_triplets, anchors + 2 * n_triplets)
+
+
+class PATripletLoss(nn.Module):
+    """Triplet margin loss over PA-Triplet indices: max(0, ||a - p|| - ||a - n|| + margin).
+
+    Defaults (the method leaves them open): embeddings are L2-normalised, so distances lie in
+    [0, 2] and the margin has a fixed scale whatever the embedding width or the training stage;
+    on that scale 0.2 (FaceNet's value on the unit sphere) asks for a clear gap without being
+    unreachable. ``reducer="mean"`` averages over every triplet, the method's loss as written,
+    and keeps the loss comparable between batch and explicit modes; ``"avg_nonzero"`` (the
+    library's default) averages over violating triplets only and keeps the gradient from fading
+    as easy triplets accumulate.
+    """
+
+    def __init__(
+        self,
+        margin: float = 0.2,
+        normalize_embeddings: bool = True,
+        reducer: Literal["mean", "avg_nonzero"] = "mean",
+    ):
+        super().__init__()
+        if margin < 0:
+            raise ValueError(f"margin must be >= 0, got {margin}")
+        if reducer not in REDUCERS:
+            raise ValueError(f"unknown reducer {reducer!r}; choose one of {', '.join(REDUCERS)}")
+        self.triplet = TripletMarginLoss(
+            margin=margin,
+            distance=LpDistance(normalize_embeddings=normalize_embeddings, p=2, power=1),
+            reducer=REDUCERS[reducer](),
+        )
+
+    def forward(self, embeddings: torch.Tensor, indices_tuple: IndicesTuple) -> tuple[torch.Tensor, dict]:
+        """The reduced loss and its parts.
+
+        Parts: ``triplets`` (int), ``nonzero_fraction`` and ``mean_violation`` (detached 0-d
+        tensors, read them with ``.item()`` only when logging, to avoid device syncs).
+        Embeddings are promoted to float32 so that bf16 autocast does not blur small margins.
+        """
+        embeddings = embeddings.float()
+        parts = self.triplet.compute_loss(embeddings, None, indices_tuple, embeddings, None)
+        loss = self.triplet.reducer(parts, embeddings, None)
+        losses = parts["loss"]["losses"]
+        n_triplets = int(indices_tuple[0].shape[0])
+        if n_triplets == 0:
+            zero = embeddings.new_zeros(())
+            return loss, {"triplets": 0, "nonzero_fraction": zero, "mean_violation": zero}
+        detached = losses.detach()
+        return loss, {
+            "triplets": n_triplets,
+            "nonzero_fraction": (detached > 0).float().mean(),
+            "mean_violation": detached.mean(),
+        }

@@ -1,0 +1,51 @@
+"""Checkpoint files: written atomically, loaded with ``weights_only=True`` (no code runs on load).
+
+One format for training state (resume) and for the models that pipelines hand each other.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fdsml.atomic import atomic_path
+from fdsml.models.network import build_model
+
+FORMAT = "fdsml-checkpoint/1"
+
+
+def save_checkpoint(path: str | os.PathLike, payload: dict[str, Any]) -> None:
+    """Write ``payload`` (tensors, numbers, strings, lists, dicts) to ``path`` atomically."""
+    with atomic_path(path) as temporary:
+        torch.save({"format": FORMAT, **payload}, temporary)
+
+
+def load_checkpoint_file(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Read a checkpoint written by :func:`save_checkpoint`; refuse anything else by name."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no checkpoint at {path}: run the pre-training pipeline first (kedro run --pipeline=pretrain)")
+    payload = torch.load(path, map_location=map_location, weights_only=True)
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise ValueError(f"{path} is not an fdsml checkpoint (expected format {FORMAT!r})")
+    return payload
+
+
+def model_payload(model, **metadata: Any) -> dict[str, Any]:
+    """What a pre-trained or fine-tuned model file holds: its configuration, its weights, metadata."""
+    return {"model": dict(model.config), "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "metadata": metadata}
+
+
+def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu"):
+    """The model stored at ``path``, in eval mode and ready for inference, and its configuration.
+
+    Returns ``(model, payload)`` where ``payload["model"]`` rebuilds the architecture
+    (``build_model(**payload["model"])``) and ``payload["metadata"]`` says how it was trained.
+    """
+    payload = load_checkpoint_file(path, map_location=map_location)
+    model = build_model(**payload["model"])
+    model.load_state_dict(payload["state_dict"])
+    return model.eval(), payload

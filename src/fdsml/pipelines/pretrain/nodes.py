@@ -1,0 +1,42 @@
+"""Nodes of the ``pretrain`` pipeline: parse parameters, call ``fdsml.training.pretrain``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pandas as pd
+
+from fdsml.pipelines.fractals.nodes import parse_fractals_params
+from fdsml.training.pretrain import parse_pretrain_params, pretrain
+
+logger = logging.getLogger(__name__)
+
+
+def pretrain_model(
+    fractal_codes: pd.DataFrame,
+    fractal_summary: dict,
+    fractal_images: dict[str, Any],
+    fractals_params: dict[str, Any],
+    pretrain_params: dict[str, Any],
+) -> tuple[dict, pd.DataFrame]:
+    """Pre-train a backbone on FineFractalDB with PA-Triplet or the FDSL cross-entropy baseline.
+
+    Inputs: the instance table, its summary (for the dataset's fingerprint), the materialised
+    renderings (used when ``pretrain.data.source`` is ``shards``), ``params:fractals`` (rendering
+    settings) and ``params:pretrain``. Returns the model file (``pretrained_model``) and the
+    per-step history (``pretrain_history``).
+    """
+    fractals = parse_fractals_params(fractals_params)
+    config = parse_pretrain_params(pretrain_params)
+    payload, history = pretrain(
+        fractal_codes,
+        fractals.render,
+        config,
+        fractals_fingerprint=fractal_summary["fingerprint"],
+        shards_folder=fractal_images["folder"] if fractal_images.get("materialized") else None,
+    )
+    if len(history):
+        first, last = history["loss"].iloc[: max(len(history) // 10, 1)].mean(), history["loss"].iloc[-max(len(history) // 10, 1) :].mean()
+        logger.info("Pre-training loss %.4f -> %.4f over %d steps", first, last, len(history))
+    return payload, history

@@ -1,0 +1,251 @@
+"""The training loop, read top to bottom: data, forward, loss, backward, step, schedule, log, checkpoint.
+
+One function for every objective (PA-Triplet, cross-entropy, proxy losses). It runs on the CPU
+or a GPU (bf16 autocast, channels-last, pinned memory, non-blocking copies), in one process or
+one per GPU under ``torchrun`` (DDP). Every ``checkpoint_every`` steps and at the end it writes
+its full state atomically; ``resume`` continues from there, and because every random draw is a
+function of (seed, epoch, step), a resumed run ends with the weights of an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+import torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader
+from tqdm.auto import tqdm
+
+from fdsml.config import ConfigError, require_fraction, require_positive
+from fdsml.training import distributed
+from fdsml.models.checkpoint import load_checkpoint_file, save_checkpoint
+from fdsml.training.schedules import build_schedule, scaled_learning_rate
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    """Optimiser and schedule; the learning rate is ``base_lr * global batch / reference_batch``."""
+
+    name: Literal["sgd", "adamw"] = "sgd"
+    base_lr: float = 0.1
+    reference_batch: int = 256
+    momentum: float = 0.9
+    weight_decay: float = 1e-4
+    schedule: Literal["constant", "constant_cosine", "warmup_cosine"] = "constant_cosine"
+    constant_fraction: float = 0.4
+    warmup_steps: int = 0
+
+    def __post_init__(self):
+        require_positive("base_lr", self.base_lr)
+        require_positive("reference_batch", self.reference_batch)
+        require_fraction("constant_fraction", self.constant_fraction)
+        if self.weight_decay < 0 or self.warmup_steps < 0 or self.momentum < 0:
+            raise ConfigError("weight_decay, momentum, warmup_steps: must be >= 0")
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """How long, where, and how often to log and checkpoint."""
+
+    epochs: int = 1
+    max_steps: int | None = None
+    seed: int = 0
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    amp: bool = True
+    channels_last: bool = True
+    num_workers: int = 0
+    log_every: int = 10
+    checkpoint_every: int = 100
+    resume: bool = True
+    deterministic: bool = False
+
+    def __post_init__(self):
+        require_positive("epochs", self.epochs)
+        if self.max_steps is not None:
+            require_positive("max_steps", self.max_steps)
+        require_positive("log_every", self.log_every)
+        require_positive("checkpoint_every", self.checkpoint_every)
+        if self.num_workers < 0:
+            raise ConfigError(f"num_workers: must be >= 0, got {self.num_workers}")
+
+
+def build_optimizer(model: nn.Module, objective: nn.Module, config: OptimizerConfig, global_batch: int):
+    """SGD (momentum) or AdamW over the model, plus the objective's own parameter groups."""
+    lr = scaled_learning_rate(config.base_lr, global_batch, config.reference_batch)
+    groups = [{"params": [p for p in model.parameters() if p.requires_grad]}, *objective.param_groups()]
+    if config.name == "sgd":
+        return torch.optim.SGD(groups, lr=lr, momentum=config.momentum, weight_decay=config.weight_decay)
+    return torch.optim.AdamW(groups, lr=lr, weight_decay=config.weight_decay)
+
+
+class _FromBatch:
+    """The sampler's batches from position ``offset`` on (to resume mid-epoch without rendering skipped ones)."""
+
+    def __init__(self, sampler, offset: int):
+        self.sampler = sampler
+        self.offset = offset
+
+    def __iter__(self):
+        for position, batch in enumerate(self.sampler):
+            if position >= self.offset:
+                yield batch
+
+    def __len__(self) -> int:
+        return len(self.sampler) - self.offset
+
+
+def _to_device(batch: dict[str, Any], device: torch.device, channels_last: bool) -> dict[str, Any]:
+    moved = {k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for k, v in batch.items()}
+    if channels_last:
+        moved["image"] = moved["image"].contiguous(memory_format=torch.channels_last)
+    return moved
+
+
+def _scalar(value) -> float:
+    return float(value.item()) if torch.is_tensor(value) else float(value)
+
+
+def _step_seed(seed: int, step: int) -> int:
+    return (seed * 1_000_003 + step) % 2**63
+
+
+@dataclass
+class TrainResult:
+    model: nn.Module
+    history: pd.DataFrame
+    steps: int
+
+
+def train(
+    model: nn.Module,
+    objective: nn.Module,
+    dataset,
+    batch_sampler,
+    loop: LoopConfig,
+    optimizer_config: OptimizerConfig,
+    checkpoint_path: str | Path,
+    fingerprint: str = "",
+) -> TrainResult:
+    """Train ``model`` on ``objective``; the last state is always at ``checkpoint_path``.
+
+    ``dataset`` and ``batch_sampler`` may offer ``set_epoch``; the sampler must already be sharded
+    for this rank. A checkpoint is resumed only when its ``fingerprint`` (what defines the run)
+    matches; a stale one from another configuration is started over, not continued.
+    """
+    context = distributed.setup(loop.device)
+    torch.use_deterministic_algorithms(loop.deterministic, warn_only=True)
+    cuda = context.device.type == "cuda"
+    channels_last = loop.channels_last and cuda
+    torch.manual_seed(loop.seed)
+    model.to(context.device)
+    objective.to(context.device)
+    if channels_last:
+        model.to(memory_format=torch.channels_last)
+    wrapped = DistributedDataParallel(model, device_ids=[context.device] if cuda else None) if context.distributed else model
+
+    steps_per_epoch = len(batch_sampler)
+    total_steps = loop.max_steps or loop.epochs * steps_per_epoch
+    global_batch = len(next(iter(batch_sampler))) * context.world_size
+    optimizer = build_optimizer(model, objective, optimizer_config, global_batch)
+    multiplier = build_schedule(
+        optimizer_config.schedule,
+        total_steps,
+        constant_fraction=optimizer_config.constant_fraction,
+        warmup_steps=optimizer_config.warmup_steps,
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, multiplier)
+
+    step, history = 0, []
+    checkpoint_path = Path(checkpoint_path)
+    state = load_checkpoint_file(checkpoint_path, map_location=context.device) if loop.resume and checkpoint_path.exists() else None
+    if state is not None and state.get("fingerprint") != fingerprint:
+        logger.warning("%s belongs to another configuration: starting over instead of resuming", checkpoint_path)
+        state = None
+    if state is not None:
+        model.load_state_dict(state["state_dict"])
+        objective.load_state_dict(state["objective"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        step, history = state["step"], list(state["history"])
+        logger.info("Resuming from %s at step %d of %d", checkpoint_path, step, total_steps)
+
+    def checkpoint() -> None:
+        if context.is_main:
+            save_checkpoint(
+                checkpoint_path,
+                {
+                    "model": model.config,
+                    "state_dict": model.state_dict(),
+                    "objective": objective.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict(),
+                    "step": step,
+                    "history": history,
+                    "loop": asdict(loop),
+                    "optimizer_config": asdict(optimizer_config),
+                    "fingerprint": fingerprint,
+                },
+            )
+        distributed.barrier(context)
+
+    if context.is_main:
+        logger.info(
+            "Training %d steps (%d per epoch) on %s x%d, global batch %d, lr %.3g",
+            total_steps, steps_per_epoch, context.device, context.world_size, global_batch, optimizer.param_groups[0]["lr"],
+        )
+    progress = tqdm(total=total_steps, initial=step, desc="train", unit="step", disable=not context.is_main)
+    model.train()
+    while step < total_steps:
+        epoch, offset = divmod(step, steps_per_epoch)
+        for part in (dataset, batch_sampler):
+            if hasattr(part, "set_epoch"):
+                part.set_epoch(epoch)
+        loader = DataLoader(
+            dataset, batch_sampler=_FromBatch(batch_sampler, offset), num_workers=loop.num_workers, pin_memory=cuda
+        )
+        fetched = time.perf_counter()
+        for batch in loader:
+            started = time.perf_counter()
+            torch.manual_seed(_step_seed(loop.seed, step))
+            batch = _to_device(batch, context.device, channels_last)
+            with torch.autocast(device_type=context.device.type, dtype=torch.bfloat16, enabled=loop.amp and cuda):
+                loss, parts = objective(wrapped, batch, step)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            lr = optimizer.param_groups[0]["lr"]
+            scheduler.step()
+            step += 1
+            finished = time.perf_counter()
+            row = {
+                "step": step,
+                "epoch": epoch,
+                "loss": _scalar(distributed.mean_across_ranks(loss.detach(), context)),
+                "lr": lr,
+                **{name: _scalar(value) for name, value in parts.items()},
+                "data_s": started - fetched,
+                "step_s": finished - started,
+                "images_per_s": global_batch / max(finished - fetched, 1e-9),
+            }
+            history.append(row)
+            progress.update()
+            progress.set_postfix(loss=f"{row['loss']:.4f}")
+            if context.is_main and (step % loop.log_every == 0 or step == total_steps):
+                logger.info("step %d/%d loss %.4f lr %.3g %.1f img/s", step, total_steps, row["loss"], lr, row["images_per_s"])
+            if step % loop.checkpoint_every == 0 or step == total_steps:
+                checkpoint()
+            if step >= total_steps:
+                break
+            fetched = time.perf_counter()
+    progress.close()
+    distributed.broadcast_buffers(model, context)
+    model.eval()
+    return TrainResult(model=model, history=pd.DataFrame(history), steps=step)

@@ -1,0 +1,87 @@
+"""Training objectives: what one batch costs. The loop calls ``objective(model, batch)`` and nothing else.
+
+An objective returns the loss and a dict of named parts (0-d tensors or numbers) that the loop
+logs. Extra trainable parameters (proxies) are the objective's own, with their own optimiser
+settings in ``param_groups``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from fdsml.losses.candidates import check_filter
+from fdsml.losses.pa_triplet import PATripletLoss, explicit_indices_tuple, mine_batch_triplets
+
+TRIPLET_MODES = ("batch", "explicit")
+
+
+class PATripletObjective(nn.Module):
+    """The Parameter-Aware Triplet loss: candidates filtered by class, ordered by descriptor distance.
+
+    ``mode="batch"`` mines every filter-compliant triplet of a class-balanced batch (each image
+    forwarded once, used in many triplets); ``mode="explicit"`` takes batches laid out as
+    ``[anchors | first | second]`` from the explicit sampler, one triplet per three images.
+    """
+
+    def __init__(
+        self,
+        filter_name: str,
+        mode: Literal["batch", "explicit"] = "batch",
+        *,
+        margin: float = 0.2,
+        normalize_embeddings: bool = True,
+        reducer: Literal["mean", "avg_nonzero"] = "mean",
+        max_triplets: int | None = None,
+        seed: int = 0,
+    ):
+        super().__init__()
+        check_filter(filter_name)
+        if mode not in TRIPLET_MODES:
+            raise ValueError(f"unknown triplet mode {mode!r}; choose one of {', '.join(TRIPLET_MODES)}")
+        self.filter_name = filter_name
+        self.mode = mode
+        self.max_triplets = max_triplets
+        self.seed = seed
+        self.loss = PATripletLoss(margin, normalize_embeddings, reducer)
+
+    def indices(self, labels: torch.Tensor, psi: torch.Tensor, step: int):
+        """The ordered triplets of this batch (positions in the batch)."""
+        if self.mode == "explicit":
+            return explicit_indices_tuple(psi)
+        generator = None
+        if self.max_triplets is not None:
+            generator = torch.Generator(device=labels.device).manual_seed(self.seed * 1_000_003 + step)
+        return mine_batch_triplets(labels, psi, self.filter_name, max_triplets=self.max_triplets, generator=generator)
+
+    def forward(self, model: nn.Module, batch: dict[str, Any], step: int = 0):
+        embeddings = model(batch["image"])
+        started = time.perf_counter()
+        indices = self.indices(batch["label"], batch["psi"], step)
+        mining_seconds = time.perf_counter() - started
+        loss, parts = self.loss(embeddings, indices)
+        return loss, {**parts, "mining_s": mining_seconds}
+
+    def param_groups(self) -> list[dict]:
+        return []
+
+
+class CrossEntropyObjective(nn.Module):
+    """The FDSL baseline: cross-entropy over the fractal class labels on the same backbone."""
+
+    def __init__(self, label_smoothing: float = 0.0):
+        super().__init__()
+        self.label_smoothing = label_smoothing
+
+    def forward(self, model: nn.Module, batch: dict[str, Any], step: int = 0):
+        logits = model(batch["image"]).float()
+        loss = F.cross_entropy(logits, batch["label"], label_smoothing=self.label_smoothing)
+        accuracy = (logits.detach().argmax(dim=1) == batch["label"]).float().mean()
+        return loss, {"accuracy": accuracy}
+
+    def param_groups(self) -> list[dict]:
+        return []

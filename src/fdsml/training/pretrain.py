@@ -1,0 +1,213 @@
+"""Pre-training on FineFractalDB: settings, and the assembly of data, model and objective for the loop."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+import torch
+from torchvision.transforms.v2 import Resize
+
+from fdsml.config import ConfigError, parse, require_positive
+from fdsml.data import ClassBalancedBatchSampler, ExplicitTripletBatchSampler, FractalCodesDataset, ShardedImagesDataset
+from fdsml.ifs.render import RenderSettings
+from fdsml.models import build_model, model_payload
+from fdsml.models.backbones import MODEL_REGISTRY
+from fdsml.training import distributed
+from fdsml.training.distributed import DistContext
+from fdsml.training.loop import LoopConfig, OptimizerConfig, train
+from fdsml.training.objectives import CrossEntropyObjective, PATripletObjective
+
+
+@dataclass(frozen=True)
+class PATripletSettings:
+    """PA-Triplet: candidate filter, triplet mode and the margin loss (choices the method leaves open)."""
+
+    filter: Literal["all", "each", "same", "diff"] = "same"
+    mode: Literal["batch", "explicit"] = "batch"
+    margin: float = 0.2
+    normalize_embeddings: bool = True
+    reducer: Literal["mean", "avg_nonzero"] = "mean"
+    max_triplets: int | None = None
+
+    def __post_init__(self):
+        if self.margin < 0:
+            raise ConfigError(f"pretrain.pa_triplet.margin: must be >= 0, got {self.margin}")
+        if self.max_triplets is not None:
+            require_positive("pretrain.pa_triplet.max_triplets", self.max_triplets)
+
+
+@dataclass(frozen=True)
+class FDSLSettings:
+    """The cross-entropy baseline."""
+
+    label_smoothing: float = 0.0
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """A registered backbone and its head sizes (``None`` = the backbone's recipe)."""
+
+    backbone: str = "resnet18"
+    embedding_dim: int | None = None
+    hidden_dim: int | None = None
+    img_size: int | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.backbone not in MODEL_REGISTRY:
+            raise ConfigError(
+                f"pretrain.model.backbone: unknown backbone {self.backbone!r}; choose one of {', '.join(sorted(MODEL_REGISTRY))}"
+            )
+
+
+@dataclass(frozen=True)
+class DataSettings:
+    """Where images come from and how batches are formed."""
+
+    source: Literal["render", "shards"] = "render"
+    fresh_noise: bool = True
+    classes_per_batch: int = 4
+    instances_per_class: int = 4
+    triplets_per_batch: int = 8
+    batches_per_epoch: int | None = None
+
+    def __post_init__(self):
+        for key in ("classes_per_batch", "instances_per_class", "triplets_per_batch"):
+            require_positive(f"pretrain.data.{key}", getattr(self, key))
+        if self.batches_per_epoch is not None:
+            require_positive("pretrain.data.batches_per_epoch", self.batches_per_epoch)
+
+
+@dataclass(frozen=True)
+class PretrainConfig:
+    """``params:pretrain``."""
+
+    objective: Literal["pa_triplet", "fdsl"] = "pa_triplet"
+    pa_triplet: PATripletSettings = field(default_factory=PATripletSettings)
+    fdsl: FDSLSettings = field(default_factory=FDSLSettings)
+    model: ModelSettings = field(default_factory=ModelSettings)
+    data: DataSettings = field(default_factory=DataSettings)
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    train: LoopConfig = field(default_factory=LoopConfig)
+    run_dir: str = "data/06_models/pretrain_run"
+
+    def __post_init__(self):
+        batch = self.data
+        if self.objective == "pa_triplet" and self.pa_triplet.mode == "batch":
+            if self.pa_triplet.filter in ("each", "same") and batch.instances_per_class < 3 - (self.pa_triplet.filter == "each"):
+                raise ConfigError(
+                    f"pretrain.data.instances_per_class: filter {self.pa_triplet.filter!r} needs at least "
+                    f"{3 - (self.pa_triplet.filter == 'each')} instances of the anchor's class per batch, "
+                    f"got {batch.instances_per_class}"
+                )
+            if self.pa_triplet.filter in ("each", "diff") and batch.classes_per_batch < 2:
+                raise ConfigError(
+                    f"pretrain.data.classes_per_batch: filter {self.pa_triplet.filter!r} needs at least 2 classes per batch, "
+                    f"got {batch.classes_per_batch}"
+                )
+
+
+def parse_pretrain_params(params: dict[str, Any]) -> PretrainConfig:
+    """Validate ``params:pretrain``; a wrong key or value raises ``ConfigError`` naming it."""
+    return parse(PretrainConfig, params, "pretrain")
+
+
+def run_fingerprint(config: PretrainConfig, fractals_fingerprint: str) -> str:
+    """What a resumable run must share with the checkpoint it resumes: data, model, objective, schedule."""
+    definition = asdict(config)
+    definition["train"] = {k: v for k, v in definition["train"].items() if k in ("epochs", "max_steps", "seed")}
+    text = json.dumps({"fractals": fractals_fingerprint, **definition}, sort_keys=True, default=list)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def build_fractal_dataset(table: pd.DataFrame, render: RenderSettings, config: PretrainConfig, shards_folder: str | None):
+    """Images rendered on the fly from the codes (default), or read from materialised shards."""
+    img_size = config.model.img_size or render.size
+    transform = Resize((img_size, img_size), antialias=True) if img_size != render.size else None
+    if config.data.source == "shards":
+        if shards_folder is None:
+            raise ConfigError("pretrain.data.source: 'shards' needs the fractals pipeline run with outputs.materialize: true")
+        return ShardedImagesDataset(shards_folder, table, transform=transform)
+    return FractalCodesDataset(table, render, seed=config.train.seed, fresh_noise=config.data.fresh_noise, transform=transform)
+
+
+def build_batch_sampler(labels: np.ndarray, config: PretrainConfig, context: DistContext):
+    """P x K class-balanced batches, or [anchors | first | second] batches in explicit mode; sharded per rank."""
+    data = config.data
+    common = dict(
+        seed=config.train.seed,
+        num_replicas=context.world_size,
+        rank=context.rank,
+        batches_per_epoch=data.batches_per_epoch,
+    )
+    if config.objective == "pa_triplet" and config.pa_triplet.mode == "explicit":
+        return ExplicitTripletBatchSampler(labels, data.triplets_per_batch, config.pa_triplet.filter, **common)
+    return ClassBalancedBatchSampler(labels, data.classes_per_batch, data.instances_per_class, **common)
+
+
+def build_pretrain_model(config: PretrainConfig, n_classes: int, img_size: int):
+    """The backbone with an embedding head (PA-Triplet) or a classifier over the fractal classes (FDSL)."""
+    model = config.model
+    head = dict(head="classifier", num_classes=n_classes) if config.objective == "fdsl" else dict(
+        head="embedding", embedding_dim=model.embedding_dim, hidden_dim=model.hidden_dim
+    )
+    return build_model(model.backbone, img_size=model.img_size or img_size, **head, **model.overrides)
+
+
+def build_objective(config: PretrainConfig):
+    if config.objective == "fdsl":
+        return CrossEntropyObjective(config.fdsl.label_smoothing)
+    settings = config.pa_triplet
+    return PATripletObjective(
+        settings.filter,
+        settings.mode,
+        margin=settings.margin,
+        normalize_embeddings=settings.normalize_embeddings,
+        reducer=settings.reducer,
+        max_triplets=settings.max_triplets,
+        seed=config.train.seed,
+    )
+
+
+def pretrain(
+    table: pd.DataFrame,
+    render: RenderSettings,
+    config: PretrainConfig,
+    *,
+    fractals_fingerprint: str,
+    shards_folder: str | None = None,
+) -> tuple[dict, pd.DataFrame]:
+    """Pre-train on the FineFractalDB ``table``; returns the model file payload and the per-step history."""
+    context = distributed.setup(config.train.device)
+    dataset = build_fractal_dataset(table, render, config, shards_folder)
+    sampler = build_batch_sampler(dataset.labels, config, context)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.train.seed)
+        model = build_pretrain_model(config, int(table["class_id"].nunique()), render.size)
+    objective = build_objective(config)
+    fingerprint = run_fingerprint(config, fractals_fingerprint)
+    result = train(
+        model,
+        objective,
+        dataset,
+        sampler,
+        config.train,
+        config.optimizer,
+        Path(config.run_dir) / "last.pt",
+        fingerprint=fingerprint,
+    )
+    metadata = {
+        "objective": config.objective,
+        "filter": config.pa_triplet.filter if config.objective == "pa_triplet" else None,
+        "mode": config.pa_triplet.mode if config.objective == "pa_triplet" else None,
+        "steps": result.steps,
+        "fractals_fingerprint": fractals_fingerprint,
+        "run_fingerprint": fingerprint,
+    }
+    return model_payload(result.model, **metadata), result.history

@@ -1,0 +1,92 @@
+"""Backbones: registry, embedding/classifier heads, rebuildable configuration."""
+
+import pytest
+import torch
+from torch import nn
+
+from fdsml.models import MODEL_REGISTRY, BackboneRecipe, build_model, register_backbone
+
+
+def test_resnet18_embeds_small_images():
+    model = build_model("resnet18", img_size=32).eval()
+    with torch.no_grad():
+        out = model(torch.rand(2, 3, 32, 32))
+    assert out.shape == (2, 128)
+    assert isinstance(model.head, nn.Linear) and model.head.in_features == 512
+
+
+def test_small_vit_embeds_32px_images_through_its_mlp_head():
+    model = build_model("vit_tiny_patch4", img_size=32, depth=2, embedding_dim=16).eval()
+    with torch.no_grad():
+        out = model(torch.rand(2, 3, 32, 32))
+    assert out.shape == (2, 16)
+    assert model.backbone.patch_embed.patch_size == (4, 4)
+    assert len(model.backbone.blocks) == 2
+
+
+def test_classifier_head_gives_logits_and_grey_input_works():
+    model = build_model("resnet18", head="classifier", num_classes=7, in_chans=1).eval()
+    with torch.no_grad():
+        assert model(torch.rand(2, 1, 32, 32)).shape == (2, 7)
+
+
+def _on_meta(name, **kwargs):
+    with torch.device("meta"):
+        return build_model(name, **kwargs)
+
+
+def test_resnet50_classifier_becomes_a_512d_linear_embedding():
+    model = _on_meta("resnet50")
+    assert isinstance(model.head, nn.Linear)
+    assert (model.head.in_features, model.head.out_features) == (2048, 512)
+
+
+@pytest.mark.parametrize(("name", "width", "hidden", "out"), [
+    ("vit_tiny_patch16_224", 192, 192, 128),
+    ("vit_base_patch16_224", 768, 768, 256),
+])
+def test_vits_get_the_two_layer_mlp_projection(name, width, hidden, out):
+    model = _on_meta(name)
+    kinds = [type(layer) for layer in model.head]
+    assert kinds == [nn.Linear, nn.BatchNorm1d, nn.ReLU, nn.Linear]
+    assert (model.head[0].in_features, model.head[0].out_features) == (width, hidden)
+    assert (model.head[3].in_features, model.head[3].out_features) == (hidden, out)
+
+
+def test_config_is_plain_and_rebuilds_the_same_architecture():
+    model = build_model("vit_tiny_patch4", img_size=48, patch_size=8, depth=1)
+    config = model.config
+    assert config == {
+        "name": "vit_tiny_patch4", "head": "embedding", "num_classes": None, "embedding_dim": 128,
+        "hidden_dim": 192, "img_size": 48, "in_chans": 3, "patch_size": 8, "depth": 1,
+    }
+    rebuilt = build_model(**config)
+    assert rebuilt.config == config
+    assert [p.shape for p in rebuilt.state_dict().values()] == [p.shape for p in model.state_dict().values()]
+
+
+def test_unknown_backbone_names_the_accepted_ones():
+    with pytest.raises(ValueError, match="unknown backbone 'resnet51'.*resnet18.*resnet50"):
+        build_model("resnet51")
+
+
+def test_bad_head_choices_fail_clearly():
+    with pytest.raises(ValueError, match="unknown head"):
+        build_model("resnet18", head="proxy")
+    with pytest.raises(ValueError, match="num_classes"):
+        build_model("resnet18", head="classifier")
+
+
+def test_a_new_backbone_is_one_registered_recipe():
+    @register_backbone("test_resnet10t")
+    def resnet10t():
+        return BackboneRecipe("resnet10t", projection="linear", embedding_dim=8)
+
+    try:
+        model = build_model("test_resnet10t").eval()
+        with torch.no_grad():
+            assert model(torch.rand(1, 3, 32, 32)).shape == (1, 8)
+        with pytest.raises(ValueError, match="already registered"):
+            register_backbone("test_resnet10t")(resnet10t)
+    finally:
+        del MODEL_REGISTRY["test_resnet10t"]

@@ -1,0 +1,128 @@
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from fdsml.config import ConfigError
+from fdsml.models import build_model, load_checkpoint, save_checkpoint
+from fdsml.training.pretrain import parse_pretrain_params, pretrain
+
+from .conftest import TINY_FRACTALS
+from .helpers import tiny_config
+
+RENDER = TINY_FRACTALS.render
+
+
+def _weights(payload):
+    return payload["state_dict"]
+
+
+def test_fdsl_steps_reduce_the_loss(tiny_table, tiny_fingerprint, tmp_path):
+    config = tiny_config(
+        tmp_path,
+        objective="fdsl",
+        optimizer={"base_lr": 1.0},
+        train={"max_steps": 25, "checkpoint_every": 100},
+    )
+    payload, history = pretrain(tiny_table, RENDER, config, fractals_fingerprint=tiny_fingerprint)
+    assert history["loss"].iloc[:5].mean() > 1.5 * history["loss"].iloc[-5:].mean()
+    assert payload["model"]["head"] == "classifier" and payload["model"]["num_classes"] == 3
+
+
+def test_pa_triplet_steps_reduce_the_loss(tiny_table, tiny_fingerprint, tmp_path):
+    config = tiny_config(tmp_path, train={"max_steps": 25, "checkpoint_every": 100})
+    payload, history = pretrain(tiny_table, RENDER, config, fractals_fingerprint=tiny_fingerprint)
+    assert set(history.columns) >= {"step", "loss", "lr", "nonzero_fraction", "images_per_s", "mining_s", "triplets"}
+    assert history["triplets"].iloc[0] == 9  # 9 anchors x C(2, 2) same-class pairs
+    assert history["loss"].iloc[:5].mean() > history["loss"].iloc[-5:].mean()
+    assert payload["metadata"]["filter"] == "same"
+
+
+def test_explicit_mode_trains_on_three_images_per_triplet(tiny_table, tiny_fingerprint, tmp_path):
+    config = tiny_config(tmp_path, pa_triplet={"mode": "explicit", "filter": "each"}, train={"max_steps": 2})
+    _, history = pretrain(tiny_table, RENDER, config, fractals_fingerprint=tiny_fingerprint)
+    assert history["triplets"].tolist() == [4, 4]
+
+
+def test_checkpoint_loads_into_a_model_ready_for_inference(tiny_table, tiny_fingerprint, tmp_path):
+    payload, _ = pretrain(tiny_table, RENDER, tiny_config(tmp_path, train={"max_steps": 1}), fractals_fingerprint=tiny_fingerprint)
+    save_checkpoint(tmp_path / "model.pt", payload)
+    model, stored = load_checkpoint(tmp_path / "model.pt")
+    assert not model.training and stored["metadata"]["objective"] == "pa_triplet"
+    images = torch.rand(2, 3, 32, 32)
+    reference = build_model(**payload["model"]).eval()
+    reference.load_state_dict(payload["state_dict"])
+    torch.testing.assert_close(model(images), reference(images))
+
+
+def test_a_stale_checkpoint_from_another_configuration_is_not_resumed(tiny_table, tiny_fingerprint, tmp_path):
+    pretrain(tiny_table, RENDER, tiny_config(tmp_path, train={"max_steps": 2}), fractals_fingerprint=tiny_fingerprint)
+    other = tiny_config(tmp_path, pa_triplet={"filter": "all"}, train={"max_steps": 2})
+    _, history = pretrain(tiny_table, RENDER, other, fractals_fingerprint=tiny_fingerprint)
+    assert history["step"].tolist() == [1, 2]
+
+
+KILLED_RUN = textwrap.dedent(
+    """
+    import sys
+    import pandas as pd
+    from fdsml.ifs.finefractaldb import generate_finefractaldb
+    from fdsml.training.pretrain import pretrain
+    sys.path.insert(0, {tests!r})
+    from training.conftest import TINY_FRACTALS
+    from training.helpers import tiny_config
+    table, _ = generate_finefractaldb(TINY_FRACTALS)
+    config = tiny_config({run_dir!r}, train={{"max_steps": 16, "checkpoint_every": 2}})
+    pretrain(table, TINY_FRACTALS.render, config, fractals_fingerprint={fingerprint!r})
+    """
+)
+
+
+def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_one(tiny_table, tiny_fingerprint, tmp_path):
+    tests_dir = str(Path(__file__).resolve().parents[1])
+    killed_dir = tmp_path / "killed"
+    script = KILLED_RUN.format(tests=tests_dir, run_dir=str(killed_dir), fingerprint=tiny_fingerprint)
+    child = subprocess.Popen([sys.executable, "-c", script], env=os.environ | {"PYTHONPATH": "src"})
+    checkpoint = killed_dir / "last.pt"
+    deadline = time.monotonic() + 120
+    while not checkpoint.exists() and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    killed_at = torch.load(checkpoint, weights_only=True)["step"]
+    assert child.returncode == -signal.SIGKILL and killed_at < 16
+
+    config = tiny_config(killed_dir, train={"max_steps": 16, "checkpoint_every": 2})
+    resumed, history = pretrain(tiny_table, RENDER, config, fractals_fingerprint=tiny_fingerprint)
+    assert history["step"].tolist() == list(range(1, 17))
+    uninterrupted, _ = pretrain(
+        tiny_table, RENDER, tiny_config(tmp_path / "straight", train={"max_steps": 16, "checkpoint_every": 2}),
+        fractals_fingerprint=tiny_fingerprint,
+    )
+    for name, tensor in _weights(uninterrupted).items():
+        torch.testing.assert_close(_weights(resumed)[name], tensor, rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"model": {"backbone": "resnet9000"}}, r"pretrain.model.backbone: unknown backbone 'resnet9000'; choose one of .*resnet18"),
+        ({"pa_triplet": {"filter": "some"}}, r"pretrain.pa_triplet.filter: 'some' is not accepted; choose one of 'all', 'each', 'same', 'diff'"),
+        ({"pa_triplet": {"mode": "online"}}, r"pretrain.pa_triplet.mode: 'online' is not accepted"),
+        ({"objective": "arcface"}, r"pretrain.objective: 'arcface' is not accepted"),
+        ({"data": {"instances_per_class": 2}}, r"pretrain.data.instances_per_class: filter 'same' needs at least 3"),
+        ({"pa_triplet": {"filter": "diff"}, "data": {"classes_per_batch": 1}}, r"pretrain.data.classes_per_batch: filter 'diff' needs at least 2"),
+        ({"train": {"max_steps": 0}}, r"pretrain.train.max_steps: must be positive"),
+        ({"optimizer": {"name": "lamb"}}, r"pretrain.optimizer.name: 'lamb' is not accepted"),
+        ({"trian": {}}, r"pretrain: unknown key\(s\) trian"),
+    ],
+)
+def test_bad_configuration_fails_at_start_naming_the_key(params, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_pretrain_params(params)
