@@ -21,7 +21,8 @@ def test_digits_give_three_channel_tensors_at_the_requested_size():
     splits = read_retrieval_dataset("digits")
     for train in (True, False):
         dataset = ImageRecordsDataset(splits.test, ImageTransform(size=32, train=train))
-        batch, labels = next(iter(torch.utils.data.DataLoader(dataset, batch_size=6)))
+        loaded = next(iter(torch.utils.data.DataLoader(dataset, batch_size=6)))
+        batch, labels = loaded["image"], loaded["label"]
         assert batch.shape == (6, 3, 32, 32) and batch.dtype == torch.float32
         assert labels.tolist() == splits.test.labels[:6].tolist()
 
@@ -29,7 +30,7 @@ def test_digits_give_three_channel_tensors_at_the_requested_size():
 def test_grey_images_are_replicated_to_three_channels():
     rng = np.random.default_rng(0)
     records = ImageRecords(labels=np.array([0]), images=random_image(rng, (1, 12, 12)))
-    image, _ = ImageRecordsDataset(records, ImageTransform(size=8, train=True, **PLAIN))[0]
+    image = ImageRecordsDataset(records, ImageTransform(size=8, train=True, **PLAIN))[0]["image"]
     assert torch.equal(image[0], image[1]) and torch.equal(image[1], image[2])
 
 
@@ -39,19 +40,19 @@ def test_test_view_is_resize_then_centre_crop_and_ignores_seed_and_epoch():
     records = ImageRecords(labels=np.array([4]), images=pixels)
     # short side 8 / 0.8 = 10: no resize, then the centre 8 x 8
     dataset = ImageRecordsDataset(records, ImageTransform(size=8, crop_fraction=0.8, **PLAIN), seed=1)
-    image, label = dataset[0]
+    image, label = dataset[0]["image"], dataset[0]["label"]
     expected = torch.from_numpy(pixels[0, 1:9, 1:9]).permute(2, 0, 1).float() / 255
     assert label == 4
     torch.testing.assert_close(image, expected)
     other = ImageRecordsDataset(records, ImageTransform(size=8, crop_fraction=0.8, **PLAIN), seed=99)
     other.set_epoch(5)
-    assert torch.equal(other[0][0], image)
+    assert torch.equal(other[0]["image"], image)
 
 
 def test_normalisation_uses_the_given_mean_and_std():
     records = ImageRecords(labels=np.array([0]), images=np.full((1, 6, 6, 3), 255, dtype=np.uint8))
     transform = ImageTransform(size=4, mean=(0.5, 0.0, 1.0), std=(0.25, 1.0, 0.5))
-    image, _ = ImageRecordsDataset(records, transform)[0]
+    image = ImageRecordsDataset(records, transform)[0]["image"]
     torch.testing.assert_close(image[:, 0, 0], torch.tensor([2.0, 1.0, 0.0]))
 
 
@@ -60,11 +61,11 @@ def test_train_view_is_reproducible_per_seed_epoch_and_index_and_varies_otherwis
     records = ImageRecords(labels=np.array([0, 1]), images=random_image(rng, (2, 24, 24, 3)))
     transform = ImageTransform(size=16, train=True)
     first, again = ImageRecordsDataset(records, transform, seed=3), ImageRecordsDataset(records, transform, seed=3)
-    assert torch.equal(first[1][0], again[1][0])
-    later = first[1][0]
+    assert torch.equal(first[1]["image"], again[1]["image"])
+    later = first[1]["image"]
     first.set_epoch(1)
-    assert not torch.equal(first[1][0], later)
-    assert not torch.equal(ImageRecordsDataset(records, transform, seed=4)[1][0], later)
+    assert not torch.equal(first[1]["image"], later)
+    assert not torch.equal(ImageRecordsDataset(records, transform, seed=4)[1]["image"], later)
 
 
 def test_full_area_square_crop_is_the_image_or_its_mirror_and_both_occur():
@@ -75,7 +76,7 @@ def test_full_area_square_crop_is_the_image_or_its_mirror_and_both_occur():
     original = torch.from_numpy(pixels[0]).permute(2, 0, 1).float() / 255
     seen = set()
     for seed in range(20):
-        image = ImageRecordsDataset(records, transform, seed=seed)[0][0]
+        image = ImageRecordsDataset(records, transform, seed=seed)[0]["image"]
         if torch.equal(image, original):
             seen.add("same")
         else:
@@ -101,7 +102,7 @@ def test_images_are_read_from_files_colour_and_grey(tmp_path):
     records = ImageRecords(labels=np.array([3, 7]), paths=[tmp_path / "colour.png", tmp_path / "grey.png"])
     dataset = ImageRecordsDataset(records, ImageTransform(size=16, **PLAIN))
     assert dataset.load_image(0).shape == (3, 20, 30)
-    grey, label = dataset[1]
+    grey, label = dataset[1]["image"], dataset[1]["label"]
     assert grey.shape == (3, 16, 16) and label == 7
     assert torch.equal(grey[0], grey[2])
 

@@ -85,3 +85,17 @@ def test_explicit_batches_shard_by_rank_and_repeat_by_epoch():
 def test_explicit_sampler_refuses_data_the_filter_cannot_use():
     with pytest.raises(ValueError, match="at least two classes"):
         ExplicitTripletBatchSampler(np.zeros(10, dtype=int), 2, "diff", seed=0)
+
+
+def test_shuffled_batches_cover_each_item_at_most_once_and_shard_by_rank():
+    from fdsml.data import ShuffledBatchSampler
+
+    single = ShuffledBatchSampler(23, 4, seed=3)
+    batches = list(single)
+    assert len(batches) == len(single) == 5 and all(len(b) == 4 for b in batches)
+    flat = [i for b in batches for i in b]
+    assert len(set(flat)) == 20
+    ranks = [list(ShuffledBatchSampler(23, 4, seed=3, num_replicas=2, rank=r)) for r in range(2)]
+    assert ranks[0] == batches[0:4:2] and ranks[1] == batches[1:4:2]
+    single.set_epoch(1)
+    assert list(single) != batches

@@ -11,7 +11,7 @@ from fdsml.data.retrieval_datasets import (
     recommended_ks,
     register_reader,
 )
-from fdsml.data.samplers import ClassBalancedBatchSampler, ExplicitTripletBatchSampler
+from fdsml.data.samplers import ClassBalancedBatchSampler, ExplicitTripletBatchSampler, ShuffledBatchSampler
 
 # torchvision costs seconds to import: the image pipeline loads on first use.
 _LAZY = {"ImageRecordsDataset": "fdsml.data.image_records", "ImageTransform": "fdsml.data.image_records"}
@@ -35,6 +35,7 @@ __all__ = [
     "ImageTransform",
     "RetrievalSplits",
     "ShardedImagesDataset",
+    "ShuffledBatchSampler",
     "available_datasets",
     "fresh_noise_seed",
     "read_retrieval_dataset",

@@ -93,9 +93,11 @@ class ImageRecordsDataset(Dataset):
     def __len__(self) -> int:
         return len(self.records)
 
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+    def __getitem__(self, index: int) -> dict:
+        """``{"image": (3, size, size) float tensor, "label": int, "index": int}``, the training loop's item."""
         rng = np.random.default_rng([self.seed, self.epoch, index])
-        return self.transform(self.load_image(index), rng), int(self.records.labels[index])
+        image = self.transform(self.load_image(index), rng)
+        return {"image": image, "label": int(self.records.labels[index]), "index": index}
 
     def load_image(self, index: int) -> torch.Tensor:
         """The raw image as uint8 (3, H, W), grey replicated to three channels."""

@@ -152,3 +152,22 @@ class ExplicitTripletBatchSampler(_RankSharded):
     def __iter__(self) -> Iterator[list[int]]:
         for position in self._own_positions():
             yield self.batch(position)
+
+
+class ShuffledBatchSampler(_RankSharded):
+    """Plain shuffled batches for fine-tuning: a fresh permutation per (seed, epoch), the tail dropped.
+
+    Global batch b is the b-th slice of the epoch's permutation; rank r takes b = r, r + R, ...
+    """
+
+    def __init__(self, n_items: int, batch_size: int, *, seed: int, num_replicas: int = 1, rank: int = 0):
+        if batch_size < 1 or n_items < batch_size:
+            raise ValueError(f"batch_size must lie in [1, {n_items}] (the number of items), got {batch_size}")
+        self.n_items = n_items
+        self.batch_size = batch_size
+        super().__init__(n_items // batch_size, seed=seed, num_replicas=num_replicas, rank=rank)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        order = _epoch_rng(self.seed, self.epoch).permutation(self.n_items)
+        for position in self._own_positions():
+            yield order[position * self.batch_size : (position + 1) * self.batch_size].tolist()

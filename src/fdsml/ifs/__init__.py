@@ -1,5 +1,6 @@
 """Iterated function systems: codes, Numba rendering, descriptors, shape distances."""
 
+from fdsml.ifs.chamfer import chamfer_distance, chamfer_distances, empty_distance
 from fdsml.ifs.codes import (
     COEFFICIENT_NAMES,
     determinant_probabilities,
@@ -18,9 +19,12 @@ __all__ = [
     "FOREGROUND",
     "MODES",
     "RenderSettings",
+    "chamfer_distance",
+    "chamfer_distances",
     "chaos_game",
     "descriptor_distance",
     "determinant_probabilities",
+    "empty_distance",
     "is_contractive",
     "largest_singular_values",
     "occupancy",

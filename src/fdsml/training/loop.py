@@ -66,9 +66,13 @@ class LoopConfig:
     checkpoint_every: int = 100
     resume: bool = True
     deterministic: bool = False
+    freeze_backbone_steps: int = 0
+    freeze_batchnorm: bool = False
 
     def __post_init__(self):
         require_positive("epochs", self.epochs)
+        if self.freeze_backbone_steps < 0:
+            raise ConfigError(f"freeze_backbone_steps: must be >= 0, got {self.freeze_backbone_steps}")
         if self.max_steps is not None:
             require_positive("max_steps", self.max_steps)
         require_positive("log_every", self.log_every)
@@ -78,12 +82,37 @@ class LoopConfig:
 
 
 def build_optimizer(model: nn.Module, objective: nn.Module, config: OptimizerConfig, global_batch: int):
-    """SGD (momentum) or AdamW over the model, plus the objective's own parameter groups."""
+    """SGD (momentum) or AdamW: group 0 the trunk, group 1 the rest of the model, then the objective's groups.
+
+    An objective's group may carry ``lr_multiplier`` (e.g. proxies at 100x the model's rate).
+    """
     lr = scaled_learning_rate(config.base_lr, global_batch, config.reference_batch)
-    groups = [{"params": [p for p in model.parameters() if p.requires_grad]}, *objective.param_groups()]
+    trunk = getattr(model, "backbone", None)
+    trunk_ids = {id(p) for p in trunk.parameters()} if trunk is not None else set()
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for p in trainable if id(p) in trunk_ids]},
+        {"params": [p for p in trainable if id(p) not in trunk_ids]},
+    ]
+    for group in objective.param_groups():
+        group = dict(group)
+        group["lr"] = lr * group.pop("lr_multiplier", 1.0)
+        groups.append(group)
     if config.name == "sgd":
         return torch.optim.SGD(groups, lr=lr, momentum=config.momentum, weight_decay=config.weight_decay)
     return torch.optim.AdamW(groups, lr=lr, weight_decay=config.weight_decay)
+
+
+def frozen_trunk(multiplier, freeze_steps: int):
+    """The trunk's multiplier: 0 for the first ``freeze_steps`` steps (head and proxies warm up alone)."""
+    return lambda step: 0.0 if step < freeze_steps else multiplier(step)
+
+
+def freeze_batchnorm(model: nn.Module) -> None:
+    """Keep every BatchNorm layer on its stored statistics (eval mode) while the rest trains."""
+    for module in model.modules():
+        if isinstance(module, nn.modules.batchnorm._BatchNorm):
+            module.eval()
 
 
 class _FromBatch:
@@ -161,7 +190,8 @@ def train(
         constant_fraction=optimizer_config.constant_fraction,
         warmup_steps=optimizer_config.warmup_steps,
     )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, multiplier)
+    multipliers = [frozen_trunk(multiplier, loop.freeze_backbone_steps)] + [multiplier] * (len(optimizer.param_groups) - 1)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, multipliers)
 
     step, history = 0, []
     checkpoint_path = Path(checkpoint_path)
@@ -199,10 +229,12 @@ def train(
     if context.is_main:
         logger.info(
             "Training %d steps (%d per epoch) on %s x%d, global batch %d, lr %.3g",
-            total_steps, steps_per_epoch, context.device, context.world_size, global_batch, optimizer.param_groups[0]["lr"],
+            total_steps, steps_per_epoch, context.device, context.world_size, global_batch, optimizer.param_groups[1]["lr"],
         )
     progress = tqdm(total=total_steps, initial=step, desc="train", unit="step", disable=not context.is_main)
     model.train()
+    if loop.freeze_batchnorm:
+        freeze_batchnorm(model)
     while step < total_steps:
         epoch, offset = divmod(step, steps_per_epoch)
         for part in (dataset, batch_sampler):
@@ -221,7 +253,7 @@ def train(
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-            lr = optimizer.param_groups[0]["lr"]
+            lr = optimizer.param_groups[1]["lr"]
             scheduler.step()
             step += 1
             finished = time.perf_counter()

@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pytorch_metric_learning.losses import ProxyAnchorLoss, ProxyNCALoss, SoftTripleLoss
+
 from fdsml.losses.candidates import check_filter
 from fdsml.losses.pa_triplet import PATripletLoss, explicit_indices_tuple, mine_batch_triplets
 
@@ -85,3 +87,29 @@ class CrossEntropyObjective(nn.Module):
 
     def param_groups(self) -> list[dict]:
         return []
+
+
+PROXY_LOSSES = {"proxy_anchor": ProxyAnchorLoss, "proxy_nca": ProxyNCALoss, "soft_triple": SoftTripleLoss}
+
+
+def build_proxy_loss(name: str, num_classes: int, embedding_dim: int, **options) -> nn.Module:
+    """A pytorch-metric-learning proxy loss by name (it owns its proxies)."""
+    if name not in PROXY_LOSSES:
+        raise ValueError(f"unknown proxy loss {name!r}; choose one of {', '.join(PROXY_LOSSES)}")
+    return PROXY_LOSSES[name](num_classes=num_classes, embedding_size=embedding_dim, **options)
+
+
+class ProxyObjective(nn.Module):
+    """Retrieval fine-tuning with a proxy-based loss; the proxies train at ``proxy_lr_multiplier`` x the lr."""
+
+    def __init__(self, loss: nn.Module, proxy_lr_multiplier: float = 100.0):
+        super().__init__()
+        self.loss = loss
+        self.proxy_lr_multiplier = proxy_lr_multiplier
+
+    def forward(self, model: nn.Module, batch: dict[str, Any], step: int = 0):
+        embeddings = model(batch["image"]).float()
+        return self.loss(embeddings, batch["label"]), {}
+
+    def param_groups(self) -> list[dict]:
+        return [{"params": list(self.loss.parameters()), "lr_multiplier": self.proxy_lr_multiplier, "weight_decay": 0.0}]

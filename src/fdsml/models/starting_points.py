@@ -1,0 +1,57 @@
+"""Starting points for fine-tuning: a pre-trained checkpoint's backbone, or random initialisation.
+
+Fine-tuning keeps only the trunk (``backbone.*``) of a checkpoint and puts a fresh head for the
+downstream task on it, so FDSL (classifier) and FDSML (embedding) checkpoints start on equal terms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from fdsml.models.checkpoint import load_checkpoint_file
+from fdsml.models.network import EmbeddingModel, build_model
+
+BACKBONE_PREFIX = "backbone."
+
+
+@dataclass(frozen=True)
+class StartingPoint:
+    """``checkpoint: null`` trains from scratch on ``backbone``; otherwise the checkpoint's trunk is loaded."""
+
+    name: str
+    checkpoint: str | None = None
+    backbone: str = "resnet18"
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+def build_from_start(start: StartingPoint, *, seed: int, img_size: int | None = None, **head: Any) -> EmbeddingModel:
+    """A model with a new ``head`` (``build_model`` keywords) whose trunk comes from ``start``.
+
+    Raises ValueError when the checkpoint's backbone is not the one ``start`` names, so a
+    comparison never silently mixes architectures.
+    """
+    payload = load_checkpoint_file(start.checkpoint) if start.checkpoint else None
+    if payload is not None and payload["model"]["name"] != start.backbone:
+        raise ValueError(
+            f"starting point {start.name!r}: {start.checkpoint} holds a {payload['model']['name']} backbone, "
+            f"but backbone: {start.backbone} was asked for; set the starting point's backbone to "
+            f"{payload['model']['name']} or pick a matching checkpoint"
+        )
+    overrides = dict(start.overrides)
+    if payload is not None:
+        stored = payload["model"]
+        overrides = {k: v for k, v in stored.items() if k not in _SPEC_KEYS} | overrides
+        img_size = stored["img_size"] if img_size is None else img_size
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = build_model(start.backbone, img_size=img_size, **head, **overrides)
+    if payload is not None:
+        trunk = {k[len(BACKBONE_PREFIX) :]: v for k, v in payload["state_dict"].items() if k.startswith(BACKBONE_PREFIX)}
+        model.backbone.load_state_dict(trunk)
+    return model
+
+
+_SPEC_KEYS = {"name", "head", "num_classes", "embedding_dim", "hidden_dim", "img_size", "in_chans"}

@@ -1,0 +1,5 @@
+"""Descriptor validation pipeline: triplet agreement and perturbation sweeps (METHOD.md section 6)."""
+
+from .pipeline import create_pipeline
+
+__all__ = ["create_pipeline"]

@@ -1,0 +1,151 @@
+"""Thin nodes of the descriptor validation: parse parameters, call ``fdsml.validation``."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from fdsml.config import ConfigError, parse, require_positive, require_range
+from fdsml.ifs.render import RenderSettings
+from fdsml.validation.agreement import measure_all_filters, summarise_agreement
+from fdsml.validation.plots import scatter_figure, sweep_figure, triplet_examples, triplet_grid_figure
+from fdsml.validation.report import markdown_report
+from fdsml.validation.sweeps import base_codes, run_sweeps, summarise_sweeps, sweep_factors
+
+logger = logging.getLogger(__name__)
+
+REQUIRED_COLUMNS = ("class_id", "coefficients", "probabilities", "psi", "seed", "position", "factor")
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """Perturbation sweeps: factor grid, noise-floor re-renderings and seeding."""
+
+    factor_range: tuple[float, float] = (0.6, 1.4)
+    n_factors: int = 33
+    n_noise_seeds: int = 4
+    common_random_numbers: bool = True
+    compare_fresh_seeds: bool = True
+    plot_base: int = 0
+
+    def __post_init__(self):
+        require_range("validate_descriptor.sweep.factor_range", self.factor_range)
+        require_positive("validate_descriptor.sweep.factor_range[0]", self.factor_range[0])
+        require_positive("validate_descriptor.sweep.n_noise_seeds", self.n_noise_seeds)
+        try:
+            sweep_factors(self.factor_range, self.n_factors)
+        except ValueError as error:
+            raise ConfigError(f"validate_descriptor.sweep.n_factors: {error}") from error
+        if self.plot_base < 0:
+            raise ConfigError(f"validate_descriptor.sweep.plot_base: must be >= 0, got {self.plot_base}")
+
+
+@dataclass(frozen=True)
+class ValidateDescriptorConfig:
+    """Everything the descriptor validation draws and measures."""
+
+    seed: int = 0
+    n_triplets: int = 1100
+    n_base_codes: int = 5
+    chunk_size: int = 256
+    grid_triplets_per_filter: int = 3
+    sweep: SweepConfig = field(default_factory=SweepConfig)
+
+    def __post_init__(self):
+        if not 0 <= self.seed < 2**63:
+            raise ConfigError(f"validate_descriptor.seed: must lie in [0, 2**63), got {self.seed}")
+        require_positive("validate_descriptor.n_triplets", self.n_triplets)
+        require_positive("validate_descriptor.n_base_codes", self.n_base_codes)
+        require_positive("validate_descriptor.chunk_size", self.chunk_size)
+        require_positive("validate_descriptor.grid_triplets_per_filter", self.grid_triplets_per_filter)
+        if self.sweep.plot_base >= self.n_base_codes:
+            raise ConfigError(
+                f"validate_descriptor.sweep.plot_base: {self.sweep.plot_base} is not one of the "
+                f"{self.n_base_codes} base codes"
+            )
+
+    def rng(self, stream: int) -> np.random.Generator:
+        """Independent generator per job (0 triplets, 1 base-code choice, 2 sweep seeds: the same for both seedings)."""
+        return np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=(stream,)))
+
+
+def _config(params: dict) -> ValidateDescriptorConfig:
+    return parse(ValidateDescriptorConfig, params, "validate_descriptor")
+
+
+def _render_settings(params_fractals: dict) -> RenderSettings:
+    """Only the ``render`` mapping of the fractals parameters matters here."""
+    if "render" not in params_fractals:
+        raise ConfigError("fractals.render: missing; the validation renders codes as the dataset does")
+    return parse(RenderSettings, params_fractals["render"], "fractals.render")
+
+
+def _check_table(table: pd.DataFrame) -> None:
+    missing = [c for c in REQUIRED_COLUMNS if c not in table.columns]
+    if missing:
+        raise KeyError(f"fractal_codes lacks column(s) {', '.join(missing)}")
+
+
+def measure_triplet_agreement(fractal_codes: pd.DataFrame, params_fractals: dict, params: dict) -> pd.DataFrame:
+    """Sample and measure ``n_triplets`` triplets per candidate filter: d_Psi and D to the anchor."""
+    config = _config(params)
+    _check_table(fractal_codes)
+    settings = _render_settings(params_fractals)
+    triplets = measure_all_filters(fractal_codes, settings, config.n_triplets, config.rng(0), config.chunk_size)
+    logger.info("Measured %d triplets per filter at %d px", config.n_triplets, settings.size)
+    return triplets
+
+
+def measure_sweeps(fractal_codes: pd.DataFrame, params_fractals: dict, params: dict) -> pd.DataFrame:
+    """Perturbation sweeps of every coefficient of ``n_base_codes`` class codes, for each seeding asked for."""
+    config = _config(params)
+    _check_table(fractal_codes)
+    settings = _render_settings(params_fractals)
+    bases, class_ids = base_codes(fractal_codes, config.n_base_codes, config.rng(1))
+    factors = sweep_factors(config.sweep.factor_range, config.sweep.n_factors)
+    seedings = [config.sweep.common_random_numbers]
+    if config.sweep.compare_fresh_seeds:
+        seedings.append(not config.sweep.common_random_numbers)
+    frames = [
+        run_sweeps(bases, class_ids, factors, settings, config.rng(2), config.sweep.n_noise_seeds, common)
+        for common in seedings
+    ]
+    seeding = " and ".join(frame["seeding"].iloc[0] for frame in frames)
+    logger.info("Ran %d sweeps of %d factors (%s seeding)", 6 * len(bases), len(factors), seeding)
+    return pd.concat(frames, ignore_index=True)
+
+
+def summarise(triplets: pd.DataFrame, sweep_points: pd.DataFrame, params_fractals: dict, params: dict) -> tuple[dict, str]:
+    """The JSON summary (agreement per filter, sweeps per seeding, settings) and its Markdown table."""
+    config = _config(params)
+    summary = summarise_agreement(triplets)
+    summary["n_triplets"] = config.n_triplets
+    primary = "common" if config.sweep.common_random_numbers else "fresh"
+    for seeding, points in sweep_points.groupby("seeding"):
+        summary["sweeps" if seeding == primary else f"sweeps_{seeding}_seeds"] = summarise_sweeps(points)
+    summary["settings"] = {"validate_descriptor": asdict(config), "render": asdict(_render_settings(params_fractals))}
+    agreement = ", ".join(f"{k} {100 * v:.1f} %" for k, v in summary["agreement"].items())
+    logger.info("Descriptor agreement with rendered shape: %s", agreement)
+    return summary, markdown_report(summary)
+
+
+def plot_sweeps(sweep_points: pd.DataFrame, params: dict) -> Figure:
+    """D versus s for the configured base code, six panels."""
+    return sweep_figure(sweep_points, _config(params).sweep.plot_base)
+
+
+def plot_scatter(sweep_points: pd.DataFrame, params: dict) -> Figure:
+    """D versus d_Psi over the primary-seeding sweep points, coloured by coefficient."""
+    primary = "common" if _config(params).sweep.common_random_numbers else "fresh"
+    return scatter_figure(sweep_points[sweep_points["seeding"] == primary])
+
+
+def plot_triplet_grid(triplets: pd.DataFrame, fractal_codes: pd.DataFrame, params_fractals: dict, params: dict) -> Figure:
+    """A few measured triplets per filter with the descriptor's positive and negative marked."""
+    config = _config(params)
+    examples = triplet_examples(triplets, fractal_codes, _render_settings(params_fractals), config.grid_triplets_per_filter)
+    return triplet_grid_figure(examples)

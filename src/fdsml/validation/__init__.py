@@ -1,0 +1,37 @@
+"""Validating the descriptor (METHOD.md section 6): does d_Psi order candidates as their renderings do?"""
+
+from fdsml.validation.agreement import (
+    SAME_POSITION_GROUPS,
+    measure_all_filters,
+    measure_triplets,
+    summarise_agreement,
+    wilson_interval,
+)
+from fdsml.validation.report import markdown_report
+from fdsml.validation.sweeps import (
+    base_codes,
+    class_base_code,
+    is_monotone,
+    run_sweeps,
+    summarise_sweeps,
+    sweep,
+    sweep_factors,
+    sweep_statistics,
+)
+
+__all__ = [
+    "SAME_POSITION_GROUPS",
+    "base_codes",
+    "class_base_code",
+    "is_monotone",
+    "markdown_report",
+    "measure_all_filters",
+    "measure_triplets",
+    "run_sweeps",
+    "summarise_agreement",
+    "summarise_sweeps",
+    "sweep",
+    "sweep_factors",
+    "sweep_statistics",
+    "wilson_interval",
+]

@@ -1,0 +1,121 @@
+"""Perturbation sweeps: the factor grid, per-point bookkeeping, monotonicity and the summary."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fdsml.ifs.codes import determinant_probabilities, rescale_coefficient, sample_sigma_factor_code
+from fdsml.ifs.descriptor import psi
+from fdsml.validation.sweeps import (
+    base_codes,
+    class_base_code,
+    is_monotone,
+    run_sweeps,
+    summarise_sweeps,
+    sweep,
+    sweep_factors,
+    sweep_statistics,
+)
+
+
+def contractive_code(seed=0):
+    return sample_sigma_factor_code(np.random.default_rng(seed), (2, 3), (5.0, 6.0), (-1.0, 1.0))
+
+
+def test_33_evenly_spaced_factors_with_one_included_exactly():
+    factors = sweep_factors((0.6, 1.4), 33)
+    assert factors.shape == (33,)
+    assert factors[0] == pytest.approx(0.6) and factors[-1] == pytest.approx(1.4)
+    np.testing.assert_allclose(np.diff(factors), 0.025)
+    assert 1.0 in factors.tolist()
+    with pytest.raises(ValueError, match="1.0"):
+        sweep_factors((0.6, 1.4), 32)
+
+
+def test_class_base_code_undoes_the_instance_perturbation():
+    code = contractive_code()
+    assert np.allclose(class_base_code(rescale_coefficient(code, 3, 1.27), 3, 1.27), code)
+
+
+def test_sweep_recomputes_probabilities_and_is_zero_at_one(render_settings):
+    base = contractive_code(1)
+    factors = sweep_factors((0.6, 1.4), 33)
+    points = sweep(base, 0, factors, render_settings, seed=7)
+    assert len(points) == 33 and (points["position"] == 0).all()
+    at_one = points[points["factor"] == 1.0].iloc[0]
+    assert at_one["chamfer"] == 0.0 and at_one["psi_distance"] == 0.0
+    base_probabilities = determinant_probabilities(base)
+    for k in (0, 10, 32):
+        code = rescale_coefficient(base, 0, factors[k])
+        recomputed = np.linalg.norm(psi(code, determinant_probabilities(code)) - psi(base, base_probabilities))
+        stale = np.linalg.norm(psi(code, base_probabilities) - psi(base, base_probabilities))
+        assert points["psi_distance"].iloc[k] == pytest.approx(recomputed)
+        assert recomputed != pytest.approx(stale)  # rescaling a changes |det|, hence the probabilities
+    assert not points["empty"].any()
+
+
+def test_fresh_seeds_put_noise_at_s_equal_one(render_settings):
+    base = contractive_code(2)
+    factors = sweep_factors((0.6, 1.4), 5)
+    fresh = sweep(base, 4, factors, render_settings, seed=7, point_seeds=np.arange(100, 105))
+    assert fresh.loc[fresh["factor"] == 1.0, "chamfer"].iloc[0] > 0.0
+
+
+def test_monotone_reads_against_the_running_maximum():
+    assert is_monotone([0.0, 1.0, 1.0, 2.0])
+    assert not is_monotone([0.0, 2.0, 1.9])
+    assert is_monotone([0.0, 2.0, 1.9], tolerance=0.2)
+    # each step dips less than the tolerance, but together they fall 0.8 below the maximum
+    assert not is_monotone([0.0, 2.0, 1.6, 1.2], tolerance=0.5)
+
+
+def synthetic_points(chamfer_of, contractive=True, base=0, position=0, noise=0.1):
+    factors = sweep_factors((0.6, 1.4), 9)
+    return pd.DataFrame(
+        {
+            "base": base,
+            "class_id": base,
+            "position": position,
+            "factor": factors,
+            "psi_distance": np.abs(factors - 1.0),
+            "chamfer": [chamfer_of(s) for s in factors],
+            "contractive": contractive,
+            "empty": False,
+            "noise_floor": noise,
+            "seeding": "common",
+        }
+    )
+
+
+def test_statistics_and_summary_on_synthetic_sweeps():
+    rising = synthetic_points(lambda s: abs(s - 1.0))
+    dip = {1.2: 0.05}  # upper side 0, .1, .05, .3 ...: a dip of .05, inside the noise floor .1
+    dipping = synthetic_points(lambda s: dip.get(round(s, 3), abs(s - 1.0)), position=1)
+    falling = synthetic_points(lambda s: 1.0 - abs(s - 1.0) if s != 1.0 else 0.0, contractive=False, position=2)
+    points = pd.concat([rising, dipping, falling], ignore_index=True)
+    stats = sweep_statistics(points).set_index("position")
+    assert stats.loc[0, "monotone"] and stats.loc[0, "spearman_lower"] == pytest.approx(1.0)
+    assert not stats.loc[1, "monotone_upper"] and stats.loc[1, "monotone_within_noise_upper"] and stats.loc[1, "monotone_lower"]
+    assert not stats.loc[2, "monotone_within_noise"]
+    summary = summarise_sweeps(points)
+    assert summary["n_sweeps"] == 3 and summary["n_contractive"] == 2 and summary["n_factors"] == 9
+    assert summary["contractive_fraction"] == pytest.approx(2 / 3)
+    assert summary["monotone_fraction_contractive"] == 0.5
+    assert summary["monotone_within_noise_fraction_contractive"] == 1.0
+    assert summary["monotone_fraction_noncontractive"] == 0.0
+    assert summary["n_empty"] == 0 and summary["noise_floor_px_median"] == pytest.approx(0.1)
+
+
+def test_run_sweeps_covers_six_coefficients_of_distinct_classes(tiny_table, render_settings):
+    bases, classes = base_codes(tiny_table, 2, np.random.default_rng(0))
+    assert len(set(classes.tolist())) == 2
+    factors = sweep_factors((0.6, 1.4), 5)
+    points = run_sweeps(bases, classes, factors, render_settings, np.random.default_rng(1), n_noise_seeds=2)
+    assert len(points) == 2 * 6 * 5
+    assert set(points["position"]) == set(range(6)) and (points["seeding"] == "common").all()
+    assert (points.loc[points["factor"] == 1.0, "chamfer"] == 0.0).all()
+    assert (points["noise_floor"] >= 0).all()
+    summary = summarise_sweeps(points)
+    assert summary["n_sweeps"] == 12
+    with pytest.raises(ValueError, match="classes"):
+        base_codes(tiny_table, 99, np.random.default_rng(0))
