@@ -30,13 +30,15 @@ class ImageTransform:
     """Turns a uint8 (3, H, W) image into a normalised float (3, size, size) tensor.
 
     ``train``: random resized crop (area fraction in ``area_range``, aspect ratio in
-    ``ratio_range``) and a horizontal flip with probability 1/2. Otherwise: resize the
+    ``ratio_range``) and, with ``flip``, a horizontal flip with probability 1/2 (turn it off
+    where mirroring changes the class, as for digits). Otherwise: resize the
     short side to ``size / crop_fraction`` and take the centre ``size`` x ``size``.
     """
 
     size: int
     train: bool = False
     crop_fraction: float = 0.875
+    flip: bool = True
     area_range: tuple[float, float] = (0.08, 1.0)
     ratio_range: tuple[float, float] = (3 / 4, 4 / 3)
     mean: tuple[float, float, float] = IMAGENET_MEAN
@@ -55,7 +57,7 @@ class ImageTransform:
         if self.train:
             top, left, height, width = self._crop_box(image.shape[-2], image.shape[-1], rng)
             image = F.resized_crop(image, top, left, height, width, [self.size, self.size], antialias=True)
-            if rng.random() < 0.5:
+            if self.flip and rng.random() < 0.5:
                 image = F.horizontal_flip(image)
         else:
             image = F.resize(image, [round(self.size / self.crop_fraction)], antialias=True)

@@ -27,13 +27,17 @@ class StartingPoint:
     overrides: dict[str, Any] = field(default_factory=dict)
 
 
-def build_from_start(start: StartingPoint, *, seed: int, img_size: int | None = None, **head: Any) -> EmbeddingModel:
+def build_from_start(
+    start: StartingPoint, *, seed: int, img_size: int | None = None, payload: dict | None = None, **head: Any
+) -> EmbeddingModel:
     """A model with a new ``head`` (``build_model`` keywords) whose trunk comes from ``start``.
 
+    ``payload`` (an already loaded model file) takes the place of reading ``start.checkpoint``.
     Raises ValueError when the checkpoint's backbone is not the one ``start`` names, so a
     comparison never silently mixes architectures.
     """
-    payload = load_checkpoint_file(start.checkpoint) if start.checkpoint else None
+    if payload is None and start.checkpoint:
+        payload = load_checkpoint_file(start.checkpoint)
     if payload is not None and payload["model"]["name"] != start.backbone:
         raise ValueError(
             f"starting point {start.name!r}: {start.checkpoint} holds a {payload['model']['name']} backbone, "

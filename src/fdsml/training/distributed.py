@@ -79,3 +79,12 @@ def broadcast_buffers(module: torch.nn.Module, context: DistContext) -> None:
     if context.distributed:
         for buffer in module.buffers():
             dist.broadcast(buffer, src=0)
+
+
+def average_gradients(module: torch.nn.Module, context: DistContext) -> None:
+    """All-reduce the gradients of parameters DDP does not own (an objective's proxies)."""
+    if context.distributed:
+        for parameter in module.parameters():
+            if parameter.grad is not None:
+                dist.all_reduce(parameter.grad, op=dist.ReduceOp.SUM)
+                parameter.grad /= context.world_size

@@ -252,6 +252,7 @@ def train(
                 loss, parts = objective(wrapped, batch, step)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            distributed.average_gradients(objective, context)
             optimizer.step()
             lr = optimizer.param_groups[1]["lr"]
             scheduler.step()

@@ -1,0 +1,278 @@
+"""Retrieval fine-tuning with proxy losses and its evaluation (METHOD.md sections 5 and 8).
+
+Each starting point (scratch, or a pre-trained checkpoint's trunk) gets the same recipe: a
+fresh embedding head, a proxy loss whose proxies train at a multiple of the model's rate, a
+warm-up with the trunk frozen, then a fixed schedule. There is no model selection: the test
+classes are used once, for the final numbers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from torch.utils.data import DataLoader
+
+from fdsml.config import ConfigError, parse, require_positive
+from fdsml.data import (
+    ImageRecords,
+    ImageRecordsDataset,
+    ImageTransform,
+    RetrievalSplits,
+    ShuffledBatchSampler,
+    available_datasets,
+    read_retrieval_dataset,
+)
+from fdsml.evaluation import retrieval_metrics
+from fdsml.losses.couce import CouCESettings, build_couce_objective
+from fdsml.evaluation.retrieval_examples import nearest_neighbours, top_k_figure
+from fdsml.models import model_payload
+from fdsml.models.network import EmbeddingModel
+from fdsml.models.starting_points import StartingPoint, build_from_start
+from fdsml.training import distributed
+from fdsml.training.loop import LoopConfig, OptimizerConfig, train
+from fdsml.training.objectives import PROXY_LOSSES, ProxyObjective, build_proxy_loss
+
+logger = logging.getLogger(__name__)
+
+PRETRAINED = "pretrained_model"
+"""A starting point's ``checkpoint`` naming the pre-training pipeline's output rather than a file."""
+
+
+@dataclass(frozen=True)
+class RetrievalData:
+    """Which dataset, where, and how its images are shown to the network."""
+
+    dataset: str = "digits"
+    root: str | None = None
+    image_size: int = 64
+    crop_fraction: float = 0.875
+    area_range: tuple[float, float] = (0.08, 1.0)
+    flip: bool = True
+    batch_size: int = 32
+    eval_batch_size: int = 128
+    ks: tuple[int, ...] | None = None
+
+    def __post_init__(self):
+        if self.dataset not in available_datasets():
+            raise ConfigError(f"dataset: unknown dataset {self.dataset!r}; choose one of {', '.join(available_datasets())}")
+        require_positive("image_size", self.image_size)
+        require_positive("batch_size", self.batch_size)
+        require_positive("eval_batch_size", self.eval_batch_size)
+
+    def transform(self, train: bool) -> ImageTransform:
+        return ImageTransform(
+            self.image_size, train=train, crop_fraction=self.crop_fraction, flip=self.flip, area_range=self.area_range
+        )
+
+
+@dataclass(frozen=True)
+class ProxyLossSettings:
+    """A pytorch-metric-learning proxy loss, its own options, and the proxies' learning-rate multiplier."""
+
+    name: str = "proxy_anchor"
+    options: dict[str, Any] = field(default_factory=dict)
+    proxy_lr_multiplier: float = 100.0
+
+    def __post_init__(self):
+        if self.name not in PROXY_LOSSES:
+            raise ConfigError(f"name: unknown proxy loss {self.name!r}; choose one of {', '.join(PROXY_LOSSES)}")
+        require_positive("proxy_lr_multiplier", self.proxy_lr_multiplier)
+
+
+@dataclass(frozen=True)
+class EmbeddingSettings:
+    """The head put on every starting point: pooled trunk features -> linear -> the embedding."""
+
+    embedding_dim: int = 512
+    global_pool: str = "avgmax"
+
+    def __post_init__(self):
+        require_positive("embedding_dim", self.embedding_dim)
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    """``params:retrieval``."""
+
+    starts: tuple[StartingPoint, ...] = (StartingPoint("scratch"),)
+    seeds: tuple[int, ...] = (0,)
+    data: RetrievalData = field(default_factory=RetrievalData)
+    loss: ProxyLossSettings = field(default_factory=ProxyLossSettings)
+    embedding: EmbeddingSettings = field(default_factory=EmbeddingSettings)
+    optimizer: OptimizerConfig = field(
+        default_factory=lambda: OptimizerConfig(name="adamw", base_lr=1e-4, reference_batch=32, schedule="constant")
+    )
+    train: LoopConfig = field(default_factory=LoopConfig)
+    couce: CouCESettings | None = None
+    run_dir: str = "data/06_models/retrieval_runs"
+    n_example_queries: int = 6
+
+    def __post_init__(self):
+        if not self.starts:
+            raise ConfigError("starts: give at least one starting point (e.g. {name: scratch})")
+        names = [start.name for start in self.starts]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"starts: names must be unique, got {names}")
+        if not self.seeds:
+            raise ConfigError("seeds: give at least one seed")
+
+
+def parse_retrieval_params(params: dict[str, Any]) -> RetrievalConfig:
+    """Validate ``params:retrieval``; a wrong key or value raises ``ConfigError`` naming it."""
+    return parse(RetrievalConfig, params, "retrieval")
+
+
+def load_splits(config: RetrievalConfig) -> RetrievalSplits:
+    """The dataset's zero-shot splits, training labels renumbered 0..C-1 for the proxies."""
+    splits = read_retrieval_dataset(config.data.dataset, config.data.root)
+    return RetrievalSplits(
+        splits.name,
+        splits.train.with_contiguous_labels(),
+        config.data.ks or splits.ks,
+        test=splits.test,
+        query=splits.query,
+        gallery=splits.gallery,
+    )
+
+
+def finetune(splits: RetrievalSplits, start: StartingPoint, config: RetrievalConfig, seed: int, pretrained: dict | None = None):
+    """Fine-tune one starting point with one seed; returns the trained model and its history.
+
+    ``pretrained`` is the pre-training pipeline's model file, used by starts whose checkpoint is
+    ``PRETRAINED``.
+    """
+    context = distributed.setup(config.train.device)
+    overrides = {"global_pool": config.embedding.global_pool} | dict(start.overrides)
+    model = build_from_start(
+        StartingPoint(start.name, start.checkpoint, start.backbone, overrides),
+        payload=pretrained if start.checkpoint == PRETRAINED else None,
+        seed=seed,
+        img_size=config.data.image_size,
+        head="embedding",
+        embedding_dim=config.embedding.embedding_dim,
+    )
+    objective = build_objective(config, int(splits.train.labels.max()) + 1, seed)
+    dataset = ImageRecordsDataset(splits.train, config.data.transform(train=True), seed=seed)
+    sampler = ShuffledBatchSampler(
+        len(dataset), config.data.batch_size, seed=seed, num_replicas=context.world_size, rank=context.rank
+    )
+    loop = replace(config.train, seed=seed)
+    checkpoint = Path(config.run_dir) / f"{start.name}_seed{seed}" / "last.pt"
+    result = train(model, objective, dataset, sampler, loop, config.optimizer, checkpoint, fingerprint=_fingerprint(config, start, seed))
+    return result.model, result.history
+
+
+def build_objective(config: RetrievalConfig, n_classes: int, seed: int):
+    """The proxy loss alone, or wrapped in CouCE's training-only regularisers (``retrieval.couce``).
+
+    The proxies are drawn from ``seed`` so every replica starts from the same ones.
+    """
+    loss, dim = config.loss, config.embedding.embedding_dim
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        if config.couce is not None:
+            return build_couce_objective(
+                config.couce, loss.name, n_classes, dim, loss.proxy_lr_multiplier, seed=seed, loss_options=loss.options
+            )
+        return ProxyObjective(build_proxy_loss(loss.name, n_classes, dim, **loss.options), loss.proxy_lr_multiplier)
+
+
+def _fingerprint(config: RetrievalConfig, start: StartingPoint, seed: int) -> str:
+    """What a resumable fine-tuning run must share with the checkpoint it resumes."""
+    definition = asdict(config) | {"start": asdict(start), "seed": seed}
+    definition.pop("starts"), definition.pop("seeds")
+    definition["train"] = {k: v for k, v in definition["train"].items() if k in ("epochs", "max_steps", "freeze_backbone_steps")}
+    return hashlib.sha256(json.dumps(definition, sort_keys=True, default=list).encode()).hexdigest()
+
+
+@torch.no_grad()
+def embed(model: EmbeddingModel, records: ImageRecords, config: RetrievalConfig) -> np.ndarray:
+    """Embeddings of ``records`` with the test view (resize + centre crop), in order."""
+    dataset = ImageRecordsDataset(records, config.data.transform(train=False))
+    device = next(model.parameters()).device
+    model.eval()
+    chunks = [model(batch["image"].to(device)).float().cpu() for batch in DataLoader(dataset, batch_size=config.data.eval_batch_size)]
+    return torch.cat(chunks).numpy()
+
+
+def evaluate(model: EmbeddingModel, splits: RetrievalSplits, config: RetrievalConfig, seed: int = 0) -> dict[str, float]:
+    """Recall@K, MAP@R, R-Precision and NMI on the test classes (or queries against the gallery)."""
+    if splits.has_query_set:
+        return retrieval_metrics(
+            embed(model, splits.gallery, config),
+            splits.gallery.labels,
+            ks=splits.ks,
+            query_embeddings=embed(model, splits.query, config),
+            query_labels=splits.query.labels,
+            seed=seed,
+        )
+    return retrieval_metrics(embed(model, splits.test, config), splits.test.labels, ks=splits.ks, seed=seed)
+
+
+def compare_starting_points(config: RetrievalConfig, pretrained: dict | None = None) -> tuple[dict, pd.DataFrame, dict[str, dict]]:
+    """Fine-tune and evaluate every starting point with every seed.
+
+    Returns the metrics (``{start: {"seeds": {seed: metrics}, "mean": ..., "std": ...}}``), the
+    concatenated training histories, and the model files of the first seed per starting point.
+    """
+    splits = load_splits(config)
+    metrics, histories, models = {}, [], {}
+    for start in config.starts:
+        per_seed = {}
+        for seed in config.seeds:
+            model, history = finetune(splits, start, config, seed, pretrained)
+            per_seed[str(seed)] = evaluate(model, splits, config, seed)
+            logger.info("%s seed %d: %s", start.name, seed, _format(per_seed[str(seed)]))
+            histories.append(history.assign(start=start.name, seed=seed))
+            if seed == config.seeds[0]:
+                models[start.name] = model_payload(model.cpu(), start=start.name, checkpoint=start.checkpoint, seed=seed)
+        table = pd.DataFrame(per_seed).T
+        metrics[start.name] = {
+            "seeds": per_seed,
+            "mean": table.mean().to_dict(),
+            "std": table.std(ddof=1).fillna(0.0).to_dict() if len(table) > 1 else {k: 0.0 for k in table.columns},
+        }
+    return metrics, pd.concat(histories, ignore_index=True), models
+
+
+def _format(metrics: dict[str, float]) -> str:
+    return ", ".join(f"{name} {100 * value:.1f}" for name, value in metrics.items())
+
+
+def comparison_table(metrics: dict) -> str:
+    """Markdown: rows = starting points, columns = metrics (mean ± std over seeds, in %)."""
+    names = list(next(iter(metrics.values()))["mean"])
+    lines = ["| start | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for start, result in metrics.items():
+        cells = [f"{100 * result['mean'][n]:.1f} ± {100 * result['std'][n]:.1f}" for n in names]
+        lines.append(f"| {start} | " + " | ".join(cells) + " |")
+    seeds = len(next(iter(metrics.values()))["seeds"])
+    return "\n".join(lines) + f"\n\nMean ± standard deviation over {seeds} seed(s), in %.\n"
+
+
+def retrieval_examples(model: EmbeddingModel, splits: RetrievalSplits, config: RetrievalConfig, k: int = 5):
+    """A figure of the top-``k`` retrievals of a few seeded random queries."""
+    queries, gallery = (splits.query, splits.gallery) if splits.has_query_set else (splits.test, splits.test)
+    rng = np.random.default_rng(config.seeds[0])
+    chosen = rng.choice(len(queries.labels), size=min(config.n_example_queries, len(queries.labels)), replace=False)
+    query_embeddings = embed(model, queries, config)[chosen]
+    gallery_embeddings = embed(model, gallery, config)
+    neighbours = nearest_neighbours(query_embeddings, gallery_embeddings, k + 1, same_set=False)
+    if splits.has_query_set:
+        neighbours = neighbours[:, :k]
+    else:  # the query is in the gallery: drop it from its own list
+        neighbours = np.array([[i for i in row if i != q][:k] for row, q in zip(neighbours, chosen)])
+    query_view = ImageRecordsDataset(queries, config.data.transform(train=False))
+    gallery_view = ImageRecordsDataset(gallery, config.data.transform(train=False))
+    query_images = [query_view.load_image(int(i)).numpy() for i in chosen]
+    needed = {int(i) for i in neighbours.ravel()}
+    gallery_images = {i: gallery_view.load_image(i).numpy() for i in needed}
+    return top_k_figure(query_images, queries.labels[chosen], gallery_images, gallery.labels, neighbours)

@@ -1,0 +1,79 @@
+"""The retrieval pipeline end to end on a tiny configuration, from scratch and from a checkpoint."""
+
+import json
+
+import pytest
+import torch
+from kedro.io import DataCatalog, MemoryDataset
+from kedro.runner import SequentialRunner
+from kedro_datasets.json import JSONDataset
+from kedro_datasets.matplotlib import MatplotlibDataset
+from kedro_datasets.pandas import CSVDataset
+from kedro_datasets.text import TextDataset
+
+from fdsml.datasets import CheckpointDataset
+from fdsml.models import build_model, load_checkpoint_file, model_payload
+from fdsml.pipelines.retrieval import create_pipeline
+
+TINY = {
+    "starts": [
+        {"name": "scratch", "backbone": "resnet18"},
+        {"name": "fdsml", "checkpoint": "pretrained_model", "backbone": "resnet18"},
+    ],
+    "seeds": [0],
+    "data": {"dataset": "digits", "image_size": 16, "batch_size": 64, "eval_batch_size": 512, "flip": False},
+    "embedding": {"embedding_dim": 8},
+    "train": {"max_steps": 2, "device": "cpu", "freeze_backbone_steps": 1},
+    "n_example_queries": 2,
+}
+
+
+@pytest.fixture(scope="module")
+def pretrained():
+    torch.manual_seed(123)  # a trunk unlike the scratch start's seed-0 initialisation
+    return model_payload(build_model("resnet18", embedding_dim=4, img_size=16), objective="pa_triplet")
+
+
+def _catalog(folder, params, pretrained):
+    return DataCatalog(
+        {
+            "pretrained_model": MemoryDataset(pretrained, copy_mode="assign"),
+            "params:retrieval": MemoryDataset(params | {"run_dir": str(folder / "runs")}),
+            "retrieval_metrics": JSONDataset(filepath=str(folder / "metrics.json")),
+            "retrieval_table": TextDataset(filepath=str(folder / "table.md")),
+            "retrieval_history": CSVDataset(filepath=str(folder / "history.csv")),
+            "retrieval_models": CheckpointDataset(filepath=str(folder / "models.pt")),
+            "retrieval_examples": MatplotlibDataset(filepath=str(folder / "examples.png")),
+        }
+    )
+
+
+def test_scratch_and_checkpoint_starts_are_compared_side_by_side(tmp_path, pretrained):
+    SequentialRunner().run(create_pipeline(), _catalog(tmp_path, TINY, pretrained))
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert list(metrics) == ["scratch", "fdsml"]
+    for result in metrics.values():
+        assert set(result["mean"]) == {"recall@1", "recall@2", "recall@4", "recall@8", "map@r", "r_precision", "nmi"}
+        assert all(0 <= value <= 1 for value in result["mean"].values())
+    table = (tmp_path / "table.md").read_text()
+    assert "| scratch |" in table and "| fdsml |" in table
+    models = load_checkpoint_file(tmp_path / "models.pt")["models"]
+    # two short steps leave each trunk next to where it started: the fdsml start began from the checkpoint
+    start = pretrained["state_dict"]["backbone.conv1.weight"]
+    fdsml, scratch = (models[name]["state_dict"]["backbone.conv1.weight"] for name in ("fdsml", "scratch"))
+    assert (fdsml - start).abs().max() < 0.01 < (scratch - start).abs().max()
+    assert (tmp_path / "examples.png").stat().st_size > 0
+
+
+def test_a_checkpoint_of_another_backbone_fails_clearly(tmp_path, pretrained):
+    params = TINY | {"starts": [{"name": "fdsml", "checkpoint": "pretrained_model", "backbone": "resnet50"}]}
+    with pytest.raises(ValueError, match="holds a resnet18 backbone, but backbone: resnet50 was asked for"):
+        SequentialRunner().run(create_pipeline(), _catalog(tmp_path, params, pretrained))
+
+
+def test_couce_fine_tuning_saves_a_plain_model(tmp_path, pretrained):
+    params = TINY | {"starts": [{"name": "scratch", "backbone": "resnet18"}], "couce": {"dictionary_size": 16}}
+    SequentialRunner().run(create_pipeline(), _catalog(tmp_path, params, pretrained))
+    payload = load_checkpoint_file(tmp_path / "models.pt")["models"]["scratch"]
+    plain = build_model(**payload["model"])
+    assert set(plain.state_dict()) == set(payload["state_dict"])
