@@ -1,0 +1,36 @@
+"""Nodes of the ``report`` pipeline: draw the training curves, assemble the Markdown report."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from fdsml.reporting.report import (
+    assemble,
+    fractals_section,
+    pretrain_section,
+    retrieval_section,
+    training_curves,
+    validation_section,
+)
+
+
+def draw_pretrain_curves(pretrain_history: pd.DataFrame):
+    """Loss and learning rate against the step (``pretrain_curves``)."""
+    return training_curves(pretrain_history, "pre-training loss")
+
+
+def write_report(
+    fractal_summary: dict,
+    pretrain_history: pd.DataFrame,
+    descriptor_validation_table: str,
+    retrieval_table: str,
+) -> str:
+    """The report (``report``): FineFractalDB, pre-training, descriptor validation, retrieval."""
+    return assemble(
+        [
+            fractals_section(fractal_summary),
+            pretrain_section(pretrain_history),
+            validation_section(descriptor_validation_table),
+            retrieval_section(retrieval_table),
+        ]
+    )

@@ -1,0 +1,19 @@
+"""The ``report`` pipeline: ``kedro run --pipeline=report`` (after the others)."""
+
+from kedro.pipeline import Node, Pipeline
+
+from .nodes import draw_pretrain_curves, write_report
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    return Pipeline(
+        [
+            Node(func=draw_pretrain_curves, inputs="pretrain_history", outputs="pretrain_curves", name="draw_pretrain_curves_node"),
+            Node(
+                func=write_report,
+                inputs=["fractal_summary", "pretrain_history", "descriptor_validation_table", "retrieval_table"],
+                outputs="report",
+                name="write_report_node",
+            ),
+        ]
+    )

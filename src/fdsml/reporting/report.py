@@ -1,0 +1,89 @@
+"""Assemble the report: sections in data-flow order, each from a pipeline's own tables and pictures.
+
+Pictures are linked by file name: the report lives in the same folder as every picture
+(``data/08_reporting/``), so the folder can be copied or served as it is.
+"""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+
+def training_curves(history: pd.DataFrame, title: str):
+    """Loss (smoothed) and learning rate against the step."""
+    figure, (loss_axis, lr_axis) = plt.subplots(1, 2, figsize=(9, 3.2))
+    window = max(len(history) // 20, 1)
+    loss_axis.plot(history["step"], history["loss"], alpha=0.3, color="tab:blue", label="per step")
+    loss_axis.plot(history["step"], history["loss"].rolling(window, min_periods=1).mean(), color="tab:blue", label=f"mean of {window}")
+    loss_axis.set(xlabel="step", ylabel="loss", title=title)
+    loss_axis.legend(fontsize=8)
+    lr_axis.plot(history["step"], history["lr"], color="tab:orange")
+    lr_axis.set(xlabel="step", ylabel="learning rate", title="schedule")
+    figure.tight_layout()
+    return figure
+
+
+def _picture(title: str, file_name: str) -> str:
+    return f"![{title}]({file_name})\n"
+
+
+def _strip_title(markdown: str) -> str:
+    """Drop a table's own top-level heading: the report gives each section its heading."""
+    lines = markdown.strip().splitlines()
+    return "\n".join(lines[1:] if lines and lines[0].startswith("# ") else lines).strip() + "\n"
+
+
+def fractals_section(summary: dict) -> str:
+    occupancy = summary["occupancy"]
+    rows = [
+        ("classes x instances", f"{summary['n_classes']} x {summary['instances_per_class']} = {summary['n_instances']}"),
+        ("class sampler", summary["sampler"]),
+        ("class codes accepted", f"{100 * summary['class_acceptance_rate']:.1f} % of {summary['class_codes_sampled']} sampled"),
+        ("instance draws accepted", f"{100 * summary['instance_acceptance_rate']:.1f} % of {summary['instance_draws']}"),
+        ("rejected: contraction / occupancy", f"{summary['instance_contraction_rejections']} / {summary['instance_occupancy_rejections']}"),
+        ("occupancy min / median / max", f"{occupancy['min']:.3f} / {occupancy['median']:.3f} / {occupancy['max']:.3f}"),
+        ("rendering", f"{summary['render']['size']} px, {summary['render']['points']} points, {summary['render']['mode']}"),
+        ("generation time", f"{summary['seconds']:.1f} s"),
+    ]
+    table = "| | |\n|---|---|\n" + "\n".join(f"| {name} | {value} |" for name, value in rows)
+    return "## FineFractalDB\n\n" + table + "\n\n" + _picture("sample fractals", "fractal_samples.png")
+
+
+def pretrain_section(history: pd.DataFrame) -> str:
+    tail = history.tail(max(len(history) // 10, 1))
+    head = history.head(max(len(history) // 10, 1))
+    text = (
+        f"{len(history)} steps; loss {head['loss'].mean():.4f} (first tenth) -> {tail['loss'].mean():.4f} (last tenth); "
+        f"{history['images_per_s'].median():.0f} images/s (median).\n"
+    )
+    return "## Pre-training\n\n" + text + "\n" + _picture("pre-training curves", "pretrain_curves.png")
+
+
+def validation_section(table: str) -> str:
+    pictures = "".join(
+        _picture(title, name)
+        for title, name in (
+            ("D versus s for one base code", "descriptor_sweep.png"),
+            ("D versus descriptor distance", "descriptor_scatter.png"),
+            ("sampled triplets per filter", "descriptor_triplet_grid.png"),
+        )
+    )
+    return "## Descriptor validation\n\n" + _strip_title(table) + "\n" + pictures
+
+
+def retrieval_section(table: str) -> str:
+    return "## Retrieval\n\n" + _strip_title(table) + "\n" + _picture("top-5 retrievals", "retrieval_examples.png")
+
+
+def assemble(sections: list[str]) -> str:
+    """The whole report (no timestamp: the same results give the same bytes)."""
+    head = (
+        "# fdsml report\n\n"
+        "Formula-driven supervised metric learning: FineFractalDB, PA-Triplet pre-training, descriptor "
+        "validation and downstream evaluation, as measured by the last run of each pipeline.\n\n"
+    )
+    return head + "\n".join(sections)
