@@ -9,7 +9,10 @@ from kedro.framework.project import pipelines
 from kedro.framework.startup import bootstrap_project
 
 ROOT = Path(__file__).resolve().parents[1]
-TRANSIENT = set()  # node outputs deliberately kept in memory: none today
+TRANSIENT = {  # node outputs deliberately kept in memory: partial metrics merged into analysis_metrics
+    "analysis_trajectory_metrics",
+    "analysis_gradcam_metrics",
+}
 
 
 @pytest.fixture(scope="module")

@@ -79,6 +79,31 @@ def retrieval_section(table: str) -> str:
     return "## Retrieval\n\n" + _strip_title(table) + "\n" + _picture("top-5 retrievals", "retrieval_examples.png")
 
 
+def analysis_section(metrics: dict) -> str:
+    """Pictures of the embeddings, with the numbers that do not rest on a 2-D projection."""
+    smoothness = metrics["trajectory"]["largest_over_median_step"]
+    similarity = metrics.get("gradcam", {}).get("mean_cosine", {})
+    lines = [f"| {name} | {value:.2f} |" for name, value in smoothness.items()]
+    text = (
+        "Trajectory smoothness (largest step between consecutive alphas over the median step, in the "
+        "embedding space; 1 = perfectly even):\n\n| checkpoint | largest / median step |\n|---|---:|\n" + "\n".join(lines) + "\n"
+    )
+    if similarity:
+        text += "\nGrad-CAM similarity to the reference model (mean cosine):\n\n| models | mean cosine |\n|---|---:|\n"
+        text += "\n".join(f"| {name} | {value:.3f} |" for name, value in similarity.items()) + "\n"
+    pictures = "".join(
+        _picture(title, name)
+        for title, name in (
+            ("UMAP of fractal classes", "analysis_embedding_map.png"),
+            ("interpolation trajectory", "analysis_trajectory.png"),
+            ("Grad-CAM", "analysis_gradcam.png"),
+            ("Grad-CAM similarity", "analysis_gradcam_similarity.png"),
+            ("CLS-to-patch attention", "analysis_attention.png"),
+        )
+    )
+    return "## What the embeddings look like\n\n" + text + "\n" + pictures
+
+
 def assemble(sections: list[str]) -> str:
     """The whole report (no timestamp: the same results give the same bytes)."""
     head = (

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from fdsml.reporting.report import (
+    analysis_section,
     assemble,
     fractals_section,
     pretrain_section,
@@ -24,13 +25,15 @@ def write_report(
     pretrain_history: pd.DataFrame,
     descriptor_validation_table: str,
     retrieval_table: str,
+    analysis_metrics: dict,
 ) -> str:
-    """The report (``report``): FineFractalDB, pre-training, descriptor validation, retrieval."""
+    """The report (``report``): FineFractalDB, pre-training, descriptor validation, retrieval, analysis."""
     return assemble(
         [
             fractals_section(fractal_summary),
             pretrain_section(pretrain_history),
             validation_section(descriptor_validation_table),
             retrieval_section(retrieval_table),
+            analysis_section(analysis_metrics),
         ]
     )

@@ -11,7 +11,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             Node(func=draw_pretrain_curves, inputs="pretrain_history", outputs="pretrain_curves", name="draw_pretrain_curves_node"),
             Node(
                 func=write_report,
-                inputs=["fractal_summary", "pretrain_history", "descriptor_validation_table", "retrieval_table"],
+                inputs=["fractal_summary", "pretrain_history", "descriptor_validation_table", "retrieval_table", "analysis_metrics"],
                 outputs="report",
                 name="write_report_node",
             ),

@@ -1,0 +1,59 @@
+"""Pictures that explain the embeddings (METHOD.md section 5, "Pictures").
+
+One job per module: ``models`` (checkpoints to analyse, embedding), ``inputs`` (fractal and
+real images as model input), ``projection`` (2-D maps), ``embedding_maps`` (UMAP of classes),
+``trajectory`` (code interpolation), ``gradcam`` (ResNets), ``attention`` (ViTs), ``grids``
+(sample fractals and sampled triplets).
+"""
+
+from fdsml.analysis.attention import attention_figure, attention_probabilities, cls_to_patch_maps
+from fdsml.analysis.embedding_maps import class_sweep, embedding_map_figure, reconstruct_class_code
+from fdsml.analysis.gradcam import (
+    grad_cam,
+    gradcam_figure,
+    map_cosine_similarity,
+    prototype_targets,
+    similarity_figure,
+)
+from fdsml.analysis.grids import sample_grid_figure, triplet_grid
+from fdsml.analysis.inputs import RealImages, fractal_tensor, real_images
+from fdsml.analysis.models import embed, is_resnet, is_vit, model_from_payload, untrained_copy
+from fdsml.analysis.projection import l2_normalise, project_2d
+from fdsml.analysis.trajectory import (
+    interpolate_codes,
+    pick_code_pair,
+    render_trajectory,
+    trajectory_figure,
+    trajectory_smoothness,
+)
+
+__all__ = [
+    "RealImages",
+    "attention_figure",
+    "attention_probabilities",
+    "class_sweep",
+    "cls_to_patch_maps",
+    "embed",
+    "embedding_map_figure",
+    "fractal_tensor",
+    "grad_cam",
+    "gradcam_figure",
+    "interpolate_codes",
+    "is_resnet",
+    "is_vit",
+    "l2_normalise",
+    "map_cosine_similarity",
+    "model_from_payload",
+    "pick_code_pair",
+    "project_2d",
+    "prototype_targets",
+    "real_images",
+    "reconstruct_class_code",
+    "render_trajectory",
+    "sample_grid_figure",
+    "similarity_figure",
+    "trajectory_figure",
+    "trajectory_smoothness",
+    "triplet_grid",
+    "untrained_copy",
+]

@@ -1,0 +1,5 @@
+"""Pictures that explain the embeddings (METHOD.md section 5): ``kedro run --pipeline=analysis``."""
+
+from .pipeline import create_pipeline
+
+__all__ = ["create_pipeline"]
