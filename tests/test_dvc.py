@@ -1,50 +1,126 @@
-"""DVC reruns a stage exactly when its sources or parameters change (in a scratch copy of the repository)."""
+"""DVC over the whole chain, in a scratch copy of the repository with a tiny configuration.
+
+`dvc repro` runs every stage once, then nothing; a parameter change reruns exactly the stages
+downstream of it; `dvc exp run -S` sweeps a parameter; and a local remote carries every output
+to a fresh clone.
+"""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
+TINY = {
+    "fractals": {
+        "n_classes": 3,
+        "instances_per_class": 6,
+        "class_filter": {"size": 128, "points": 8000},
+        "render": {"size": 32, "points": 800},
+    },
+    "pretrain": {
+        "data": {"classes_per_batch": 3, "instances_per_class": 3},
+        "model": {"embedding_dim": 8},
+        "train": {"max_steps": 2, "checkpoint_every": 1, "device": "cpu"},
+    },
+    "validate_descriptor": {"n_triplets": 20, "n_base_codes": 1, "grid_triplets_per_filter": 1, "sweep": {"n_noise_seeds": 1}},
+    "retrieval": {
+        "data": {"image_size": 16, "batch_size": 64},
+        "embedding": {"embedding_dim": 8},
+        "train": {"max_steps": 2, "freeze_backbone_steps": 1, "device": "cpu"},
+        "n_example_queries": 2,
+    },
+    "classification": {"image_size": 16, "batch_size": 64, "train": {"max_steps": 2, "device": "cpu"}},
+    "robustness": {"image_size": 32, "max_images": 4, "severities": [1, 5], "device": "cpu"},
+    "analysis": {
+        "device": "cpu",
+        "embedding_map": {"n_classes": 3, "max_instances_per_class": 6, "sweep_points": 5, "thumbnails": 2, "n_neighbors": 5},
+        "trajectory": {"n_alphas": 8, "thumbnails": 2},
+        "real_images": {"n_images": 12},
+        "gradcam": {"n_show": 2},
+        "grids": {"n_classes": 2, "n_instances": 2, "triplets_per_filter": 1},
+    },
+}
+
 
 def _run(args, cwd):
     env = os.environ | {"PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "KEDRO_DISABLE_TELEMETRY": "1"}
-    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, check=True).stdout
+    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, f"{' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result.stdout
+
+
+def _ran(output: str) -> set[str]:
+    return set(re.findall(r"Running stage '([^']+)'", output))
+
+
+def _outputs(folder: Path) -> list[Path]:
+    stages = yaml.safe_load((folder / "dvc.yaml").read_text())["stages"]
+    paths = []
+    for stage in stages.values():
+        for kind in ("outs", "metrics", "plots"):
+            paths += [folder / (e if isinstance(e, str) else next(iter(e))) for e in stage.get(kind, [])]
+    return paths
 
 
 @pytest.fixture(scope="module")
 def repository(tmp_path_factory):
-    if shutil.which("dvc", path=str(BIN)) is None:
-        pytest.skip("dvc is not installed in this environment")
     copy = tmp_path_factory.mktemp("repo")
-    tracked = _run(["git", "ls-files"], ROOT).splitlines()
-    for name in tracked:
-        target = copy / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / name, target)
-    for folder in ("01_raw", "02_intermediate", "03_primary", "06_models", "08_reporting"):
-        (copy / "data" / folder).mkdir(parents=True, exist_ok=True)
+    for name in _run(["git", "ls-files"], ROOT).splitlines():
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, copy / name)
+    (copy / "conf/local/parameters.yml").write_text(yaml.safe_dump(TINY))
     _run(["git", "init", "-q"], copy)
-    small = (copy / "conf/base/parameters_fractals.yml").read_text()
-    small = small.replace("n_classes: 10", "n_classes: 3").replace("instances_per_class: 20", "instances_per_class: 4")
-    small = small.replace("    size: 512", "    size: 128").replace("    points: 100000", "    points: 8000")
-    (copy / "conf/base/parameters_fractals.yml").write_text(small)
-    return copy
+    _run(["git", "add", "-A"], copy)
+    _run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "copy"], copy)
+    first = _run(["dvc", "repro"], copy)
+    return copy, first
 
 
-def test_repro_runs_then_skips_then_reruns_on_a_parameter_change(repository):
-    first = _run(["dvc", "repro", "fractals"], repository)
-    assert "Running stage 'fractals'" in first
-    assert (repository / "data/02_intermediate/fractal_codes.parquet").exists()
-    again = _run(["dvc", "repro", "fractals"], repository)
-    assert "Running stage" not in again and "didn't change" in again
-    assert "up to date" in _run(["dvc", "status", "fractals"], repository)
-    params = repository / "conf/base/parameters_fractals.yml"
+def test_repro_runs_every_stage_once_then_nothing(repository):
+    copy, first = repository
+    stages = set(yaml.safe_load((copy / "dvc.yaml").read_text())["stages"])
+    assert _ran(first) == stages
+    assert all(path.exists() for path in _outputs(copy))
+    assert _ran(_run(["dvc", "repro"], copy)) == set()
+    assert "up to date" in _run(["dvc", "status"], copy)
+
+
+def test_a_parameter_change_reruns_exactly_the_stages_downstream(repository):
+    copy, _ = repository
+    params = copy / "conf/base/parameters_retrieval.yml"
+    params.write_text(params.read_text().replace("seeds: [0]", "seeds: [1]"))
+    assert _ran(_run(["dvc", "repro"], copy)) == {"retrieval", "report"}
+    params = copy / "conf/base/parameters_fractals.yml"
     params.write_text(params.read_text().replace("seed: 0 ", "seed: 1 "))
-    changed = _run(["dvc", "repro", "fractals"], repository)
-    assert "Running stage 'fractals'" in changed
+    assert _ran(_run(["dvc", "repro"], copy)) == set(yaml.safe_load((copy / "dvc.yaml").read_text())["stages"])
+    _run(["git", "add", "-A"], copy)
+    _run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "changed parameters"], copy)
+
+
+def test_an_experiment_sweeps_a_parameter(repository):
+    copy, _ = repository
+    output = _run(["dvc", "exp", "run", "-S", "conf/base/parameters_retrieval.yml:retrieval.seeds=[2]"], copy)
+    assert _ran(output) == {"retrieval", "report"}
+    table = _run(["dvc", "exp", "show", "--csv"], copy)
+    assert "retrieval.seeds" in table and "[2]" in table
+
+
+def test_a_fresh_clone_pulls_every_output_from_the_remote(repository, tmp_path):
+    copy, _ = repository
+    _run(["dvc", "remote", "add", "-f", "-d", "shared", str(tmp_path / "remote")], copy)
+    _run(["dvc", "push"], copy)
+    _run(["git", "add", "-A"], copy)
+    _run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "remote"], copy)
+    clone = tmp_path / "clone"
+    _run(["git", "clone", "-q", str(copy), str(clone)], tmp_path)
+    _run(["dvc", "pull"], clone)
+    assert all(path.exists() for path in _outputs(clone))
+    assert "up to date" in _run(["dvc", "status"], clone)

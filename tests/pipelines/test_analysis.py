@@ -44,7 +44,6 @@ def analysis_params(vit_path: str) -> dict:
 
 
 def test_pipeline_draws_every_picture_and_writes_the_metrics(tmp_path):
-    pytest.importorskip("umap", reason="umap-learn is not installed yet (add umap-learn to pyproject.toml)")
     table, _ = generate_finefractaldb(parse_fractals_params(FRACTALS))
     torch.manual_seed(1)  # not analysis.seed: the untrained reference must differ from the checkpoint
     resnet = build_model("resnet18", img_size=32, embedding_dim=8)

@@ -104,7 +104,7 @@ class ImageRecordsDataset(Dataset):
     def load_image(self, index: int) -> torch.Tensor:
         """The raw image as uint8 (3, H, W), grey replicated to three channels."""
         if self.records.images is not None:
-            pixels = self.records.images[index]
+            pixels = np.array(self.records.images[index])  # a copy: the array may be a read-only memory map
         else:
             with Image.open(self.records.paths[index]) as image:
                 pixels = np.array(image.convert("RGB"))

@@ -15,6 +15,8 @@ from fdsml.models.checkpoint import load_checkpoint_file
 from fdsml.models.network import EmbeddingModel, build_model
 
 BACKBONE_PREFIX = "backbone."
+PRETRAINED = "pretrained_model"
+"""A starting point's ``checkpoint`` naming the pre-training pipeline's output (a catalog input) rather than a file."""
 
 
 @dataclass(frozen=True)

@@ -79,6 +79,18 @@ def retrieval_section(table: str) -> str:
     return "## Retrieval\n\n" + _strip_title(table) + "\n" + _picture("top-5 retrievals", "retrieval_examples.png")
 
 
+def classification_section(classification_table: str, robustness_table: str) -> str:
+    """Top-1 / top-5 after fine-tuning, then classification error (%) per corruption group."""
+    return (
+        "## Classification and robustness\n\nTop-1 / top-5 accuracy (%) after fine-tuning:\n\n"
+        + _strip_title(classification_table)
+        + "\nClassification error (%) on the clean test set and averaged over each corruption group:\n\n"
+        + _strip_title(robustness_table)
+        + "\n"
+        + _picture("one image under every corruption and severity", "corruption_examples.png")
+    )
+
+
 def analysis_section(metrics: dict) -> str:
     """Pictures of the embeddings, with the numbers that do not rest on a 2-D projection."""
     smoothness = metrics["trajectory"]["largest_over_median_step"]

@@ -23,10 +23,14 @@ from torch import nn
 
 from fdsml.config import ConfigError, parse, require_fraction, require_positive, require_range
 from fdsml.data import ImageRecords, ShuffledBatchSampler
-from fdsml.data.classification_datasets import ClassificationSplits, available_classification_datasets, read_classification_dataset
+from fdsml.data.classification_datasets import (
+    ClassificationSplits,
+    available_classification_datasets,
+    read_classification_dataset,
+)
 from fdsml.models import build_model, model_payload
 from fdsml.models.backbones import MODEL_REGISTRY
-from fdsml.models.starting_points import StartingPoint, build_from_start
+from fdsml.models.starting_points import PRETRAINED, StartingPoint, build_from_start
 from fdsml.training import distributed
 from fdsml.training.loop import LoopConfig, OptimizerConfig, train
 from fdsml.training.objectives import CrossEntropyObjective
@@ -43,7 +47,8 @@ class DatasetSettings:
 
     def __post_init__(self):
         if self.name not in available_classification_datasets():
-            raise ConfigError(f"name: unknown dataset {self.name!r}; choose one of {', '.join(available_classification_datasets())}")
+            known = ", ".join(available_classification_datasets())
+            raise ConfigError(f"name: unknown dataset {self.name!r}; choose one of {known}")
 
 
 @dataclass(frozen=True)
@@ -110,13 +115,15 @@ class ClassificationConfig:
         require_fraction("label_smoothing", self.label_smoothing)
         if not self.datasets or not self.starting_points:
             raise ConfigError("datasets, starting_points: give at least one of each")
-        for key, names in (("datasets", [d.name for d in self.datasets]), ("starting_points", [s.name for s in self.starting_points])):
+        names_of = {"datasets": [d.name for d in self.datasets], "starting_points": [s.name for s in self.starting_points]}
+        for key, names in names_of.items():
             if len(set(names)) != len(names):
                 raise ConfigError(f"{key}: names must be unique, got {names}")
         for index, start in enumerate(self.starting_points):
             if start.backbone not in MODEL_REGISTRY:
                 raise ConfigError(
-                    f"starting_points[{index}].backbone: unknown backbone {start.backbone!r}; choose one of {', '.join(sorted(MODEL_REGISTRY))}"
+                    f"starting_points[{index}].backbone: unknown backbone {start.backbone!r}; "
+                    f"choose one of {', '.join(sorted(MODEL_REGISTRY))}"
                 )
 
 
@@ -128,7 +135,7 @@ def parse_classification_params(params: dict[str, Any]) -> ClassificationConfig:
 def check_starting_points(starts: tuple[StartingPoint, ...]) -> None:
     """Fail before any training when a starting point's checkpoint is missing."""
     for start in starts:
-        if start.checkpoint is not None and not Path(start.checkpoint).is_file():
+        if start.checkpoint not in (None, PRETRAINED) and not Path(start.checkpoint).is_file():
             raise FileNotFoundError(
                 f"starting point {start.name!r}: no checkpoint at {start.checkpoint}; run the pre-training pipeline first "
                 "(kedro run --pipeline=pretrain) or remove this starting point"
@@ -239,18 +246,32 @@ def _file_digest(path: str | None) -> str:
     return digest.hexdigest()
 
 
-def run_fingerprint(config: ClassificationConfig, dataset: dict[str, Any], start: StartingPoint) -> str:
+def run_fingerprint(
+    config: ClassificationConfig, dataset: dict[str, Any], start: StartingPoint, pretrained: dict | None = None
+) -> str:
     """What a resumable fine-tuning run must share with the checkpoint it resumes (the start's weights included)."""
     definition = {k: v for k, v in asdict(config).items() if k not in ("datasets", "starting_points", "run_dir")}
     definition["train"] = {k: v for k, v in definition["train"].items() if k in ("epochs", "max_steps", "seed")}
-    definition |= {"dataset": dataset, "start": asdict(start), "start_weights": _file_digest(start.checkpoint)}
+    if start.checkpoint == PRETRAINED:
+        weights = (pretrained or {}).get("metadata", {}).get("run_fingerprint", "")
+    else:
+        weights = _file_digest(start.checkpoint)
+    definition |= {"dataset": dataset, "start": asdict(start), "start_weights": weights}
     return hashlib.sha256(json.dumps(definition, sort_keys=True, default=list).encode()).hexdigest()
 
 
 def finetune_classifier(
-    splits: ClassificationSplits, start: StartingPoint, config: ClassificationConfig, *, dataset: DatasetSettings | None = None
+    splits: ClassificationSplits,
+    start: StartingPoint,
+    config: ClassificationConfig,
+    *,
+    dataset: DatasetSettings | None = None,
+    pretrained: dict | None = None,
 ) -> tuple[dict, pd.DataFrame]:
     """Fine-tune ``start`` on ``splits.train``; returns the model file payload and the per-step history.
+
+    ``pretrained`` is the pre-training pipeline's model file, used by starts whose checkpoint is
+    ``pretrained_model``.
 
     ``dataset`` (where the splits were read from) enters the run's fingerprint, so a checkpoint
     left by another dataset of the same name is never resumed.
@@ -263,10 +284,15 @@ def finetune_classifier(
         len(images), config.batch_size, seed=config.train.seed, num_replicas=context.world_size, rank=context.rank
     )
     model = build_from_start(
-        start, seed=config.train.seed, img_size=config.image_size, head="classifier", num_classes=splits.num_classes
+        start,
+        payload=pretrained if start.checkpoint == PRETRAINED else None,
+        seed=config.train.seed,
+        img_size=config.image_size,
+        head="classifier",
+        num_classes=splits.num_classes,
     )
     objective = build_classification_objective(config, splits.num_classes)
-    fingerprint = run_fingerprint(config, asdict(dataset) if dataset else {"name": splits.name}, start)
+    fingerprint = run_fingerprint(config, asdict(dataset) if dataset else {"name": splits.name}, start, pretrained)
     result = train(
         model,
         objective,
@@ -300,7 +326,9 @@ def classifier_from_payload(payload: dict) -> nn.Module:
 
 def evaluate_classifier(model: nn.Module, records: ImageRecords, config: ClassificationConfig) -> dict[str, float]:
     """``{"top1", "top5"}`` of ``model`` on ``records`` through the test view."""
-    return score_records(model, records, config.image_size, config.augment.crop_fraction, config.eval_batch_size, config.train.device)
+    return score_records(
+        model, records, config.image_size, config.augment.crop_fraction, config.eval_batch_size, config.train.device
+    )
 
 
 def score_records(
@@ -314,7 +342,9 @@ def score_records(
     return classification_metrics(model, dataset, batch_size=batch_size, device=distributed.resolve_device(device))
 
 
-def run_classification(config: ClassificationConfig) -> tuple[dict[str, dict], dict[str, Any], pd.DataFrame]:
+def run_classification(
+    config: ClassificationConfig, pretrained: dict | None = None
+) -> tuple[dict[str, dict], dict[str, Any], pd.DataFrame]:
     """Fine-tune every starting point on every dataset and score each once on the test split.
 
     Returns ``(models, metrics, history)``: ``models[f"{dataset}/{start}"]`` is a model payload,
@@ -327,7 +357,7 @@ def run_classification(config: ClassificationConfig) -> tuple[dict[str, dict], d
         metrics[dataset.name] = {}
         for start in config.starting_points:
             logger.info("Fine-tuning %s on %s", start.name, dataset.name)
-            payload, history = finetune_classifier(splits, start, config, dataset=dataset)
+            payload, history = finetune_classifier(splits, start, config, dataset=dataset, pretrained=pretrained)
             scores = evaluate_classifier(classifier_from_payload(payload), splits.test, config)
             logger.info("%s on %s: top-1 %.4f, top-5 %.4f", start.name, dataset.name, scores["top1"], scores["top5"])
             models[f"{dataset.name}/{start.name}"] = payload

@@ -35,15 +35,13 @@ from fdsml.losses.couce import CouCESettings, build_couce_objective
 from fdsml.evaluation.retrieval_examples import nearest_neighbours, top_k_figure
 from fdsml.models import model_payload
 from fdsml.models.network import EmbeddingModel
-from fdsml.models.starting_points import StartingPoint, build_from_start
+from fdsml.models.starting_points import PRETRAINED, StartingPoint, build_from_start
 from fdsml.training import distributed
 from fdsml.training.loop import LoopConfig, OptimizerConfig, train
 from fdsml.training.objectives import PROXY_LOSSES, ProxyObjective, build_proxy_loss
 
 logger = logging.getLogger(__name__)
 
-PRETRAINED = "pretrained_model"
-"""A starting point's ``checkpoint`` naming the pre-training pipeline's output rather than a file."""
 
 
 @dataclass(frozen=True)

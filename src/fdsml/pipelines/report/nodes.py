@@ -7,6 +7,7 @@ import pandas as pd
 from fdsml.reporting.report import (
     analysis_section,
     assemble,
+    classification_section,
     fractals_section,
     pretrain_section,
     retrieval_section,
@@ -25,15 +26,19 @@ def write_report(
     pretrain_history: pd.DataFrame,
     descriptor_validation_table: str,
     retrieval_table: str,
+    classification_table: str,
+    robustness_table: str,
     analysis_metrics: dict,
 ) -> str:
-    """The report (``report``): FineFractalDB, pre-training, descriptor validation, retrieval, analysis."""
+    """The report (``report``): FineFractalDB, pre-training, descriptor validation, retrieval,
+    classification and robustness, and pictures of the embeddings."""
     return assemble(
         [
             fractals_section(fractal_summary),
             pretrain_section(pretrain_history),
             validation_section(descriptor_validation_table),
             retrieval_section(retrieval_table),
+            classification_section(classification_table, robustness_table),
             analysis_section(analysis_metrics),
         ]
     )

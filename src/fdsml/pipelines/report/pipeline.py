@@ -11,7 +11,15 @@ def create_pipeline(**kwargs) -> Pipeline:
             Node(func=draw_pretrain_curves, inputs="pretrain_history", outputs="pretrain_curves", name="draw_pretrain_curves_node"),
             Node(
                 func=write_report,
-                inputs=["fractal_summary", "pretrain_history", "descriptor_validation_table", "retrieval_table", "analysis_metrics"],
+                inputs=[
+                    "fractal_summary",
+                    "pretrain_history",
+                    "descriptor_validation_table",
+                    "retrieval_table",
+                    "classification_table",
+                    "robustness_table",
+                    "analysis_metrics",
+                ],
                 outputs="report",
                 name="write_report_node",
             ),

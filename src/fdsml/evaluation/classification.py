@@ -1,0 +1,72 @@
+"""Classification metrics: top-k accuracy of a classifier's logits over a set of images, and its error per corrupted set.
+
+Top-k counts an image as correct when its label is among the ``k`` largest logits
+(``torch.topk``: ties between equal logits are broken by the sort, arbitrarily). ``k``
+larger than the number of classes is clipped to it, so top-5 of a 3-class problem is 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+from fdsml.data import ImageRecords
+
+if TYPE_CHECKING:
+    from fdsml.data.image_records import ImageTransform
+
+
+def topk_accuracy(logits: torch.Tensor, labels: torch.Tensor, ks: Sequence[int] = (1, 5)) -> dict[int, float]:
+    """Fraction of rows whose label is among their ``k`` highest logits, for each ``k``."""
+    if logits.ndim != 2 or labels.shape != logits.shape[:1]:
+        raise ValueError(f"need logits (N, C) and labels (N,), got {tuple(logits.shape)} and {tuple(labels.shape)}")
+    if len(labels) == 0:
+        raise ValueError("no images to score")
+    largest = min(max(ks), logits.shape[1])
+    top = logits.topk(largest, dim=1).indices
+    hits = top == labels[:, None]
+    return {k: hits[:, : min(k, largest)].any(dim=1).double().mean().item() for k in ks}
+
+
+@torch.inference_mode()
+def predict_logits(
+    model: nn.Module, dataset: Dataset, *, batch_size: int = 256, device: str | torch.device = "cpu"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The model's logits (N, C) over ``dataset`` (items with "image" and "label") and the labels, on the CPU."""
+    model.eval().to(device)
+    logits, labels = [], []
+    for batch in DataLoader(dataset, batch_size=batch_size, shuffle=False):
+        logits.append(model(batch["image"].to(device)).float().cpu())
+        labels.append(batch["label"])
+    return torch.cat(logits), torch.cat(labels)
+
+
+def classification_metrics(
+    model: nn.Module, dataset: Dataset, *, batch_size: int = 256, device: str | torch.device = "cpu"
+) -> dict[str, float]:
+    """``{"top1", "top5"}`` of ``model`` on ``dataset``."""
+    logits, labels = predict_logits(model, dataset, batch_size=batch_size, device=device)
+    accuracy = topk_accuracy(logits, labels, (1, 5))
+    return {"top1": accuracy[1], "top5": accuracy[5]}
+
+
+def robustness_errors(
+    model: nn.Module,
+    sets: Mapping[tuple[str, int], ImageRecords],
+    transform: ImageTransform,
+    *,
+    batch_size: int = 256,
+    device: str | torch.device = "cpu",
+) -> dict[tuple[str, int], float]:
+    """Top-1 error (1 - accuracy) of ``model`` on each corrupted set, keyed like ``sets`` by (corruption, severity)."""
+    from fdsml.data import ImageRecordsDataset
+
+    errors = {}
+    for key, records in sets.items():
+        logits, labels = predict_logits(model, ImageRecordsDataset(records, transform), batch_size=batch_size, device=device)
+        errors[key] = 1.0 - topk_accuracy(logits, labels, (1,))[1]
+    return errors

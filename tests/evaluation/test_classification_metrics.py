@@ -1,0 +1,39 @@
+"""Top-k accuracy by hand, and error per corrupted set."""
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from fdsml.data import ImageRecords, ImageTransform
+from fdsml.evaluation.classification import robustness_errors, topk_accuracy
+
+
+def test_topk_accuracy_by_hand():
+    logits = torch.tensor([[0.1, 0.9, 0.0], [0.8, 0.1, 0.05], [0.2, 0.3, 0.5], [0.0, 0.6, 0.4]])
+    labels = torch.tensor([1, 2, 0, 2])
+    # ranks of the labels: 1st, 3rd, 3rd, 2nd
+    assert topk_accuracy(logits, labels, (1, 2, 3, 5)) == {1: 0.25, 2: 0.5, 3: 1.0, 5: 1.0}
+
+
+def test_topk_accuracy_refuses_mismatched_shapes():
+    with pytest.raises(ValueError, match="need logits"):
+        topk_accuracy(torch.zeros(3, 4), torch.zeros(2, dtype=torch.long))
+
+
+class Brightness(nn.Module):
+    """Predicts class 1 for bright images, 0 for dark ones."""
+
+    def forward(self, x):
+        mean = x.mean(dim=(1, 2, 3))
+        return torch.stack([-mean, mean], dim=1)
+
+
+def test_robustness_errors_score_each_set():
+    bright = np.full((4, 32, 32, 3), 250, np.uint8)
+    sets = {
+        ("brightness", 1): ImageRecords(labels=np.array([1, 1, 1, 1]), images=bright),
+        ("contrast", 1): ImageRecords(labels=np.array([1, 0, 0, 0]), images=bright),
+    }
+    errors = robustness_errors(Brightness(), sets, ImageTransform(32, crop_fraction=1.0), batch_size=3)
+    assert errors == {("brightness", 1): 0.0, ("contrast", 1): 0.75}

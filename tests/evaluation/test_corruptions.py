@@ -1,0 +1,176 @@
+"""Corruption benchmarks: group tables, group averaging by hand, seeded generation of every corruption x severity,
+and the released sets' readers on tiny fake copies."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from fdsml.data import DatasetLayoutError, ImageRecords
+from fdsml.datasets import ArrayShardsDataset
+from fdsml.evaluation.corruptions import (
+    CORRUPTION_GROUPS,
+    CORRUPTIONS,
+    SEVERITIES,
+    benchmark_corruptions,
+    clean_test_images,
+    corrupt_image,
+    corrupt_images,
+    corruption_seed,
+    error_table,
+    generated_shards,
+    group_errors,
+    read_cifar10_c,
+    read_imagenet_c,
+    shard_keys,
+    stored_sets,
+)
+
+# --- groups -----------------------------------------------------------------------------------------------
+
+
+def test_group_tables_follow_the_method():
+    cifar, imagenet = CORRUPTION_GROUPS["cifar10_c"], CORRUPTION_GROUPS["imagenet_c"]
+    assert list(cifar) == list(imagenet) == ["noise", "blur", "weather", "digital", "geometric"]
+    assert sorted(benchmark_corruptions("cifar10_c")) == sorted(CORRUPTIONS)  # all 19 released CIFAR-10-C types
+    assert len(benchmark_corruptions("imagenet_c")) == 15
+    extra = {name for group in cifar for name in set(cifar[group]) - set(imagenet[group])}
+    assert extra == {"speckle_noise", "gaussian_blur", "spatter", "saturate"}  # the bracketed CIFAR-only types
+    assert imagenet["geometric"] == ("elastic_transform",)
+
+
+def hand_made_table() -> pd.DataFrame:
+    """Model "a": error 0.1 * (position of the type in the benchmark) at severity 1, +0.2 at severity 5."""
+    rows = []
+    for position, corruption in enumerate(benchmark_corruptions("imagenet_c")):
+        rows += [("a", corruption, 1, 0.1 * position), ("a", corruption, 5, 0.1 * position + 0.2)]
+        rows += [("b", corruption, 3, 0.5)]
+    return pd.DataFrame(rows, columns=["model", "corruption", "severity", "error"])
+
+
+def test_group_errors_average_severities_then_types():
+    groups = group_errors(hand_made_table(), "imagenet_c")
+    # per type: 0.1 * position + 0.1; noise = positions 0-2, blur 3-6, weather 7-9, digital 10-13, geometric 14
+    expected = {"noise": 0.2, "blur": 0.55, "weather": 0.9, "digital": 1.25, "geometric": 1.5, "mean": 0.8}
+    for column, value in expected.items():
+        assert groups.loc["a", column] == pytest.approx(value)
+        assert groups.loc["b", column] == pytest.approx(0.5)
+    # "mean" is over the 15 types, not over the 5 group means (which would be 0.88)
+    assert groups.loc["a", "mean"] != pytest.approx(np.mean([expected[g] for g in CORRUPTION_GROUPS["imagenet_c"]]))
+
+
+def test_group_errors_name_a_missing_type():
+    table = hand_made_table()
+    with pytest.raises(KeyError, match="lacks corruption type.*speckle_noise"):
+        group_errors(table, "cifar10_c")
+    with pytest.raises(KeyError, match="lacks corruption type.*frost"):
+        group_errors(table[table["corruption"] != "frost"], "imagenet_c")
+
+
+def test_error_table_is_the_long_form_group_errors_reads():
+    table = error_table({"m": {("fog", 1): 0.25, ("fog", 2): 0.75}})
+    assert table.to_dict("records") == [
+        {"model": "m", "corruption": "fog", "severity": 1, "error": 0.25},
+        {"model": "m", "corruption": "fog", "severity": 2, "error": 0.75},
+    ]
+
+
+# --- generation ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_images():
+    """Two random colour images; skips where the corruption package (imagecorruptions-imaug) is not installed."""
+    rng = np.random.default_rng(0)
+    return rng.integers(0, 256, size=(2, 32, 32, 3), dtype=np.uint8)
+
+
+def test_every_corruption_and_severity_is_seeded_and_leaves_global_state_alone(tiny_images):
+    np.random.seed(123)
+    before = np.random.get_state()[1].copy()
+    changed = set()
+    for corruption in CORRUPTIONS:
+        for severity in SEVERITIES:
+            first = corrupt_images(tiny_images, corruption, severity, seed=7)
+            again = corrupt_images(tiny_images, corruption, severity, seed=7)
+            assert first.shape == tiny_images.shape and first.dtype == np.uint8
+            np.testing.assert_array_equal(first, again, err_msg=f"{corruption} {severity}")
+            if not np.array_equal(first, tiny_images):
+                changed.add(corruption)
+    assert changed == set(CORRUPTIONS)  # every corruption does something to a colour image
+    np.testing.assert_array_equal(np.random.get_state()[1], before)
+
+
+def test_each_image_has_its_own_seed(tiny_images):
+    """Image i of a batch is rebuilt alone from its own seed; another seed gives another draw."""
+    for corruption in ("gaussian_noise", "glass_blur", "impulse_noise", "frost"):
+        batch = corrupt_images(tiny_images, corruption, 3, seed=7)
+        alone = corrupt_image(tiny_images[1], corruption, 3, corruption_seed(7, corruption, 3, 1))
+        np.testing.assert_array_equal(batch[1], alone)
+        assert not np.array_equal(batch, corrupt_images(tiny_images, corruption, 3, seed=8)), corruption
+    assert corruption_seed(0, "fog", 1, 0) != corruption_seed(0, "fog", 1, 1) != corruption_seed(0, "fog", 2, 1)
+
+
+def test_small_images_must_be_resized_first(tiny_images):
+    with pytest.raises(ValueError, match="at least 32 x 32"):
+        corrupt_image(np.zeros((8, 8), np.uint8), "fog", 1, 0)
+    digits = ImageRecords(labels=np.arange(3), images=np.full((3, 8, 8), 200, np.uint8))
+    clean = clean_test_images(digits, 32, max_images=2, seed=0)
+    assert clean.images.shape == (2, 32, 32, 3) and (clean.images == 200).all() and len(set(clean.labels)) == 2
+
+
+def test_a_generated_set_round_trips_through_array_shards(tmp_path, tiny_images):
+    clean = ImageRecords(labels=np.array([3, 4]), images=tiny_images)
+    corruptions, severities = ("fog", "pixelate"), (1, 5)
+    keys = shard_keys(corruptions, severities)
+    dataset = ArrayShardsDataset(str(tmp_path / "set"))
+    dataset.save({"shards": generated_shards(clean, corruptions, 0, severities), "keys": keys, "labels": [3, 4]})
+    stored = dataset.load()
+    restored_clean, corrupted = stored_sets(stored["keys"], stored["shards"], np.array(stored["labels"]), "cifar10_c")
+    np.testing.assert_array_equal(restored_clean.images, tiny_images)
+    assert list(corrupted.sets) == [("fog", 1), ("fog", 5), ("pixelate", 1), ("pixelate", 5)]
+    np.testing.assert_array_equal(corrupted.sets[("pixelate", 5)].images, corrupt_images(tiny_images, "pixelate", 5, 0))
+    assert corrupted.sets[("fog", 1)].labels.tolist() == [3, 4]
+
+
+# --- released sets -----------------------------------------------------------------------------------------------
+
+
+def test_cifar10_c_arrays_are_cut_into_five_severity_blocks(tmp_path):
+    labels = np.tile([0, 1], 5)
+    np.save(tmp_path / "labels.npy", labels)
+    for index, corruption in enumerate(benchmark_corruptions("cifar10_c")):
+        # image value = 10 * severity + position, so each block is recognisable
+        values = np.repeat(10 * np.arange(1, 6), 2) + np.tile([0, 1], 5) + index
+        np.save(tmp_path / f"{corruption}.npy", np.broadcast_to(values[:, None, None, None], (10, 32, 32, 3)).astype(np.uint8))
+    corrupted = read_cifar10_c(tmp_path)
+    assert len(corrupted.sets) == 19 * 5 and corrupted.source == "released"
+    block = corrupted.sets[("gaussian_noise", 3)]
+    assert block.images[:, 0, 0, 0].tolist() == [30, 31] and block.labels.tolist() == [0, 1]
+
+
+def test_cifar10_c_missing_files_are_named(tmp_path):
+    with pytest.raises(DatasetLayoutError, match="not found; it must contain labels.npy and one <corruption>.npy"):
+        read_cifar10_c(tmp_path / "CIFAR-10-C")
+    with pytest.raises(DatasetLayoutError, match="labels.npy not found"):
+        read_cifar10_c(tmp_path)
+    np.save(tmp_path / "labels.npy", np.zeros(5, np.int64))
+    with pytest.raises(DatasetLayoutError, match="gaussian_noise.npy not found"):
+        read_cifar10_c(tmp_path)
+
+
+def test_imagenet_c_folders_are_labelled_by_the_training_classes(tmp_path):
+    for severity in SEVERITIES:
+        for wnid in ("n02", "n01"):
+            folder = tmp_path / "fog" / str(severity) / wnid
+            folder.mkdir(parents=True)
+            Image.fromarray(np.zeros((4, 4, 3), np.uint8)).save(folder / "x.JPEG", format="JPEG")
+    corrupted = read_imagenet_c(tmp_path, ["n00", "n01", "n02"], corruptions=["fog"])
+    records = corrupted.sets[("fog", 2)]
+    assert [p.parent.name for p in records.paths] == ["n01", "n02"] and records.labels.tolist() == [1, 2]
+    with pytest.raises(DatasetLayoutError, match="not trained on"):
+        read_imagenet_c(tmp_path, ["n01"], corruptions=["fog"])
+    with pytest.raises(DatasetLayoutError, match=r"snow.1 not found; the folder must contain <corruption>/<severity 1..5>"):
+        read_imagenet_c(tmp_path, ["n01", "n02"], corruptions=["snow"])
