@@ -33,3 +33,34 @@ def test_defaults_parse_into_typed_values():
     config = parse_fractals_params({"perturbation": {"factor_range": [0.5, 2]}})
     assert config.perturbation.factor_range == (0.5, 2.0)
     assert config.sampler == "sigma_factor"
+
+
+def test_every_environment_parses_for_every_pipeline():
+    """conf/base and conf/paper (merged over base) are valid for every pipeline's parser."""
+    from pathlib import Path
+
+    from kedro.config import OmegaConfigLoader
+
+    from fdsml.analysis.config import parse_analysis_params
+    from fdsml.config import parse
+    from fdsml.pipelines.robustness.nodes import parse_robustness_params
+    from fdsml.pipelines.validate_descriptor.nodes import ValidateDescriptorConfig
+    from fdsml.training.classification import parse_classification_params
+    from fdsml.training.pretrain import parse_pretrain_params
+    from fdsml.training.retrieval import parse_retrieval_params
+
+    parsers = {
+        "fractals": parse_fractals_params,
+        "pretrain": parse_pretrain_params,
+        "retrieval": parse_retrieval_params,
+        "classification": parse_classification_params,
+        "robustness": parse_robustness_params,
+        "analysis": parse_analysis_params,
+        "validate_descriptor": lambda raw: parse(ValidateDescriptorConfig, raw, "validate_descriptor"),
+    }
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    for env in ("base", "paper"):
+        loader = OmegaConfigLoader(str(conf), base_env="base", default_run_env=env, merge_strategy={"parameters": "soft"})
+        params = loader["parameters"]
+        for name, parser in parsers.items():
+            parser(params[name])
