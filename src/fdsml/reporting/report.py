@@ -111,6 +111,8 @@ def analysis_section(metrics: dict) -> str:
             ("Grad-CAM", "analysis_gradcam.png"),
             ("Grad-CAM similarity", "analysis_gradcam_similarity.png"),
             ("CLS-to-patch attention", "analysis_attention.png"),
+            ("sample fractals", "analysis_sample_grid.png"),
+            ("sampled triplets per filter", "analysis_triplet_grid.png"),
         )
     )
     return "## What the embeddings look like\n\n" + text + "\n" + pictures
