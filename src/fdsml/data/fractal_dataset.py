@@ -47,7 +47,23 @@ class _CodesTable:
         return {"image": tensor, "label": int(self.labels[index]), "psi": torch.from_numpy(self.psi[index].copy()), "index": index}
 
 
-class FractalCodesDataset(Dataset):
+class _TableItems(Dataset):
+    """Labels and descriptors from the codes table, shared by both FineFractalDB datasets."""
+
+    _table: _CodesTable
+
+    @property
+    def labels(self) -> np.ndarray:
+        """Class id of every item (for samplers)."""
+        return self._table.labels
+
+    @property
+    def psi(self) -> np.ndarray:
+        """Descriptor of every item, (n, 6) float32."""
+        return self._table.psi
+
+
+class FractalCodesDataset(_TableItems):
     """Renders each instance from its IFS code when asked (Numba, inside the worker process).
 
     Without ``fresh_noise`` item i is rendered with the table's ``seed`` (the same image every
@@ -83,16 +99,6 @@ class FractalCodesDataset(Dataset):
         self.transform = transform
         self.epoch = 0
 
-    @property
-    def labels(self) -> np.ndarray:
-        """Class id of every item (for samplers)."""
-        return self._table.labels
-
-    @property
-    def psi(self) -> np.ndarray:
-        """Descriptor of every item, (n, 6) float32."""
-        return self._table.psi
-
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch whose rendering noise ``fresh_noise`` uses."""
         self.epoch = epoch
@@ -112,7 +118,7 @@ class FractalCodesDataset(Dataset):
         return self._table.item(index, image, self.channels, self.transform)
 
 
-class ShardedImagesDataset(Dataset):
+class ShardedImagesDataset(_TableItems):
     """Reads images materialised by the fractals pipeline, in the codes table's row order.
 
     ``folder`` holds ``manifest.json`` (``{"shards": [...], "size": S, "count": n}``) and ``.npy``
@@ -142,16 +148,6 @@ class ShardedImagesDataset(Dataset):
         self.channels = channels
         self.transform = transform
         self._arrays: list[np.ndarray] | None = None
-
-    @property
-    def labels(self) -> np.ndarray:
-        """Class id of every item (for samplers)."""
-        return self._table.labels
-
-    @property
-    def psi(self) -> np.ndarray:
-        """Descriptor of every item, (n, 6) float32."""
-        return self._table.psi
 
     def set_epoch(self, epoch: int) -> None:
         """Stored images do not change with the epoch; present so both datasets are interchangeable."""
