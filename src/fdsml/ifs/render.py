@@ -9,6 +9,7 @@ NumPy's or Numba's global random state.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Literal
 
@@ -88,7 +89,7 @@ def _scale(low, high, pixels):
 
 
 @nb.njit(cache=True, nogil=True)
-def _rasterise(image, xs, ys, masks, bounds, margin, patch):
+def _rasterise(image, xs, ys, masks, centres, bounds, margin, patch):
     """Per-axis min-max framing of the cloud into ``image`` with ``margin`` pixels, then drawing.
 
     Patch mode first ORs each point's 3 x 3 mask into its centre pixel, then spreads the nine
@@ -103,7 +104,6 @@ def _rasterise(image, xs, ys, masks, bounds, margin, patch):
     cx = margin + 0.5 if sx > 0.0 else size // 2 + 0.5
     cy = margin + 0.5 if sy > 0.0 else size // 2 + 0.5
     grey = np.uint8(FOREGROUND)
-    centres = np.zeros((size, size), dtype=np.uint16) if patch else np.zeros((0, 0), dtype=np.uint16)
     for j in range(xs.shape[0]):
         col = int((xs[j] - xmin) * sx + cx)
         row = size - 1 - int((ys[j] - ymin) * sy + cy)
@@ -188,14 +188,33 @@ def render(
         raise ValueError(f"seed must lie in [0, 2**63), got {seed}")
     coefficients, probabilities = _validated(coefficients, probabilities)
     patch = mode == "patch"
-    xs = np.empty(points)
-    ys = np.empty(points)
-    masks = np.empty(points if patch else 0, dtype=np.uint16)
+    xs, ys, masks, centres = _scratch(points, size, patch)
     bounds = _orbit(coefficients, _thresholds(probabilities), points, burn_in, seed, xs, ys, masks, patch)
     image = np.zeros((size, size), dtype=np.uint8)
     if np.all(np.isfinite(bounds)):
-        _rasterise(image, xs, ys, masks, bounds, margin, patch)
+        _rasterise(image, xs, ys, masks, centres, bounds, margin, patch)
     return image
+
+
+_SCRATCH = threading.local()
+
+
+def _scratch(points: int, size: int, patch: bool):
+    """This thread's working arrays, kept between calls.
+
+    Fresh megabyte-sized arrays come from the kernel as untouched pages, and faulting them in
+    cost as much as the chaos game itself; reusing them keeps rendering at the loop's speed.
+    """
+    orbit = getattr(_SCRATCH, "orbit", None)
+    if orbit is None or orbit[0].shape[0] < points:
+        orbit = _SCRATCH.orbit = (np.empty(points), np.empty(points), np.empty(points, np.uint16))
+    centres = getattr(_SCRATCH, "centres", None)
+    if centres is None or centres.shape[0] != size:
+        centres = _SCRATCH.centres = np.empty((size, size), np.uint16)
+    if patch:
+        centres[...] = 0
+    xs, ys, masks = orbit
+    return xs[:points], ys[:points], masks[:points], centres
 
 
 def occupancy(image: np.ndarray) -> float:
