@@ -9,6 +9,8 @@ a training loop.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import types
 import typing
 from collections.abc import Mapping
@@ -123,3 +125,12 @@ def require_range(name: str, bounds: tuple[float, float], *, within: tuple[float
         raise ConfigError(f"{name}: range [{low}, {high}] is empty or inverted; give [low, high] with low <= high")
     if within is not None and not (within[0] <= low and high <= within[1]):
         raise ConfigError(f"{name}: range [{low}, {high}] must lie inside [{within[0]}, {within[1]}]")
+
+
+def digest(definition: Any) -> str:
+    """A stable SHA-256 of a JSON-able definition (key order and tuples vs lists do not matter).
+
+    Fingerprints of datasets and runs are built from it: equal digests mean the same artefact.
+    """
+    text = json.dumps(definition, sort_keys=True, default=list)
+    return hashlib.sha256(text.encode()).hexdigest()

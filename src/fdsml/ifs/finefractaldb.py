@@ -8,8 +8,6 @@ rebuilt alone.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import time
 from collections import Counter
@@ -22,7 +20,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from fdsml.config import ConfigError, require_fraction, require_positive, require_range
+from fdsml.config import ConfigError, digest, require_fraction, require_positive, require_range
 from fdsml.ifs.codes import (
     determinant_probabilities,
     is_contractive,
@@ -163,8 +161,7 @@ def fingerprint(config: FineFractalDBConfig) -> str:
 
     definition = {k: v for k, v in asdict(config).items() if k in {f.name for f in fields(FineFractalDBConfig)}}
     definition.pop("workers")
-    text = json.dumps({"fdsml": __version__, **definition}, sort_keys=True, default=list)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return digest({"fdsml": __version__, **definition})
 
 
 @dataclass

@@ -9,7 +9,6 @@ steps and the last weights are scored once on the test split: no model selection
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -21,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fdsml.config import ConfigError, parse, require_fraction, require_positive, require_range
+from fdsml.config import ConfigError, digest, parse, require_fraction, require_positive, require_range
 from fdsml.data import ImageRecords, ShuffledBatchSampler
 from fdsml.data.classification_datasets import (
     ClassificationSplits,
@@ -257,7 +256,7 @@ def run_fingerprint(
     else:
         weights = _file_digest(start.checkpoint)
     definition |= {"dataset": dataset, "start": asdict(start), "start_weights": weights}
-    return hashlib.sha256(json.dumps(definition, sort_keys=True, default=list).encode()).hexdigest()
+    return digest(definition)
 
 
 def finetune_classifier(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -13,7 +11,7 @@ import pandas as pd
 import torch
 from torchvision.transforms.v2 import Resize
 
-from fdsml.config import ConfigError, parse, require_positive
+from fdsml.config import ConfigError, digest, parse, require_positive
 from fdsml.data import ClassBalancedBatchSampler, ExplicitTripletBatchSampler, FractalCodesDataset, ShardedImagesDataset
 from fdsml.ifs.render import RenderSettings
 from fdsml.models import build_model, model_payload
@@ -122,8 +120,7 @@ def run_fingerprint(config: PretrainConfig, fractals_fingerprint: str) -> str:
     """What a resumable run must share with the checkpoint it resumes: data, model, objective, schedule."""
     definition = asdict(config)
     definition["train"] = {k: v for k, v in definition["train"].items() if k in ("epochs", "max_steps", "seed")}
-    text = json.dumps({"fractals": fractals_fingerprint, **definition}, sort_keys=True, default=list)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return digest({"fractals": fractals_fingerprint, **definition})
 
 
 def build_fractal_dataset(table: pd.DataFrame, render: RenderSettings, config: PretrainConfig, shards_folder: str | None):

@@ -8,8 +8,6 @@ classes are used once, for the final numbers.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -20,7 +18,7 @@ import pandas as pd
 import torch
 from torch.utils.data import DataLoader
 
-from fdsml.config import ConfigError, parse, require_positive
+from fdsml.config import ConfigError, digest, parse, require_positive
 from fdsml.data import (
     ImageRecords,
     ImageRecordsDataset,
@@ -188,7 +186,7 @@ def _fingerprint(config: RetrievalConfig, start: StartingPoint, seed: int) -> st
     definition = asdict(config) | {"start": asdict(start), "seed": seed}
     definition.pop("starts"), definition.pop("seeds")
     definition["train"] = {k: v for k, v in definition["train"].items() if k in ("epochs", "max_steps", "freeze_backbone_steps")}
-    return hashlib.sha256(json.dumps(definition, sort_keys=True, default=list).encode()).hexdigest()
+    return digest(definition)
 
 
 @torch.no_grad()

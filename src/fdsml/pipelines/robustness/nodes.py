@@ -7,8 +7,6 @@ files are at ``released_root`` they are read in place instead, and the stored se
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from dataclasses import asdict, dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -17,7 +15,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from fdsml.config import ConfigError, parse, require_positive
+from fdsml.config import ConfigError, digest, parse, require_positive
 from fdsml.data import ImageRecords, ImageTransform
 from fdsml.data.classification_datasets import read_classification_dataset
 from fdsml.evaluation.classification import robustness_errors
@@ -110,7 +108,7 @@ def _fingerprint(config: RobustnessConfig, dataset: DatasetSettings, split_seed:
         "package": package,
         **{k: v for k, v in asdict(config).items() if k in ("benchmark", "image_size", "max_images", "severities", "seed")},
     }
-    return hashlib.sha256(json.dumps(definition, sort_keys=True, default=list).encode()).hexdigest()
+    return digest(definition)
 
 
 def prepare_corrupted_test_set(classification_params: dict, robustness_params: dict, stored: dict | None) -> dict[str, Any]:
