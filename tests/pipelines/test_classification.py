@@ -14,7 +14,7 @@ from kedro_datasets.text import TextDataset
 from fdsml.datasets import CheckpointDataset
 from fdsml.models import build_model, model_payload, save_checkpoint
 from fdsml.pipelines.classification import create_pipeline
-from fdsml.training.classification import classifier_from_payload
+from fdsml.models import model_from_payload
 
 
 def tiny_params(tmp_path):
@@ -60,7 +60,7 @@ def test_pipeline_fine_tunes_every_starting_point_and_reports_top1_top5(tmp_path
     assert history.groupby("start")["step"].max().to_dict() == {"fdsml": 2, "scratch": 2}
     models = CheckpointDataset(filepath=str(tmp_path / "classifiers.pt")).load()["models"]
     assert set(models) == {"digits/scratch", "digits/fdsml"}
-    model = classifier_from_payload(models["digits/fdsml"])
+    model = model_from_payload(models["digits/fdsml"])
     assert model(torch.rand(2, 3, 32, 32)).shape == (2, 10)
 
 

@@ -17,7 +17,7 @@ from fdsml.analysis.gradcam import (
 )
 from fdsml.analysis.grids import sample_grid_figure, triplet_grid
 from fdsml.analysis.inputs import RealImages, fractal_tensor, real_images
-from fdsml.analysis.models import embed, is_resnet, is_vit, model_from_payload, untrained_copy
+from fdsml.analysis.models import embed, is_resnet, is_vit, untrained_copy
 from fdsml.analysis.projection import l2_normalise, project_2d
 from fdsml.analysis.trajectory import (
     interpolate_codes,
@@ -43,7 +43,6 @@ __all__ = [
     "is_vit",
     "l2_normalise",
     "map_cosine_similarity",
-    "model_from_payload",
     "pick_code_pair",
     "project_2d",
     "prototype_targets",

@@ -7,21 +7,12 @@ range over the pre-training's fractal classes and mean nothing on other images.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
 from timm.models.resnet import ResNet
 from timm.models.vision_transformer import VisionTransformer
 
 from fdsml.models import EmbeddingModel, build_model
-
-
-def model_from_payload(payload: dict[str, Any], device: str | torch.device = "cpu") -> EmbeddingModel:
-    """The model a checkpoint payload (:func:`fdsml.models.model_payload`) describes, in eval mode."""
-    model = build_model(**payload["model"])
-    model.load_state_dict(payload["state_dict"])
-    return model.to(device).eval()
 
 
 def untrained_copy(model: EmbeddingModel, seed: int) -> EmbeddingModel:

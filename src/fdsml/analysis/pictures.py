@@ -21,7 +21,7 @@ from fdsml.analysis.gradcam import (
     similarity_figure,
 )
 from fdsml.analysis.inputs import RealImages, fractal_tensor, real_images
-from fdsml.analysis.models import embed, is_resnet, is_vit, model_from_payload, untrained_copy
+from fdsml.analysis.models import embed, is_resnet, is_vit, untrained_copy
 from fdsml.analysis.projection import project_2d
 from fdsml.analysis.trajectory import (
     interpolate_codes,
@@ -33,7 +33,7 @@ from fdsml.analysis.trajectory import (
 )
 from fdsml.ifs.finefractaldb import render_rows
 from fdsml.ifs.render import RenderSettings
-from fdsml.models import EmbeddingModel, load_checkpoint_file
+from fdsml.models import EmbeddingModel, load_checkpoint_file, model_from_payload
 
 logger = logging.getLogger(__name__)
 

@@ -33,23 +33,23 @@ def topk_accuracy(logits: torch.Tensor, labels: torch.Tensor, ks: Sequence[int] 
 
 
 @torch.inference_mode()
-def predict_logits(
+def model_outputs(
     model: nn.Module, dataset: Dataset, *, batch_size: int = 256, device: str | torch.device = "cpu"
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The model's logits (N, C) over ``dataset`` (items with "image" and "label") and the labels, on the CPU."""
+    """The model's outputs (logits or embeddings, N x D) over ``dataset`` in order, and the labels, on the CPU."""
     model.eval().to(device)
-    logits, labels = [], []
+    outputs, labels = [], []
     for batch in DataLoader(dataset, batch_size=batch_size, shuffle=False):
-        logits.append(model(batch["image"].to(device)).float().cpu())
+        outputs.append(model(batch["image"].to(device)).float().cpu())
         labels.append(batch["label"])
-    return torch.cat(logits), torch.cat(labels)
+    return torch.cat(outputs), torch.cat(labels)
 
 
 def classification_metrics(
     model: nn.Module, dataset: Dataset, *, batch_size: int = 256, device: str | torch.device = "cpu"
 ) -> dict[str, float]:
     """``{"top1", "top5"}`` of ``model`` on ``dataset``."""
-    logits, labels = predict_logits(model, dataset, batch_size=batch_size, device=device)
+    logits, labels = model_outputs(model, dataset, batch_size=batch_size, device=device)
     accuracy = topk_accuracy(logits, labels, (1, 5))
     return {"top1": accuracy[1], "top5": accuracy[5]}
 
@@ -67,6 +67,6 @@ def robustness_errors(
 
     errors = {}
     for key, records in sets.items():
-        logits, labels = predict_logits(model, ImageRecordsDataset(records, transform), batch_size=batch_size, device=device)
+        logits, labels = model_outputs(model, ImageRecordsDataset(records, transform), batch_size=batch_size, device=device)
         errors[key] = 1.0 - topk_accuracy(logits, labels, (1,))[1]
     return errors

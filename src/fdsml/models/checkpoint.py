@@ -39,6 +39,13 @@ def model_payload(model, **metadata: Any) -> dict[str, Any]:
     return {"model": dict(model.config), "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "metadata": metadata}
 
 
+def model_from_payload(payload: dict[str, Any], device: str | torch.device = "cpu"):
+    """The model a payload (:func:`model_payload`) describes, on ``device`` in eval mode."""
+    model = build_model(**payload["model"])
+    model.load_state_dict(payload["state_dict"])
+    return model.to(device).eval()
+
+
 def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu"):
     """The model stored at ``path``, in eval mode and ready for inference, and its configuration.
 
@@ -46,6 +53,4 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     (``build_model(**payload["model"])``) and ``payload["metadata"]`` says how it was trained.
     """
     payload = load_checkpoint_file(path, map_location=map_location)
-    model = build_model(**payload["model"])
-    model.load_state_dict(payload["state_dict"])
-    return model.eval(), payload
+    return model_from_payload(payload, map_location), payload

@@ -27,7 +27,7 @@ from fdsml.data.classification_datasets import (
     available_classification_datasets,
     read_classification_dataset,
 )
-from fdsml.models import build_model, model_payload
+from fdsml.models import model_from_payload, model_payload
 from fdsml.models.backbones import MODEL_REGISTRY
 from fdsml.models.starting_points import PRETRAINED, StartingPoint, build_from_start
 from fdsml.training import distributed
@@ -316,13 +316,6 @@ def finetune_classifier(
     return payload, result.history.assign(dataset=splits.name, start=start.name)
 
 
-def classifier_from_payload(payload: dict) -> nn.Module:
-    """The fine-tuned classifier a payload describes, in eval mode."""
-    model = build_model(**payload["model"])
-    model.load_state_dict(payload["state_dict"])
-    return model.eval()
-
-
 def evaluate_classifier(model: nn.Module, records: ImageRecords, config: ClassificationConfig) -> dict[str, float]:
     """``{"top1", "top5"}`` of ``model`` on ``records`` through the test view."""
     return score_records(
@@ -357,7 +350,7 @@ def run_classification(
         for start in config.starting_points:
             logger.info("Fine-tuning %s on %s", start.name, dataset.name)
             payload, history = finetune_classifier(splits, start, config, dataset=dataset, pretrained=pretrained)
-            scores = evaluate_classifier(classifier_from_payload(payload), splits.test, config)
+            scores = evaluate_classifier(model_from_payload(payload), splits.test, config)
             logger.info("%s on %s: top-1 %.4f, top-5 %.4f", start.name, dataset.name, scores["top1"], scores["top5"])
             models[f"{dataset.name}/{start.name}"] = payload
             metrics[dataset.name][start.name] = {**scores, "steps": payload["metadata"]["steps"]}

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from torch.utils.data import DataLoader
 
 from fdsml.config import ConfigError, digest, parse, require_positive
 from fdsml.data import (
@@ -29,6 +28,7 @@ from fdsml.data import (
     read_retrieval_dataset,
 )
 from fdsml.evaluation import retrieval_metrics
+from fdsml.evaluation.classification import model_outputs
 from fdsml.losses.couce import CouCESettings, build_couce_objective
 from fdsml.evaluation.retrieval_examples import nearest_neighbours, top_k_figure
 from fdsml.models import model_payload
@@ -189,14 +189,12 @@ def _fingerprint(config: RetrievalConfig, start: StartingPoint, seed: int) -> st
     return digest(definition)
 
 
-@torch.no_grad()
 def embed(model: EmbeddingModel, records: ImageRecords, config: RetrievalConfig) -> np.ndarray:
     """Embeddings of ``records`` with the test view (resize + centre crop), in order."""
     dataset = ImageRecordsDataset(records, config.data.transform(train=False))
     device = next(model.parameters()).device
-    model.eval()
-    chunks = [model(batch["image"].to(device)).float().cpu() for batch in DataLoader(dataset, batch_size=config.data.eval_batch_size)]
-    return torch.cat(chunks).numpy()
+    embeddings, _ = model_outputs(model, dataset, batch_size=config.data.eval_batch_size, device=device)
+    return embeddings.numpy()
 
 
 def evaluate(model: EmbeddingModel, splits: RetrievalSplits, config: RetrievalConfig, seed: int = 0) -> dict[str, float]:

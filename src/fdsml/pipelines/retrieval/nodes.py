@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from fdsml.models.network import build_model
+from fdsml.models import model_from_payload
 from fdsml.training.retrieval import (
     compare_starting_points,
     comparison_table,
@@ -40,7 +40,5 @@ def draw_retrieval_examples(retrieval_models: dict, params: dict[str, Any]):
     """Top-5 retrievals of a few queries for the first starting point (``retrieval_examples``)."""
     config = parse_retrieval_params(params)
     name, payload = next(iter(retrieval_models["models"].items()))
-    model = build_model(**payload["model"])
-    model.load_state_dict(payload["state_dict"])
     logger.info("Drawing top-5 retrievals of %s", name)
-    return retrieval_examples(model.eval(), load_splits(config), config)
+    return retrieval_examples(model_from_payload(payload), load_splits(config), config)

@@ -34,10 +34,10 @@ from fdsml.evaluation.corruptions import (
     shard_keys,
     stored_sets,
 )
+from fdsml.models import model_from_payload
 from fdsml.training.classification import (
     ClassificationConfig,
     DatasetSettings,
-    classifier_from_payload,
     parse_classification_params,
 )
 from fdsml.training.distributed import resolve_device
@@ -183,7 +183,7 @@ def evaluate_robustness(
     device = resolve_device(config.device)
     errors, clean_errors = {}, {}
     for start, payload in payloads.items():
-        model = classifier_from_payload(payload)
+        model = model_from_payload(payload)
         # corrupted images are already at their test view: resize to the model's input, no further crop
         transform = ImageTransform(payload["metadata"]["image_size"], crop_fraction=1.0)
         score = dict(batch_size=config.batch_size, device=device)
