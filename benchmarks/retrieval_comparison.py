@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from kedro.config import OmegaConfigLoader
 
-from fdsml.ifs.finefractaldb import fingerprint, generate_finefractaldb
+from fdsml.ifs.finefractaldb import generate_finefractaldb
 from fdsml.models import save_checkpoint
 from fdsml.models.starting_points import StartingPoint
 from fdsml.pipelines.fractals.nodes import parse_fractals_params
@@ -58,7 +58,7 @@ def main() -> None:
         pretrain_params = params["pretrain"] | override | {"run_dir": str(work / name)}
         config = parse_pretrain_params(pretrain_params)
         config = replace(config, train=replace(config.train, epochs=args.pretrain_epochs))
-        payload, _ = pretrain(table, fractals.render, config, fractals_fingerprint=fingerprint(fractals))
+        payload, _ = pretrain(table, fractals.render, config)
         save_checkpoint(work / f"{name}.pt", payload)
         starts.append(StartingPoint(name, str(work / f"{name}.pt")))
     pretrain_seconds = time.perf_counter() - started

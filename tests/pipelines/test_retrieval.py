@@ -77,3 +77,22 @@ def test_couce_fine_tuning_saves_a_plain_model(tmp_path, pretrained):
     payload = load_checkpoint_file(tmp_path / "models.pt")["models"]["scratch"]
     plain = build_model(**payload["model"])
     assert set(plain.state_dict()) == set(payload["state_dict"])
+
+
+def test_a_finished_run_is_reused_only_while_the_pretrained_weights_are_the_same(tmp_path, pretrained, caplog):
+    """After pre-training changes, fine-tuning starts over from the new weights instead of returning the old model."""
+    params = TINY | {"starts": [{"name": "fdsml", "checkpoint": "pretrained_model", "backbone": "resnet18"}]}
+    torch.manual_seed(7)
+    other = model_payload(build_model("resnet18", embedding_dim=4, img_size=16), objective="pa_triplet")
+
+    def trunk_after(payload):
+        SequentialRunner().run(create_pipeline(), _catalog(tmp_path, params, payload))
+        return load_checkpoint_file(tmp_path / "models.pt")["models"]["fdsml"]["state_dict"]["backbone.conv1.weight"]
+
+    first = trunk_after(pretrained)
+    with caplog.at_level("INFO", logger="fdsml.training.loop"):
+        again = trunk_after(pretrained)
+    assert "at step 2 of 2" in caplog.text and torch.equal(first, again)  # reused: nothing trained
+    changed = trunk_after(other)
+    start = other["state_dict"]["backbone.conv1.weight"]
+    assert not torch.equal(changed, first) and (changed - start).abs().max() < 0.01

@@ -2,7 +2,7 @@
 
 import pytest
 
-from fdsml.ifs.finefractaldb import ClassFilter, FineFractalDBConfig, RenderSettings, fingerprint, generate_finefractaldb
+from fdsml.ifs.finefractaldb import ClassFilter, FineFractalDBConfig, RenderSettings, generate_finefractaldb
 
 TINY_FRACTALS = FineFractalDBConfig(
     seed=5,
@@ -17,8 +17,3 @@ TINY_FRACTALS = FineFractalDBConfig(
 def tiny_table():
     table, _ = generate_finefractaldb(TINY_FRACTALS)
     return table
-
-
-@pytest.fixture(scope="session")
-def tiny_fingerprint():
-    return fingerprint(TINY_FRACTALS)

@@ -13,8 +13,8 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def test_two_gloo_replicas_end_with_identical_weights(tiny_table, tiny_fingerprint, tmp_path):
-    args = (2, _free_port(), str(tmp_path), tiny_table, TINY_FRACTALS.render, tiny_fingerprint)
+def test_two_gloo_replicas_end_with_identical_weights(tiny_table, tmp_path):
+    args = (2, _free_port(), str(tmp_path), tiny_table, TINY_FRACTALS.render)
     mp.spawn(run_replica, args=args, nprocs=2, join=True)
     first, second = (torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(2))
     assert first["loss"] == second["loss"]  # the logged loss is the mean over replicas

@@ -23,35 +23,35 @@ def _weights(payload):
     return payload["state_dict"]
 
 
-def test_fdsl_steps_reduce_the_loss(tiny_table, tiny_fingerprint, tmp_path):
+def test_fdsl_steps_reduce_the_loss(tiny_table, tmp_path):
     config = tiny_config(
         tmp_path,
         objective="fdsl",
         optimizer={"base_lr": 1.0},
         train={"max_steps": 25, "checkpoint_every": 100},
     )
-    payload, history = pretrain(tiny_table, RENDER, config, fractals_fingerprint=tiny_fingerprint)
+    payload, history = pretrain(tiny_table, RENDER, config)
     assert history["loss"].iloc[:5].mean() > 1.5 * history["loss"].iloc[-5:].mean()
     assert payload["model"]["head"] == "classifier" and payload["model"]["num_classes"] == 3
 
 
-def test_pa_triplet_steps_reduce_the_loss(tiny_table, tiny_fingerprint, tmp_path):
+def test_pa_triplet_steps_reduce_the_loss(tiny_table, tmp_path):
     config = tiny_config(tmp_path, train={"max_steps": 25, "checkpoint_every": 100})
-    payload, history = pretrain(tiny_table, RENDER, config, fractals_fingerprint=tiny_fingerprint)
+    payload, history = pretrain(tiny_table, RENDER, config)
     assert set(history.columns) >= {"step", "loss", "lr", "nonzero_fraction", "images_per_s", "mining_s", "triplets"}
     assert history["triplets"].iloc[0] == 9  # 9 anchors x C(2, 2) same-class pairs
     assert history["loss"].iloc[:5].mean() > history["loss"].iloc[-5:].mean()
     assert payload["metadata"]["filter"] == "same"
 
 
-def test_explicit_mode_trains_on_three_images_per_triplet(tiny_table, tiny_fingerprint, tmp_path):
+def test_explicit_mode_trains_on_three_images_per_triplet(tiny_table, tmp_path):
     config = tiny_config(tmp_path, pa_triplet={"mode": "explicit", "filter": "each"}, train={"max_steps": 2})
-    _, history = pretrain(tiny_table, RENDER, config, fractals_fingerprint=tiny_fingerprint)
+    _, history = pretrain(tiny_table, RENDER, config)
     assert history["triplets"].tolist() == [4, 4]
 
 
-def test_checkpoint_loads_into_a_model_ready_for_inference(tiny_table, tiny_fingerprint, tmp_path):
-    payload, _ = pretrain(tiny_table, RENDER, tiny_config(tmp_path, train={"max_steps": 1}), fractals_fingerprint=tiny_fingerprint)
+def test_checkpoint_loads_into_a_model_ready_for_inference(tiny_table, tmp_path):
+    payload, _ = pretrain(tiny_table, RENDER, tiny_config(tmp_path, train={"max_steps": 1}))
     save_checkpoint(tmp_path / "model.pt", payload)
     model, stored = load_checkpoint(tmp_path / "model.pt")
     assert not model.training and stored["metadata"]["objective"] == "pa_triplet"
@@ -61,10 +61,10 @@ def test_checkpoint_loads_into_a_model_ready_for_inference(tiny_table, tiny_fing
     torch.testing.assert_close(model(images), reference(images))
 
 
-def test_a_stale_checkpoint_from_another_configuration_is_not_resumed(tiny_table, tiny_fingerprint, tmp_path):
-    pretrain(tiny_table, RENDER, tiny_config(tmp_path, train={"max_steps": 2}), fractals_fingerprint=tiny_fingerprint)
+def test_a_stale_checkpoint_from_another_configuration_is_not_resumed(tiny_table, tmp_path):
+    pretrain(tiny_table, RENDER, tiny_config(tmp_path, train={"max_steps": 2}))
     other = tiny_config(tmp_path, pa_triplet={"filter": "all"}, train={"max_steps": 2})
-    _, history = pretrain(tiny_table, RENDER, other, fractals_fingerprint=tiny_fingerprint)
+    _, history = pretrain(tiny_table, RENDER, other)
     assert history["step"].tolist() == [1, 2]
 
 
@@ -79,15 +79,15 @@ KILLED_RUN = textwrap.dedent(
     from training.helpers import tiny_config
     table, _ = generate_finefractaldb(TINY_FRACTALS)
     config = tiny_config({run_dir!r}, train={{"max_steps": 16, "checkpoint_every": 2}})
-    pretrain(table, TINY_FRACTALS.render, config, fractals_fingerprint={fingerprint!r})
+    pretrain(table, TINY_FRACTALS.render, config)
     """
 )
 
 
-def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_one(tiny_table, tiny_fingerprint, tmp_path):
+def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_one(tiny_table, tmp_path):
     tests_dir = str(Path(__file__).resolve().parents[1])
     killed_dir = tmp_path / "killed"
-    script = KILLED_RUN.format(tests=tests_dir, run_dir=str(killed_dir), fingerprint=tiny_fingerprint)
+    script = KILLED_RUN.format(tests=tests_dir, run_dir=str(killed_dir))
     child = subprocess.Popen([sys.executable, "-c", script], env=os.environ | {"PYTHONPATH": "src"})
     checkpoint = killed_dir / "last.pt"
     deadline = time.monotonic() + 120
@@ -99,11 +99,10 @@ def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_one(tiny_table,
     assert child.returncode == -signal.SIGKILL and killed_at < 16
 
     config = tiny_config(killed_dir, train={"max_steps": 16, "checkpoint_every": 2})
-    resumed, history = pretrain(tiny_table, RENDER, config, fractals_fingerprint=tiny_fingerprint)
+    resumed, history = pretrain(tiny_table, RENDER, config)
     assert history["step"].tolist() == list(range(1, 17))
     uninterrupted, _ = pretrain(
         tiny_table, RENDER, tiny_config(tmp_path / "straight", train={"max_steps": 16, "checkpoint_every": 2}),
-        fractals_fingerprint=tiny_fingerprint,
     )
     for name, tensor in _weights(uninterrupted).items():
         torch.testing.assert_close(_weights(resumed)[name], tensor, rtol=0, atol=0, msg=name)

@@ -12,7 +12,7 @@ import logging
 import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
 from typing import Literal
 
@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from fdsml.config import ConfigError, digest, require_fraction, require_positive, require_range
+from fdsml import reuse
+from fdsml.config import ConfigError, require_fraction, require_positive, require_range
 from fdsml.ifs.codes import (
     determinant_probabilities,
     is_contractive,
@@ -138,7 +139,7 @@ class FineFractalDBConfig:
     render: RenderSettings = field(default_factory=RenderSettings)
     min_occupancy: float = 0.0005
     max_class_replacements: int = 10
-    workers: int = 1
+    workers: int = reuse.non_defining(default=1)
 
     def __post_init__(self):
         if not 0 <= self.seed < SEED_LIMIT:
@@ -156,12 +157,18 @@ class FineFractalDBConfig:
 
 
 def fingerprint(config: FineFractalDBConfig) -> str:
-    """A digest of everything that determines the table (not ``workers``), and of the code version."""
-    from fdsml import __version__
+    """The table's reuse fingerprint (:mod:`fdsml.reuse`): its defining configuration and the generator's code."""
+    return reuse.fingerprint(config, code=__name__)
 
-    definition = {k: v for k, v in asdict(config).items() if k in {f.name for f in fields(FineFractalDBConfig)}}
-    definition.pop("workers")
-    return digest({"fdsml": __version__, **definition})
+
+def is_up_to_date(stored_codes: pd.DataFrame | None, stored_summary: dict | None, config: FineFractalDBConfig) -> bool:
+    """True when a stored table exists, was generated from this very configuration and code, and is unedited."""
+    return (
+        stored_codes is not None
+        and stored_summary is not None
+        and stored_summary.get("fingerprint") == fingerprint(config)
+        and stored_summary.get("table_digest") == reuse.content_digest(stored_codes)
+    )
 
 
 @dataclass
@@ -312,6 +319,7 @@ def summarize(table: pd.DataFrame, stats: list[ClassStats], config: FineFractalD
         "n_maps": {str(k): int(v) for k, v in sorted(Counter(table.groupby("class_id")["n_maps"].first()).items())},
         "render": asdict(config.render),
         "fingerprint": fingerprint(config),
+        "table_digest": reuse.content_digest(table),
         "seconds": round(seconds, 3),
     }
 
@@ -342,6 +350,11 @@ def render_shards(table: pd.DataFrame, settings: RenderSettings, shard_size: int
         return
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
         yield from tqdm(pool.map(_render_rows_job, jobs), **progress)
+
+
+def shards_fingerprint(table: pd.DataFrame, settings: RenderSettings) -> str:
+    """The reuse fingerprint of :func:`render_shards`' output: the table's content, the settings, the renderer's code."""
+    return reuse.fingerprint(settings, code=__name__, inputs={"codes": reuse.content_digest(table)})
 
 
 def sample_grid(table: pd.DataFrame, settings: RenderSettings, n_classes: int, n_instances: int, border: int = 2) -> np.ndarray:

@@ -13,6 +13,7 @@ import torch
 
 from fdsml.models.checkpoint import load_checkpoint_file
 from fdsml.models.network import EmbeddingModel, build_model
+from fdsml.reuse import content_digest
 
 BACKBONE_PREFIX = "backbone."
 PRETRAINED = "pretrained_model"
@@ -29,17 +30,39 @@ class StartingPoint:
     overrides: dict[str, Any] = field(default_factory=dict)
 
 
+def start_payload(start: StartingPoint, pretrained: dict | None = None) -> dict | None:
+    """The model file ``start`` begins from: ``pretrained`` (the pipeline's output) for ``PRETRAINED``, None from scratch."""
+    if start.checkpoint == PRETRAINED:
+        if pretrained is None:
+            raise ValueError(
+                f"starting point {start.name!r}: checkpoint {PRETRAINED} is the pre-training pipeline's output; "
+                "pass its model file, or run `kedro run --pipelines=pretrain` first"
+            )
+        return pretrained
+    return load_checkpoint_file(start.checkpoint) if start.checkpoint else None
+
+
+def trunk_state_dict(payload: dict) -> dict[str, torch.Tensor]:
+    """The trunk's weights in a model file, keyed as the backbone names them: all a start takes from it."""
+    return {k[len(BACKBONE_PREFIX) :]: v for k, v in payload["state_dict"].items() if k.startswith(BACKBONE_PREFIX)}
+
+
+def trunk_digest(payload: dict | None) -> str:
+    """The content digest of the trunk a start loads ("" from scratch): it enters fine-tuning fingerprints."""
+    return content_digest(trunk_state_dict(payload)) if payload is not None else ""
+
+
 def build_from_start(
     start: StartingPoint, *, seed: int, img_size: int | None = None, payload: dict | None = None, **head: Any
 ) -> EmbeddingModel:
     """A model with a new ``head`` (``build_model`` keywords) whose trunk comes from ``start``.
 
-    ``payload`` (an already loaded model file) takes the place of reading ``start.checkpoint``.
+    ``payload`` is the model file the start begins from, read with :func:`start_payload` when not given.
     Raises ValueError when the checkpoint's backbone is not the one ``start`` names, so a
     comparison never silently mixes architectures.
     """
-    if payload is None and start.checkpoint:
-        payload = load_checkpoint_file(start.checkpoint)
+    if payload is None:
+        payload = start_payload(start)
     if payload is not None and payload["model"]["name"] != start.backbone:
         raise ValueError(
             f"starting point {start.name!r}: {start.checkpoint} holds a {payload['model']['name']} backbone, "
@@ -55,8 +78,7 @@ def build_from_start(
         torch.manual_seed(seed)
         model = build_model(start.backbone, img_size=img_size, **head, **overrides)
     if payload is not None:
-        trunk = {k[len(BACKBONE_PREFIX) :]: v for k, v in payload["state_dict"].items() if k.startswith(BACKBONE_PREFIX)}
-        model.backbone.load_state_dict(trunk)
+        model.backbone.load_state_dict(trunk_state_dict(payload))
     return model
 
 

@@ -8,9 +8,8 @@ steps and the last weights are scored once on the test split: no model selection
 
 from __future__ import annotations
 
-import hashlib
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fdsml.config import ConfigError, digest, parse, require_fraction, require_positive, require_range
+from fdsml import reuse
+from fdsml.config import ConfigError, parse, require_fraction, require_positive, require_range
 from fdsml.data import ImageRecords, ShuffledBatchSampler
 from fdsml.data.classification_datasets import (
     ClassificationSplits,
@@ -29,7 +29,7 @@ from fdsml.data.classification_datasets import (
 )
 from fdsml.models import model_from_payload, model_payload
 from fdsml.models.backbones import MODEL_REGISTRY
-from fdsml.models.starting_points import PRETRAINED, StartingPoint, build_from_start
+from fdsml.models.starting_points import PRETRAINED, StartingPoint, build_from_start, start_payload, trunk_digest
 from fdsml.training import distributed
 from fdsml.training.loop import LoopConfig, OptimizerConfig, train
 from fdsml.training.objectives import CrossEntropyObjective
@@ -92,11 +92,12 @@ class MixupSettings:
 class ClassificationConfig:
     """``params:classification``: which datasets and starting points, and the fine-tuning recipe."""
 
-    datasets: tuple[DatasetSettings, ...] = (DatasetSettings(),)
-    starting_points: tuple[StartingPoint, ...] = (StartingPoint("scratch"),)
+    # Sweeps: each run's own dataset and starting point enter its fingerprint, not the whole lists.
+    datasets: tuple[DatasetSettings, ...] = reuse.non_defining(default=(DatasetSettings(),))
+    starting_points: tuple[StartingPoint, ...] = reuse.non_defining(default=(StartingPoint("scratch"),))
     image_size: int = 32
     batch_size: int = 64
-    eval_batch_size: int = 256
+    eval_batch_size: int = reuse.non_defining(default=256)  # evaluation only: not part of a run's fingerprint
     label_smoothing: float = 0.1
     augment: AugmentSettings = field(default_factory=AugmentSettings)
     mixup: MixupSettings = field(default_factory=MixupSettings)
@@ -106,7 +107,7 @@ class ClassificationConfig:
         )
     )
     train: LoopConfig = field(default_factory=LoopConfig)
-    run_dir: str = "data/06_models/classification_run"
+    run_dir: str = reuse.non_defining(default="data/06_models/classification_run")
 
     def __post_init__(self):
         for key in ("image_size", "batch_size", "eval_batch_size"):
@@ -235,28 +236,13 @@ def eval_transform(image_size: int, crop_fraction: float):
     return ImageTransform(image_size, train=False, crop_fraction=crop_fraction)
 
 
-def _file_digest(path: str | None) -> str:
-    if path is None:
-        return ""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def run_fingerprint(
-    config: ClassificationConfig, dataset: dict[str, Any], start: StartingPoint, pretrained: dict | None = None
+    config: ClassificationConfig, dataset: Any, start: StartingPoint, start_weights: str, world_size: int
 ) -> str:
-    """What a resumable fine-tuning run must share with the checkpoint it resumes (the start's weights included)."""
-    definition = {k: v for k, v in asdict(config).items() if k not in ("datasets", "starting_points", "run_dir")}
-    definition["train"] = {k: v for k, v in definition["train"].items() if k in ("epochs", "max_steps", "seed")}
-    if start.checkpoint == PRETRAINED:
-        weights = (pretrained or {}).get("metadata", {}).get("run_fingerprint", "")
-    else:
-        weights = _file_digest(start.checkpoint)
-    definition |= {"dataset": dataset, "start": asdict(start), "start_weights": weights}
-    return digest(definition)
+    """The reuse fingerprint (:mod:`fdsml.reuse`) of one fine-tuning run folder: the configuration with
+    this run's dataset and start, the content of the trunk it starts from, code, world size."""
+    run = {"classification": config, "dataset": dataset, "start": start}
+    return reuse.fingerprint(run, code=__name__, inputs={"start_weights": start_weights}, world_size=world_size)
 
 
 def finetune_classifier(
@@ -282,16 +268,17 @@ def finetune_classifier(
     sampler = ShuffledBatchSampler(
         len(images), config.batch_size, seed=config.train.seed, num_replicas=context.world_size, rank=context.rank
     )
+    payload = start_payload(start, pretrained)
     model = build_from_start(
         start,
-        payload=pretrained if start.checkpoint == PRETRAINED else None,
+        payload=payload,
         seed=config.train.seed,
         img_size=config.image_size,
         head="classifier",
         num_classes=splits.num_classes,
     )
     objective = build_classification_objective(config, splits.num_classes)
-    fingerprint = run_fingerprint(config, asdict(dataset) if dataset else {"name": splits.name}, start, pretrained)
+    fingerprint = run_fingerprint(config, dataset or {"name": splits.name}, start, trunk_digest(payload), context.world_size)
     result = train(
         model,
         objective,

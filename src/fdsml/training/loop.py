@@ -23,6 +23,7 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from fdsml.config import ConfigError, require_fraction, require_positive
+from fdsml.reuse import non_defining
 from fdsml.training import distributed
 from fdsml.models.checkpoint import load_checkpoint_file, save_checkpoint
 from fdsml.training.schedules import build_schedule, scaled_learning_rate
@@ -53,7 +54,11 @@ class OptimizerConfig:
 
 @dataclass(frozen=True)
 class LoopConfig:
-    """How long, where, and how often to log and checkpoint."""
+    """How long, where, and how often to log and checkpoint.
+
+    ``num_workers`` cannot change the result (every image is drawn from (seed, epoch, index)),
+    nor can the log and checkpoint intervals or ``resume``: they are not part of a run's fingerprint.
+    """
 
     epochs: int = 1
     max_steps: int | None = None
@@ -61,10 +66,10 @@ class LoopConfig:
     device: Literal["auto", "cpu", "cuda"] = "auto"
     amp: bool = True
     channels_last: bool = True
-    num_workers: int = 0
-    log_every: int = 10
-    checkpoint_every: int = 100
-    resume: bool = True
+    num_workers: int = non_defining(default=0)
+    log_every: int = non_defining(default=10)
+    checkpoint_every: int = non_defining(default=100)
+    resume: bool = non_defining(default=True)
     deterministic: bool = False
     freeze_backbone_steps: int = 0
     freeze_batchnorm: bool = False

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -11,7 +11,8 @@ import pandas as pd
 import torch
 from torchvision.transforms.v2 import Resize
 
-from fdsml.config import ConfigError, digest, parse, require_positive
+from fdsml import reuse
+from fdsml.config import ConfigError, parse, require_positive
 from fdsml.data import ClassBalancedBatchSampler, ExplicitTripletBatchSampler, FractalCodesDataset, ShardedImagesDataset
 from fdsml.ifs.render import RenderSettings
 from fdsml.models import build_model, model_payload
@@ -93,7 +94,7 @@ class PretrainConfig:
     data: DataSettings = field(default_factory=DataSettings)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     train: LoopConfig = field(default_factory=LoopConfig)
-    run_dir: str = "data/06_models/pretrain_run"
+    run_dir: str = reuse.non_defining(default="data/06_models/pretrain_run")
 
     def __post_init__(self):
         batch = self.data
@@ -116,21 +117,28 @@ def parse_pretrain_params(params: dict[str, Any]) -> PretrainConfig:
     return parse(PretrainConfig, params, "pretrain")
 
 
-def run_fingerprint(config: PretrainConfig, fractals_fingerprint: str) -> str:
-    """What a resumable run must share with the checkpoint it resumes: data, model, objective, schedule."""
-    definition = asdict(config)
-    definition["train"] = {k: v for k, v in definition["train"].items() if k in ("epochs", "max_steps", "seed")}
-    return digest({"fractals": fractals_fingerprint, **definition})
+def run_fingerprint(
+    config: PretrainConfig, render: RenderSettings, table: pd.DataFrame, world_size: int, shards: dict | None = None
+) -> str:
+    """The run folder's reuse fingerprint (:mod:`fdsml.reuse`): what a resumed or reused run must share.
+
+    The codes table enters by content; materialised shards (``data.source: shards``) by the
+    fingerprint the fractals pipeline recorded for them.
+    """
+    inputs = {"codes": reuse.content_digest(table)}
+    if config.data.source == "shards":
+        inputs["images"] = (shards or {}).get("fingerprint", "")
+    return reuse.fingerprint({"pretrain": config, "render": render}, code=__name__, inputs=inputs, world_size=world_size)
 
 
-def build_fractal_dataset(table: pd.DataFrame, render: RenderSettings, config: PretrainConfig, shards_folder: str | None):
-    """Images rendered on the fly from the codes (default), or read from materialised shards."""
+def build_fractal_dataset(table: pd.DataFrame, render: RenderSettings, config: PretrainConfig, shards: dict | None):
+    """Images rendered on the fly from the codes (default), or read from materialised ``shards`` (the stored manifest)."""
     img_size = config.model.img_size or render.size
     transform = Resize((img_size, img_size), antialias=True) if img_size != render.size else None
     if config.data.source == "shards":
-        if shards_folder is None:
+        if shards is None:
             raise ConfigError("pretrain.data.source: 'shards' needs the fractals pipeline run with outputs.materialize: true")
-        return ShardedImagesDataset(shards_folder, table, transform=transform)
+        return ShardedImagesDataset(shards["folder"], table, transform=transform)
     return FractalCodesDataset(table, render, seed=config.train.seed, fresh_noise=config.data.fresh_noise, transform=transform)
 
 
@@ -177,18 +185,21 @@ def pretrain(
     render: RenderSettings,
     config: PretrainConfig,
     *,
-    fractals_fingerprint: str,
-    shards_folder: str | None = None,
+    shards: dict | None = None,
 ) -> tuple[dict, pd.DataFrame]:
-    """Pre-train on the FineFractalDB ``table``; returns the model file payload and the per-step history."""
+    """Pre-train on the FineFractalDB ``table``; returns the model file payload and the per-step history.
+
+    ``shards`` is the materialised renderings' manifest (``fractal_images``), read when
+    ``data.source`` is ``shards``.
+    """
     context = distributed.setup(config.train.device)
-    dataset = build_fractal_dataset(table, render, config, shards_folder)
+    dataset = build_fractal_dataset(table, render, config, shards)
     sampler = build_batch_sampler(dataset.labels, config, context)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.train.seed)
         model = build_pretrain_model(config, int(table["class_id"].nunique()), render.size)
     objective = build_objective(config)
-    fingerprint = run_fingerprint(config, fractals_fingerprint)
+    fingerprint = run_fingerprint(config, render, table, context.world_size, shards)
     result = train(
         model,
         objective,
@@ -204,7 +215,6 @@ def pretrain(
         "filter": config.pa_triplet.filter if config.objective == "pa_triplet" else None,
         "mode": config.pa_triplet.mode if config.objective == "pa_triplet" else None,
         "steps": result.steps,
-        "fractals_fingerprint": fractals_fingerprint,
         "run_fingerprint": fingerprint,
     }
     return model_payload(result.model, **metadata), result.history

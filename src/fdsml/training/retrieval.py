@@ -9,7 +9,7 @@ classes are used once, for the final numbers.
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from fdsml.config import ConfigError, digest, parse, require_positive
+from fdsml import reuse
+from fdsml.config import ConfigError, parse, require_positive
 from fdsml.data import (
     ImageRecords,
     ImageRecordsDataset,
@@ -33,7 +34,7 @@ from fdsml.losses.couce import CouCESettings, build_couce_objective
 from fdsml.evaluation.retrieval_examples import nearest_neighbours, top_k_figure
 from fdsml.models import model_payload
 from fdsml.models.network import EmbeddingModel
-from fdsml.models.starting_points import PRETRAINED, StartingPoint, build_from_start
+from fdsml.models.starting_points import StartingPoint, build_from_start, start_payload, trunk_digest
 from fdsml.training import distributed
 from fdsml.training.loop import LoopConfig, OptimizerConfig, train
 from fdsml.training.objectives import PROXY_LOSSES, ProxyObjective, build_proxy_loss
@@ -53,8 +54,8 @@ class RetrievalData:
     area_range: tuple[float, float] = (0.08, 1.0)
     flip: bool = True
     batch_size: int = 32
-    eval_batch_size: int = 128
-    ks: tuple[int, ...] | None = None
+    eval_batch_size: int = reuse.non_defining(default=128)  # evaluation only: not part of a run's fingerprint
+    ks: tuple[int, ...] | None = reuse.non_defining(default=None)
 
     def __post_init__(self):
         if self.dataset not in available_datasets():
@@ -98,8 +99,9 @@ class EmbeddingSettings:
 class RetrievalConfig:
     """``params:retrieval``."""
 
-    starts: tuple[StartingPoint, ...] = (StartingPoint("scratch"),)
-    seeds: tuple[int, ...] = (0,)
+    # Sweeps: each run's own start and seed enter its fingerprint, not the whole lists.
+    starts: tuple[StartingPoint, ...] = reuse.non_defining(default=(StartingPoint("scratch"),))
+    seeds: tuple[int, ...] = reuse.non_defining(default=(0,))
     data: RetrievalData = field(default_factory=RetrievalData)
     loss: ProxyLossSettings = field(default_factory=ProxyLossSettings)
     embedding: EmbeddingSettings = field(default_factory=EmbeddingSettings)
@@ -108,8 +110,8 @@ class RetrievalConfig:
     )
     train: LoopConfig = field(default_factory=LoopConfig)
     couce: CouCESettings | None = None
-    run_dir: str = "data/06_models/retrieval_runs"
-    n_example_queries: int = 6
+    run_dir: str = reuse.non_defining(default="data/06_models/retrieval_runs")
+    n_example_queries: int = reuse.non_defining(default=6)
 
     def __post_init__(self):
         if not self.starts:
@@ -147,9 +149,10 @@ def finetune(splits: RetrievalSplits, start: StartingPoint, config: RetrievalCon
     """
     context = distributed.setup(config.train.device)
     overrides = {"global_pool": config.embedding.global_pool} | dict(start.overrides)
+    payload = start_payload(start, pretrained)
     model = build_from_start(
         StartingPoint(start.name, start.checkpoint, start.backbone, overrides),
-        payload=pretrained if start.checkpoint == PRETRAINED else None,
+        payload=payload,
         seed=seed,
         img_size=config.data.image_size,
         head="embedding",
@@ -162,7 +165,8 @@ def finetune(splits: RetrievalSplits, start: StartingPoint, config: RetrievalCon
     )
     loop = replace(config.train, seed=seed)
     checkpoint = Path(config.run_dir) / f"{start.name}_seed{seed}" / "last.pt"
-    result = train(model, objective, dataset, sampler, loop, config.optimizer, checkpoint, fingerprint=_fingerprint(config, start, seed))
+    fingerprint = run_fingerprint(config, start, seed, trunk_digest(payload), context.world_size)
+    result = train(model, objective, dataset, sampler, loop, config.optimizer, checkpoint, fingerprint=fingerprint)
     return result.model, result.history
 
 
@@ -181,12 +185,11 @@ def build_objective(config: RetrievalConfig, n_classes: int, seed: int):
         return ProxyObjective(build_proxy_loss(loss.name, n_classes, dim, **loss.options), loss.proxy_lr_multiplier)
 
 
-def _fingerprint(config: RetrievalConfig, start: StartingPoint, seed: int) -> str:
-    """What a resumable fine-tuning run must share with the checkpoint it resumes."""
-    definition = asdict(config) | {"start": asdict(start), "seed": seed}
-    definition.pop("starts"), definition.pop("seeds")
-    definition["train"] = {k: v for k, v in definition["train"].items() if k in ("epochs", "max_steps", "freeze_backbone_steps")}
-    return digest(definition)
+def run_fingerprint(config: RetrievalConfig, start: StartingPoint, seed: int, start_weights: str, world_size: int) -> str:
+    """The reuse fingerprint (:mod:`fdsml.reuse`) of one fine-tuning run folder: the configuration with
+    this run's start and seed, the content of the trunk it starts from, code, world size."""
+    run = {"retrieval": config, "start": start, "seed": seed}
+    return reuse.fingerprint(run, code=__name__, inputs={"start_weights": start_weights}, world_size=world_size)
 
 
 def embed(model: EmbeddingModel, records: ImageRecords, config: RetrievalConfig) -> np.ndarray:

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import pandas as pd
 from PIL import Image
 
 from fdsml.config import parse, require_positive
+from fdsml.reuse import non_defining
 from fdsml.ifs.finefractaldb import (
     FineFractalDBConfig,
-    fingerprint,
     generate_finefractaldb,
+    is_up_to_date,
     render_shards,
     sample_grid,
+    shards_fingerprint,
 )
 
 logger = logging.getLogger(__name__)
@@ -39,7 +41,7 @@ class OutputSettings:
 class FractalsConfig(FineFractalDBConfig):
     """``params:fractals``: the dataset's definition plus its outputs."""
 
-    outputs: OutputSettings = field(default_factory=OutputSettings)
+    outputs: OutputSettings = non_defining(default_factory=OutputSettings)  # written beside the table, not in it
 
 
 def parse_fractals_params(params: dict[str, Any]) -> FractalsConfig:
@@ -70,16 +72,6 @@ def generate_fractal_codes(
     return table, summary
 
 
-def is_up_to_date(stored_codes: pd.DataFrame | None, stored_summary: dict | None, config: FineFractalDBConfig) -> bool:
-    """True when a stored table exists and was generated from this very configuration."""
-    return (
-        stored_codes is not None
-        and stored_summary is not None
-        and stored_summary.get("fingerprint") == fingerprint(config)
-        and len(stored_codes) == config.n_classes * config.instances_per_class
-    )
-
-
 def render_sample_grid(fractal_codes: pd.DataFrame, params: dict[str, Any]) -> Image.Image:
     """A PNG grid of renderings, rows = classes, columns = instances (``fractal_samples``)."""
     config = parse_fractals_params(params)
@@ -92,4 +84,10 @@ def materialize_renderings(fractal_codes: pd.DataFrame, params: dict[str, Any]) 
     config = parse_fractals_params(params)
     outputs = config.outputs
     shards = render_shards(fractal_codes, config.render, outputs.shard_size, config.workers) if outputs.materialize else ()
-    return {"shards": shards, "materialized": outputs.materialize, "size": config.render.size, "render": asdict(config.render)}
+    return {
+        "shards": shards,
+        "materialized": outputs.materialize,
+        "size": config.render.size,
+        "render": asdict(config.render),
+        "fingerprint": shards_fingerprint(fractal_codes, config.render) if outputs.materialize else None,
+    }

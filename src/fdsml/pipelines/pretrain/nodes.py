@@ -15,16 +15,14 @@ logger = logging.getLogger(__name__)
 
 def pretrain_model(
     fractal_codes: pd.DataFrame,
-    fractal_summary: dict,
     fractal_images: dict[str, Any],
     fractals_params: dict[str, Any],
     pretrain_params: dict[str, Any],
 ) -> tuple[dict, pd.DataFrame]:
     """Pre-train a backbone on FineFractalDB with PA-Triplet or the FDSL cross-entropy baseline.
 
-    Inputs: the instance table, its summary (for the dataset's fingerprint), the materialised
-    renderings (used when ``pretrain.data.source`` is ``shards``), ``params:fractals`` (rendering
-    settings) and ``params:pretrain``. Returns the model file (``pretrained_model``) and the
+    Inputs: the instance table, the materialised renderings (used when ``pretrain.data.source``
+    is ``shards``), ``params:fractals`` (rendering settings) and ``params:pretrain``. Returns the model file (``pretrained_model``) and the
     per-step history (``pretrain_history``).
     """
     fractals = parse_fractals_params(fractals_params)
@@ -33,8 +31,7 @@ def pretrain_model(
         fractal_codes,
         fractals.render,
         config,
-        fractals_fingerprint=fractal_summary["fingerprint"],
-        shards_folder=fractal_images["folder"] if fractal_images.get("materialized") else None,
+        shards=fractal_images if fractal_images.get("materialized") else None,
     )
     if len(history):
         first, last = history["loss"].iloc[: max(len(history) // 10, 1)].mean(), history["loss"].iloc[-max(len(history) // 10, 1) :].mean()

@@ -1,0 +1,180 @@
+"""The one reuse policy: every defining key, input artefact, code change and world size changes a
+step's fingerprint; the declared non-defining keys do not.
+
+The keys are enumerated from each step's configuration dataclass, not from a hand-kept list, so a
+field added tomorrow is covered the day it is added.
+"""
+
+import copy
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from fdsml import reuse
+from fdsml.ifs.finefractaldb import fingerprint as fractals_fingerprint
+from fdsml.ifs.finefractaldb import ClassFilter, FineFractalDBConfig, generate_finefractaldb, is_up_to_date
+from fdsml.ifs.render import RenderSettings
+from fdsml.models.starting_points import StartingPoint
+from fdsml.pipelines.fractals.nodes import FractalsConfig
+from fdsml.training import classification, pretrain, retrieval
+
+TINY_FRACTALS = FineFractalDBConfig(
+    n_classes=3, instances_per_class=4, render=RenderSettings(size=32, points=600), class_filter=ClassFilter(size=96, points=4000)
+)
+
+
+def leaves(config, prefix=()):
+    """(path, defining) of every leaf field of a configuration dataclass, at any depth."""
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        defining = field.metadata.get(reuse.DEFINES_RESULT, True)
+        if dataclasses.is_dataclass(value) and defining:
+            yield from leaves(value, (*prefix, field.name))
+        else:
+            yield (*prefix, field.name), defining
+
+
+def flipped(config, path):
+    """A copy of ``config`` with the leaf at ``path`` changed (validation bypassed: only the fingerprint reads it)."""
+    config = copy.deepcopy(config)
+    parent = config
+    for name in path[:-1]:
+        parent = getattr(parent, name)
+    value = getattr(parent, path[-1])
+    if isinstance(value, bool):
+        new = not value
+    elif isinstance(value, (int, float)):
+        new = value + 1
+    elif isinstance(value, str):
+        new = value + "-changed"
+    elif isinstance(value, (tuple, list)):
+        new = (*value, "changed")
+    elif isinstance(value, dict):
+        new = {**value, "changed": 1}
+    else:
+        new = "changed"
+    object.__setattr__(parent, path[-1], new)
+    return config
+
+
+def check_every_key(config, fingerprint_of):
+    base = fingerprint_of(config)
+    redone, reused = [], []
+    for path, defining in leaves(config):
+        changed = fingerprint_of(flipped(config, path)) != base
+        if changed != defining:
+            (redone if changed else reused).append(".".join(path))
+    assert not reused, f"defining keys that do not change the fingerprint (stale reuse): {reused}"
+    assert not redone, f"non-defining keys that change the fingerprint (needless rework): {redone}"
+
+
+@pytest.fixture(scope="module")
+def table():
+    return generate_finefractaldb(TINY_FRACTALS)[0]
+
+
+def test_every_key_of_the_codes_table_definition(table):
+    check_every_key(FractalsConfig(), fractals_fingerprint)
+
+
+def test_every_key_of_a_pretraining_run(table):
+    render = RenderSettings(size=32, points=600)
+    check_every_key(pretrain.PretrainConfig(), lambda config: pretrain.run_fingerprint(config, render, table, 1))
+
+
+def test_every_key_of_a_retrieval_run():
+    start = StartingPoint("fdsml", "pretrained_model")
+    check_every_key(retrieval.RetrievalConfig(), lambda config: retrieval.run_fingerprint(config, start, 0, "w", 1))
+
+
+def test_every_key_of_a_classification_run():
+    dataset, start = classification.DatasetSettings(), StartingPoint("fdsml", "pretrained_model")
+    check_every_key(
+        classification.ClassificationConfig(),
+        lambda config: classification.run_fingerprint(config, dataset, start, "w", 1),
+    )
+
+
+def test_the_declared_non_defining_keys():
+    """What may change without redoing work: paths, log and checkpoint intervals, workers, evaluation-only keys, sweeps."""
+    declared = {
+        name: sorted(".".join(path) for path, defining in leaves(config) if not defining)
+        for name, config in {
+            "fractals": FractalsConfig(),
+            "pretrain": pretrain.PretrainConfig(),
+            "retrieval": retrieval.RetrievalConfig(),
+            "classification": classification.ClassificationConfig(),
+        }.items()
+    }
+    loop = ["train.checkpoint_every", "train.log_every", "train.num_workers", "train.resume"]
+    assert declared == {
+        "fractals": ["outputs", "workers"],
+        "pretrain": ["run_dir", *loop],
+        "retrieval": ["data.eval_batch_size", "data.ks", "n_example_queries", "run_dir", "seeds", "starts", *loop],
+        "classification": ["datasets", "eval_batch_size", "run_dir", "starting_points", *loop],
+    }
+
+
+def test_a_run_is_redone_for_another_start_seed_dataset_or_world_size(table):
+    config, start = retrieval.RetrievalConfig(), StartingPoint("fdsml", "pretrained_model")
+    base = retrieval.run_fingerprint(config, start, 0, "w", 1)
+    assert retrieval.run_fingerprint(config, start, 1, "w", 1) != base
+    assert retrieval.run_fingerprint(config, StartingPoint("fdsml", "other.pt"), 0, "w", 1) != base
+    assert retrieval.run_fingerprint(config, start, 0, "w", 8) != base
+    cls = classification.ClassificationConfig()
+    assert classification.run_fingerprint(cls, classification.DatasetSettings("cifar10"), start, "w", 1) != (
+        classification.run_fingerprint(cls, classification.DatasetSettings("digits"), start, "w", 1)
+    )
+    render = RenderSettings(size=32, points=600)
+    assert pretrain.run_fingerprint(pretrain.PretrainConfig(), render, table, 1) != (
+        pretrain.run_fingerprint(pretrain.PretrainConfig(), render, table, 2)
+    )
+
+
+def test_input_artefacts_enter_by_content(table):
+    render, config = RenderSettings(size=32, points=600), pretrain.PretrainConfig()
+    edited = table.copy()
+    edited.at[0, "coefficients"] = np.asarray(edited.at[0, "coefficients"]) * 0.999
+    assert pretrain.run_fingerprint(config, render, edited, 1) != pretrain.run_fingerprint(config, render, table, 1)
+    assert pretrain.run_fingerprint(config, render, table.copy(), 1) == pretrain.run_fingerprint(config, render, table, 1)
+
+    weights = {"backbone.conv.weight": torch.zeros(2, 2), "head.weight": torch.ones(1)}
+    other = {"backbone.conv.weight": torch.zeros(2, 2), "head.weight": torch.ones(1) * 2}
+    trunk = {"backbone.conv.weight": torch.full((2, 2), 1e-6), "head.weight": torch.ones(1)}
+    assert reuse.content_digest(weights) == reuse.content_digest({k: v.clone() for k, v in weights.items()})
+    assert reuse.content_digest(weights) != reuse.content_digest(other)
+    assert reuse.content_digest(weights) != reuse.content_digest(trunk)
+
+
+def test_a_table_survives_a_parquet_round_trip_with_its_digest(table, tmp_path):
+    """The stored table's digest is checked on reuse: a Parquet round trip must not change it, an edit must."""
+    summary = generate_finefractaldb(TINY_FRACTALS)[1]
+    table.to_parquet(tmp_path / "codes.parquet")
+    stored = pd.read_parquet(tmp_path / "codes.parquet")
+    assert is_up_to_date(stored, summary, TINY_FRACTALS)
+    stored.at[3, "seed"] += 1
+    assert not is_up_to_date(stored, summary, TINY_FRACTALS)
+
+
+def test_code_that_computes_a_step_enters_its_fingerprint(monkeypatch, tmp_path):
+    """A change in the renderer redoes the codes table: the version string no longer decides."""
+    closure = reuse._imported_closure("fdsml.ifs.finefractaldb")
+    assert {"fdsml.ifs.render", "fdsml.ifs.codes", "fdsml.config"} <= closure
+    assert not any(name.startswith("fdsml.pipelines") for name in reuse._imported_closure("fdsml.training.retrieval"))
+    assert "fdsml.losses.pa_triplet" in reuse._imported_closure("fdsml.training.pretrain")
+
+    before = fractals_fingerprint(TINY_FRACTALS)
+    original = reuse._source_path
+    edited = tmp_path / "render.py"
+    edited.write_text(original("fdsml.ifs.render").read_text() + "\n# a changed renderer\n")
+    monkeypatch.setattr(reuse, "_source_path", lambda name: edited if name == "fdsml.ifs.render" else original(name))
+    reuse.code_digest.cache_clear()
+    try:
+        assert fractals_fingerprint(TINY_FRACTALS) != before
+    finally:
+        monkeypatch.undo()
+        reuse.code_digest.cache_clear()
+    assert fractals_fingerprint(TINY_FRACTALS) == before
