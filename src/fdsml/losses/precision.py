@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import torch
 
-F = TypeVar("F", bound=Callable[..., Any])
+Function = TypeVar("Function", bound=Callable[..., Any])
 
 
 def _float32(value: Any) -> Any:
@@ -25,7 +25,7 @@ def _float32(value: Any) -> Any:
     return value
 
 
-def full_precision(function: F) -> F:
+def full_precision(function: Function) -> Function:
     """``function`` (a loss, or a loss module's ``forward``) computed in float32.
 
     Its low-precision tensor arguments are cast to float32 and it runs with autocast off on the
