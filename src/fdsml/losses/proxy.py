@@ -13,7 +13,6 @@ from torch import nn
 
 from fdsml.losses.precision import full_precision
 
-
 PROXY_LOSSES: dict[str, type[nn.Module]] = {}
 
 
