@@ -18,8 +18,9 @@ import time
 import torch
 
 from fdsml.losses.couce import CouCEObjective, CouCESettings
+from fdsml.losses.proxy import build_proxy_loss
 from fdsml.models import build_model
-from fdsml.training.objectives import ProxyObjective, build_proxy_loss
+from fdsml.training.objectives import ProxyObjective
 
 VARIANTS = {
     "+ ODBA": CouCESettings.baseline(odba=True),

@@ -38,9 +38,10 @@ from fdsml.losses.couce import (
     spurious_component,
     variance_gate,
 )
+from fdsml.losses.proxy import PROXY_LOSSES, build_proxy_loss
 from fdsml.models import build_model, load_checkpoint, model_payload, save_checkpoint
 from fdsml.training.loop import LoopConfig, OptimizerConfig, train
-from fdsml.training.objectives import PROXY_LOSSES, ProxyObjective, build_proxy_loss
+from fdsml.training.objectives import ProxyObjective
 
 EMBEDDING = 16
 CLASSES = 4

@@ -35,7 +35,8 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from fdsml.config import ConfigError, require_fraction, require_positive
-from fdsml.training.objectives import build_proxy_loss
+from fdsml.losses.precision import full_precision
+from fdsml.losses.proxy import build_proxy_loss
 
 BAND_SCHEDULES = ("uniform", "linear", "exponential", "custom")
 RESNET_STAGES = ("layer1", "layer2", "layer3", "layer4")
@@ -538,6 +539,8 @@ class CouCE(nn.Module):
     L_orth is computed against the dictionary before this batch is enqueued (a sample never
     attends to itself); the statistics and dictionary are updated in training mode only. Parts
     always hold ``dml``, ``orth``, ``inv``, ``cov`` (0 for modules that are off) for comparable logs.
+    Every term, ODBA's attention and its statistics included, is computed in float32 whatever the
+    forward pass used (bf16 would make L_inv between two close views many times too large).
     """
 
     def __init__(self, loss: nn.Module, embedding_dim: int, settings: CouCESettings | None = None):
@@ -546,6 +549,7 @@ class CouCE(nn.Module):
         self.settings = settings or CouCESettings()
         self.odba = ODBA(embedding_dim, self.settings) if self.settings.odba else None
 
+    @full_precision
     def forward(self, m: torch.Tensor, labels: torch.Tensor, m_tilde: torch.Tensor | None = None):
         s = self.settings
         zero = m.new_zeros(())
@@ -587,7 +591,7 @@ class CouCEObjective(nn.Module):
     With MSRCI on, one forward of ``model`` runs Stage 1 once and Stage 2 on the clean and the
     intervened map (:meth:`StageSplit.joint_forward`); otherwise it is the plain forward. The
     intervention's draws come from a generator seeded by (seed, step, rank). With every module
-    off the loss is exactly :class:`fdsml.training.objectives.ProxyObjective`'s.
+    off the loss is exactly that of the plain proxy loss on the model's embedding.
     """
 
     def __init__(
@@ -613,10 +617,10 @@ class CouCEObjective(nn.Module):
     def forward(self, model: nn.Module, batch: dict[str, Any], step: int = 0):
         images, labels = batch["image"], batch["label"]
         if self.msrci is None:
-            return self.couce(model(images).float(), labels)
+            return self.couce(model(images), labels)
         generator = self._generator(images.device, step)
         split = StageSplit(model, self.settings.split_at)
-        both = split.joint_forward(model, images, lambda h: self.msrci(h, generator)).float()
+        both = split.joint_forward(model, images, lambda h: self.msrci(h, generator))
         m, m_tilde = both[: images.shape[0]], both[images.shape[0] :]
         return self.couce(m, labels, m_tilde)
 

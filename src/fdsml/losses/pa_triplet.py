@@ -22,6 +22,7 @@ from pytorch_metric_learning.reducers import AvgNonZeroReducer, MeanReducer
 from torch import nn
 
 from fdsml.losses.candidates import check_filter, first_is_positive
+from fdsml.losses.precision import full_precision
 
 IndicesTuple = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 REDUCERS = {"mean": MeanReducer, "avg_nonzero": AvgNonZeroReducer}
@@ -156,14 +157,14 @@ class PATripletLoss(nn.Module):
             reducer=REDUCERS[reducer](),
         )
 
+    @full_precision
     def forward(self, embeddings: torch.Tensor, indices_tuple: IndicesTuple) -> tuple[torch.Tensor, dict]:
         """The reduced loss and its parts.
 
         Parts: ``triplets`` (int), ``nonzero_fraction`` and ``mean_violation`` (detached 0-d
         tensors, read them with ``.item()`` only when logging, to avoid device syncs).
-        Embeddings are promoted to float32 so that bf16 autocast does not blur small margins.
+        Computed in float32 whatever the forward pass used, so bf16 does not blur small margins.
         """
-        embeddings = embeddings.float()
         parts = self.triplet.compute_loss(embeddings, None, indices_tuple, embeddings, None)
         loss = self.triplet.reducer(parts, embeddings, None)
         losses = parts["loss"]["losses"]

@@ -2,7 +2,8 @@
 
 An objective returns the loss and a dict of named parts (0-d tensors or numbers) that the loop
 logs. Extra trainable parameters (proxies) are the objective's own, with their own optimiser
-settings in ``param_groups``.
+settings in ``param_groups``. The model's forward runs under the loop's autocast; every loss
+runs in float32 (:mod:`fdsml.losses.precision`).
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pytorch_metric_learning.losses import ProxyAnchorLoss, ProxyNCALoss, SoftTripleLoss
-
 from fdsml.losses.candidates import check_filter
 from fdsml.losses.pa_triplet import PATripletLoss, explicit_indices_tuple, mine_batch_triplets
+from fdsml.losses.precision import full_precision
 
 TRIPLET_MODES = ("batch", "explicit")
+cross_entropy = full_precision(F.cross_entropy)
 
 
 class PATripletObjective(nn.Module):
@@ -80,8 +81,8 @@ class CrossEntropyObjective(nn.Module):
         self.label_smoothing = label_smoothing
 
     def forward(self, model: nn.Module, batch: dict[str, Any], step: int = 0):
-        logits = model(batch["image"]).float()
-        loss = F.cross_entropy(logits, batch["label"], label_smoothing=self.label_smoothing)
+        logits = model(batch["image"])
+        loss = cross_entropy(logits, batch["label"], label_smoothing=self.label_smoothing)
         accuracy = (logits.detach().argmax(dim=1) == batch["label"]).float().mean()
         return loss, {"accuracy": accuracy}
 
@@ -89,18 +90,11 @@ class CrossEntropyObjective(nn.Module):
         return []
 
 
-PROXY_LOSSES = {"proxy_anchor": ProxyAnchorLoss, "proxy_nca": ProxyNCALoss, "soft_triple": SoftTripleLoss}
-
-
-def build_proxy_loss(name: str, num_classes: int, embedding_dim: int, **options) -> nn.Module:
-    """A pytorch-metric-learning proxy loss by name (it owns its proxies)."""
-    if name not in PROXY_LOSSES:
-        raise ValueError(f"unknown proxy loss {name!r}; choose one of {', '.join(PROXY_LOSSES)}")
-    return PROXY_LOSSES[name](num_classes=num_classes, embedding_size=embedding_dim, **options)
-
-
 class ProxyObjective(nn.Module):
-    """Retrieval fine-tuning with a proxy-based loss; the proxies train at ``proxy_lr_multiplier`` x the lr."""
+    """Retrieval fine-tuning with a proxy loss of :mod:`fdsml.losses.proxy`.
+
+    The proxies train at ``proxy_lr_multiplier`` x the lr.
+    """
 
     def __init__(self, loss: nn.Module, proxy_lr_multiplier: float = 100.0):
         super().__init__()
@@ -108,8 +102,7 @@ class ProxyObjective(nn.Module):
         self.proxy_lr_multiplier = proxy_lr_multiplier
 
     def forward(self, model: nn.Module, batch: dict[str, Any], step: int = 0):
-        embeddings = model(batch["image"]).float()
-        return self.loss(embeddings, batch["label"]), {}
+        return self.loss(model(batch["image"]), batch["label"]), {}
 
     def param_groups(self) -> list[dict]:
         return [{"params": list(self.loss.parameters()), "lr_multiplier": self.proxy_lr_multiplier, "weight_decay": 0.0}]

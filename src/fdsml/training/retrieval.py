@@ -30,14 +30,15 @@ from fdsml.data import (
 )
 from fdsml.evaluation import retrieval_metrics
 from fdsml.evaluation.classification import model_outputs
-from fdsml.losses.couce import CouCESettings, build_couce_objective
 from fdsml.evaluation.retrieval_examples import nearest_neighbours, top_k_figure
+from fdsml.losses.couce import CouCESettings, build_couce_objective
+from fdsml.losses.proxy import PROXY_LOSSES, build_proxy_loss
 from fdsml.models import model_payload
 from fdsml.models.network import EmbeddingModel
 from fdsml.models.starting_points import StartingPoint, build_from_start, start_payload, trunk_digest
 from fdsml.training import distributed
 from fdsml.training.loop import LoopConfig, OptimizerConfig, train
-from fdsml.training.objectives import PROXY_LOSSES, ProxyObjective, build_proxy_loss
+from fdsml.training.objectives import ProxyObjective
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,38 @@
+"""The proxy-loss registry: by name, in the losses package, every entry computed in float32."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from pytorch_metric_learning.losses import NormalizedSoftmaxLoss, ProxyAnchorLoss
+
+import fdsml
+from fdsml.losses import proxy
+
+
+def test_a_loss_is_built_by_name_and_stays_the_library_class():
+    loss = proxy.build_proxy_loss("proxy_anchor", 3, 8, margin=0.2)
+    assert isinstance(loss, ProxyAnchorLoss) and loss.proxies.shape == (3, 8) and loss.margin == 0.2
+    with pytest.raises(ValueError, match="unknown proxy loss 'arcface'; choose one of proxy_anchor, proxy_nca"):
+        proxy.build_proxy_loss("arcface", 3, 8)
+
+
+def test_registering_one_class_adds_a_float32_loss(monkeypatch):
+    monkeypatch.setattr(proxy, "PROXY_LOSSES", dict(proxy.PROXY_LOSSES))
+    proxy.register_proxy_loss("normalized_softmax", NormalizedSoftmaxLoss)
+    loss = proxy.build_proxy_loss("normalized_softmax", 3, 8)
+    embeddings, labels = torch.randn(6, 8), torch.arange(6) % 3
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        value = loss(embeddings, labels)
+    assert isinstance(loss, NormalizedSoftmaxLoss) and value.dtype == torch.float32
+    assert value.item() == pytest.approx(loss(embeddings, labels).item(), rel=1e-6)
+
+
+def test_the_losses_package_does_not_import_the_training_package():
+    code = "import sys, fdsml.losses.couce; print(sorted(m for m in sys.modules if m.startswith('fdsml.training')))"
+    env = {**os.environ, "PYTHONPATH": str(Path(fdsml.__file__).parents[1])}
+    imported = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
+    assert imported.strip() == "[]"
