@@ -110,7 +110,7 @@ class ClassificationConfig:
     mixup: MixupSettings = field(default_factory=MixupSettings)
     optimizer: OptimizerConfig = field(
         default_factory=lambda: OptimizerConfig(
-            name="adamw", base_lr=1e-3, reference_batch=64, weight_decay=0.05, schedule="warmup_cosine", warmup_steps=10
+            name="adamw", base_lr=1e-3, reference_batch=64, weight_decay=0.05, schedule="warmup_cosine", warmup_fraction=0.05
         )
     )
     train: LoopConfig = field(default_factory=LoopConfig)
