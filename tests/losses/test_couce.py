@@ -42,6 +42,7 @@ from fdsml.losses.proxy import PROXY_LOSSES, build_proxy_loss
 from fdsml.models import build_model, load_checkpoint, model_payload, save_checkpoint
 from fdsml.training.loop import LoopConfig, OptimizerConfig, train
 from fdsml.training.objectives import ProxyObjective
+from fdsml.training.plan import PlanKeys, plan_training
 
 EMBEDDING = 16
 CLASSES = 4
@@ -408,7 +409,9 @@ def _train(folder, rank: int = 0, world_size: int = 1):
     sampler = ShuffledBatchSampler(16, 4, seed=0, num_replicas=world_size, rank=rank)
     loop = LoopConfig(max_steps=3, seed=0, device="cpu", checkpoint_every=100, resume=False)
     optimizer = OptimizerConfig(name="adamw", base_lr=1e-3, reference_batch=4, schedule="constant")
-    result = train(model, objective, _Images(), sampler, loop, optimizer, f"{folder}/last.pt")
+    keys = PlanKeys(batch="batch", warmup="warmup_steps")
+    plan = plan_training("couce", images=16, batch_per_replica=4, world_size=world_size, optimizer=optimizer, loop=loop, keys=keys)
+    result = train(model, objective, _Images(), sampler, loop, optimizer, f"{folder}/last.pt", plan=plan)
     return result, objective
 
 

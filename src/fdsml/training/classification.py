@@ -33,21 +33,29 @@ from fdsml.models.starting_points import PRETRAINED, StartingPoint, build_from_s
 from fdsml.training import distributed
 from fdsml.training.loop import LoopConfig, OptimizerConfig, train
 from fdsml.training.objectives import CrossEntropyObjective
+from fdsml.training.plan import PlanKeys, TrainingPlan, check_plans, plan_training
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class DatasetSettings:
-    """A registered classification dataset and its folder (``digits`` needs none)."""
+    """A registered classification dataset, its folder (``digits`` needs none) and its own batch size.
+
+    ``batch_size`` (per replica; null: ``classification.batch_size``) lets a small dataset take
+    small batches, so it still gets enough steps, and every replica a batch, on many GPUs.
+    """
 
     name: str = "digits"
     root: str | None = None
+    batch_size: int | None = None
 
     def __post_init__(self):
         if self.name not in available_classification_datasets():
             known = ", ".join(available_classification_datasets())
             raise ConfigError(f"name: unknown dataset {self.name!r}; choose one of {known}")
+        if self.batch_size is not None:
+            require_positive("batch_size", self.batch_size)
 
 
 @dataclass(frozen=True)
@@ -103,7 +111,7 @@ class ClassificationConfig:
     mixup: MixupSettings = field(default_factory=MixupSettings)
     optimizer: OptimizerConfig = field(
         default_factory=lambda: OptimizerConfig(
-            name="adamw", base_lr=1e-3, reference_batch=64, weight_decay=0.05, schedule="warmup_cosine", warmup_steps=10
+            name="adamw", base_lr=1e-3, reference_batch=64, weight_decay=0.05, schedule="warmup_cosine", warmup_fraction=0.05
         )
     )
     train: LoopConfig = field(default_factory=LoopConfig)
@@ -130,6 +138,27 @@ class ClassificationConfig:
 def parse_classification_params(params: dict[str, Any]) -> ClassificationConfig:
     """Validate ``params:classification``; a wrong key or value raises ``ConfigError`` naming it."""
     return parse(ClassificationConfig, params, "classification")
+
+
+def plan_classification(config: ClassificationConfig, name: str, images: int, world_size: int) -> TrainingPlan:
+    """The fine-tuning plan of every starting point on dataset ``name``'s ``images`` training images (unchecked).
+
+    The batch is the dataset's own ``batch_size`` when its entry in ``datasets`` gives one.
+    """
+    index = next((i for i, dataset in enumerate(config.datasets) if dataset.name == name), None)
+    own = None if index is None else config.datasets[index].batch_size
+    return plan_training(
+        f"classification/{name}",
+        images=images,
+        batch_per_replica=own or config.batch_size,
+        world_size=world_size,
+        optimizer=config.optimizer,
+        loop=config.train,
+        keys=PlanKeys(
+            batch="classification.batch_size" if own is None else f"classification.datasets[{index}].batch_size",
+            warmup="classification.optimizer.warmup_steps",
+        ),
+    )
 
 
 def check_starting_points(starts: tuple[StartingPoint, ...]) -> None:
@@ -252,6 +281,7 @@ def finetune_classifier(
     *,
     dataset: DatasetSettings | None = None,
     pretrained: dict | None = None,
+    plan: TrainingPlan | None = None,
 ) -> tuple[dict, pd.DataFrame]:
     """Fine-tune ``start`` on ``splits.train``; returns the model file payload and the per-step history.
 
@@ -259,14 +289,16 @@ def finetune_classifier(
     ``pretrained_model``.
 
     ``dataset`` (where the splits were read from) enters the run's fingerprint, so a checkpoint
-    left by another dataset of the same name is never resumed.
+    left by another dataset of the same name is never resumed. ``plan`` (default: planned here)
+    is the checked plan of ``splits.train``.
     """
     from fdsml.data import ImageRecordsDataset
 
     context = distributed.setup(config.train.device)
+    plan = plan or plan_classification(config, splits.name, len(splits.train), context.world_size).check()
     images = ImageRecordsDataset(splits.train, train_transform(config), seed=config.train.seed)
     sampler = ShuffledBatchSampler(
-        len(images), config.batch_size, seed=config.train.seed, num_replicas=context.world_size, rank=context.rank
+        len(images), plan.batch_per_replica, seed=config.train.seed, num_replicas=context.world_size, rank=context.rank
     )
     payload = start_payload(start, pretrained)
     model = build_from_start(
@@ -287,6 +319,7 @@ def finetune_classifier(
         config.train,
         config.optimizer,
         Path(config.run_dir) / splits.name / start.name / "last.pt",
+        plan=plan,
         fingerprint=fingerprint,
     )
     payload = model_payload(
@@ -326,17 +359,24 @@ def run_classification(
 ) -> tuple[dict[str, dict], dict[str, Any], pd.DataFrame]:
     """Fine-tune every starting point on every dataset and score each once on the test split.
 
-    Returns ``(models, metrics, history)``: ``models[f"{dataset}/{start}"]`` is a model payload,
+    Every dataset is read and its plan checked first: an impossible plan stops the run before
+    any dataset trains. Returns ``(models, metrics, history)``: ``models[f"{dataset}/{start}"]`` is a model payload,
     ``metrics[dataset][start] = {"top1", "top5", "steps"}``, and the histories stacked.
     """
     check_starting_points(config.starting_points)
+    world_size = distributed.setup(config.train.device).world_size
+    read = {d.name: read_classification_dataset(d.name, d.root, seed=config.train.seed) for d in config.datasets}
+    plans = {name: plan_classification(config, name, len(splits.train), world_size) for name, splits in read.items()}
+    check_plans(list(plans.values()))  # every dataset is planned before any trains
     models, metrics, histories = {}, {}, []
     for dataset in config.datasets:
-        splits = read_classification_dataset(dataset.name, dataset.root, seed=config.train.seed)
+        splits = read[dataset.name]
         metrics[dataset.name] = {}
         for start in config.starting_points:
             logger.info("Fine-tuning %s on %s", start.name, dataset.name)
-            payload, history = finetune_classifier(splits, start, config, dataset=dataset, pretrained=pretrained)
+            payload, history = finetune_classifier(
+                splits, start, config, dataset=dataset, pretrained=pretrained, plan=plans[dataset.name]
+            )
             scores = evaluate_classifier(model_from_payload(payload), splits.test, config)
             logger.info("%s on %s: top-1 %.4f, top-5 %.4f", start.name, dataset.name, scores["top1"], scores["top5"])
             models[f"{dataset.name}/{start.name}"] = payload

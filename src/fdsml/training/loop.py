@@ -13,7 +13,7 @@ import logging
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 import torch
@@ -26,14 +26,22 @@ from fdsml.config import ConfigError, require_fraction, require_positive
 from fdsml.reuse import non_defining
 from fdsml.training import distributed
 from fdsml.models.checkpoint import load_checkpoint_file, save_checkpoint
-from fdsml.training.schedules import build_schedule, scaled_learning_rate
+from fdsml.training.schedules import build_schedule
+
+if TYPE_CHECKING:
+    from fdsml.training.plan import TrainingPlan
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class OptimizerConfig:
-    """Optimiser and schedule; the learning rate is ``base_lr * global batch / reference_batch``."""
+    """Optimiser and schedule; the learning rate is ``base_lr * global batch / reference_batch``.
+
+    The warm-up (``warmup_cosine`` only) is ``warmup_steps`` steps, or ``warmup_fraction`` of the
+    training steps when that is given (then ``warmup_steps`` must stay 0): a fraction keeps its
+    meaning whatever the dataset size and world size, a step count does not.
+    """
 
     name: Literal["sgd", "adamw"] = "sgd"
     base_lr: float = 0.1
@@ -43,6 +51,7 @@ class OptimizerConfig:
     schedule: Literal["constant", "constant_cosine", "warmup_cosine"] = "constant_cosine"
     constant_fraction: float = 0.4
     warmup_steps: int = 0
+    warmup_fraction: float | None = None
 
     def __post_init__(self):
         require_positive("base_lr", self.base_lr)
@@ -50,6 +59,22 @@ class OptimizerConfig:
         require_fraction("constant_fraction", self.constant_fraction)
         if self.weight_decay < 0 or self.warmup_steps < 0 or self.momentum < 0:
             raise ConfigError("weight_decay, momentum, warmup_steps: must be >= 0")
+        if self.warmup_fraction is not None:
+            if not 0 <= self.warmup_fraction < 1:
+                raise ConfigError(f"warmup_fraction: must lie in [0, 1), got {self.warmup_fraction!r}")
+            if self.warmup_steps:
+                raise ConfigError(
+                    f"warmup_steps: give warmup_steps ({self.warmup_steps}) or warmup_fraction ({self.warmup_fraction}), "
+                    "not both; set warmup_steps to 0 to use the fraction"
+                )
+        if self.schedule != "warmup_cosine" and (self.warmup_steps or self.warmup_fraction):
+            raise ConfigError(f"warmup_steps, warmup_fraction: schedule {self.schedule!r} has no warm-up; use warmup_cosine")
+
+    def warmup_for(self, total_steps: int) -> int:
+        """Warm-up steps of a run of ``total_steps`` steps (the fraction rounded to the nearest step)."""
+        if self.warmup_fraction is not None:
+            return int(round(self.warmup_fraction * total_steps))
+        return self.warmup_steps
 
 
 @dataclass(frozen=True)
@@ -86,12 +111,12 @@ class LoopConfig:
             raise ConfigError(f"num_workers: must be >= 0, got {self.num_workers}")
 
 
-def build_optimizer(model: nn.Module, objective: nn.Module, config: OptimizerConfig, global_batch: int):
+def build_optimizer(model: nn.Module, objective: nn.Module, config: OptimizerConfig, learning_rate: float):
     """SGD (momentum) or AdamW: group 0 the trunk, group 1 the rest of the model, then the objective's groups.
 
-    An objective's group may carry ``lr_multiplier`` (e.g. proxies at 100x the model's rate).
+    ``learning_rate`` is the plan's (already scaled by the global batch). An objective's group may
+    carry ``lr_multiplier`` (e.g. proxies at 100x the model's rate).
     """
-    lr = scaled_learning_rate(config.base_lr, global_batch, config.reference_batch)
     trunk = getattr(model, "backbone", None)
     trunk_ids = {id(p) for p in trunk.parameters()} if trunk is not None else set()
     trainable = [p for p in model.parameters() if p.requires_grad]
@@ -101,11 +126,11 @@ def build_optimizer(model: nn.Module, objective: nn.Module, config: OptimizerCon
     ]
     for group in objective.param_groups():
         group = dict(group)
-        group["lr"] = lr * group.pop("lr_multiplier", 1.0)
+        group["lr"] = learning_rate * group.pop("lr_multiplier", 1.0)
         groups.append(group)
     if config.name == "sgd":
-        return torch.optim.SGD(groups, lr=lr, momentum=config.momentum, weight_decay=config.weight_decay)
-    return torch.optim.AdamW(groups, lr=lr, weight_decay=config.weight_decay)
+        return torch.optim.SGD(groups, lr=learning_rate, momentum=config.momentum, weight_decay=config.weight_decay)
+    return torch.optim.AdamW(groups, lr=learning_rate, weight_decay=config.weight_decay)
 
 
 def frozen_trunk(multiplier, freeze_steps: int):
@@ -166,15 +191,25 @@ def train(
     loop: LoopConfig,
     optimizer_config: OptimizerConfig,
     checkpoint_path: str | Path,
+    *,
+    plan: TrainingPlan,
     fingerprint: str = "",
 ) -> TrainResult:
-    """Train ``model`` on ``objective``; the last state is always at ``checkpoint_path``.
+    """Train ``model`` on ``objective`` for ``plan``'s steps; the last state is always at ``checkpoint_path``.
 
-    ``dataset`` and ``batch_sampler`` may offer ``set_epoch``; the sampler must already be sharded
-    for this rank. A checkpoint is resumed only when its ``fingerprint`` (what defines the run)
-    matches; a stale one from another configuration is started over, not continued.
+    ``plan`` (checked) gives every count: steps per epoch and in total, warm-up, global batch,
+    learning rate. ``dataset`` and ``batch_sampler`` may offer ``set_epoch``; the sampler must
+    already be sharded for this rank and yield the plan's batches. A checkpoint is resumed only
+    when its ``fingerprint`` (what defines the run) matches; a stale one from another
+    configuration is started over, not continued.
     """
     context = distributed.setup(loop.device)
+    plan.check()
+    if plan.world_size != context.world_size or len(batch_sampler) != plan.batches_per_replica:
+        raise ValueError(
+            f"{plan.step}: planned {plan.batches_per_replica} batches per epoch on {plan.world_size} replica(s), "
+            f"the sampler gives {len(batch_sampler)} on {context.world_size}: build the sampler from the plan"
+        )
     torch.use_deterministic_algorithms(loop.deterministic, warn_only=True)
     cuda = context.device.type == "cuda"
     channels_last = loop.channels_last and cuda
@@ -185,15 +220,13 @@ def train(
         model.to(memory_format=torch.channels_last)
     wrapped = DistributedDataParallel(model, device_ids=[context.device] if cuda else None) if context.distributed else model
 
-    steps_per_epoch = len(batch_sampler)
-    total_steps = loop.max_steps or loop.epochs * steps_per_epoch
-    global_batch = len(next(iter(batch_sampler))) * context.world_size
-    optimizer = build_optimizer(model, objective, optimizer_config, global_batch)
+    steps_per_epoch, total_steps, global_batch = plan.batches_per_replica, plan.total_steps, plan.global_batch
+    optimizer = build_optimizer(model, objective, optimizer_config, plan.learning_rate)
     multiplier = build_schedule(
         optimizer_config.schedule,
         total_steps,
         constant_fraction=optimizer_config.constant_fraction,
-        warmup_steps=optimizer_config.warmup_steps,
+        warmup_steps=plan.warmup_steps,
     )
     multipliers = [frozen_trunk(multiplier, loop.freeze_backbone_steps)] + [multiplier] * (len(optimizer.param_groups) - 1)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, multipliers)

@@ -21,6 +21,7 @@ from fdsml.training import distributed
 from fdsml.training.distributed import DistContext
 from fdsml.training.loop import LoopConfig, OptimizerConfig, train
 from fdsml.training.objectives import CrossEntropyObjective, PATripletObjective
+from fdsml.training.plan import PlanKeys, TrainingPlan, mined_triplets, plan_training
 
 
 @dataclass(frozen=True)
@@ -142,14 +143,44 @@ def build_fractal_dataset(table: pd.DataFrame, render: RenderSettings, config: P
     return FractalCodesDataset(table, render, seed=config.train.seed, fresh_noise=config.data.fresh_noise, transform=transform)
 
 
-def build_batch_sampler(labels: np.ndarray, config: PretrainConfig, context: DistContext):
+def plan_pretrain(config: PretrainConfig, images: int, world_size: int) -> TrainingPlan:
+    """The pre-training plan on ``images`` fractal images (unchecked).
+
+    An epoch is ``data.batches_per_epoch`` global batches, by default about one pass over the
+    images and at least one batch per replica: images are rendered afresh each epoch, so a tiny
+    dataset still gives every replica a step.
+    """
+    data, explicit = config.data, config.objective == "pa_triplet" and config.pa_triplet.mode == "explicit"
+    batch = 3 * data.triplets_per_batch if explicit else data.classes_per_batch * data.instances_per_class
+    triplets = None
+    if config.objective == "pa_triplet" and not explicit:
+        mined = mined_triplets(config.pa_triplet.filter, data.classes_per_batch, data.instances_per_class)
+        triplets = (mined, min(mined, config.pa_triplet.max_triplets or mined))
+    if data.batches_per_epoch is not None:
+        batch_key = "pretrain.data.batches_per_epoch"
+    else:
+        batch_key = "pretrain.data.triplets_per_batch" if explicit else "pretrain.data.classes_per_batch x instances_per_class"
+    return plan_training(
+        "pretrain",
+        images=images,
+        batch_per_replica=batch,
+        world_size=world_size,
+        optimizer=config.optimizer,
+        loop=config.train,
+        keys=PlanKeys(batch=batch_key, warmup="pretrain.optimizer.warmup_steps"),
+        global_batches_per_epoch=data.batches_per_epoch or max(images // batch, world_size),
+        triplets=triplets,
+    )
+
+
+def build_batch_sampler(labels: np.ndarray, config: PretrainConfig, context: DistContext, plan: TrainingPlan):
     """P x K class-balanced batches, or [anchors | first | second] batches in explicit mode; sharded per rank."""
     data = config.data
     common = dict(
         seed=config.train.seed,
         num_replicas=context.world_size,
         rank=context.rank,
-        batches_per_epoch=data.batches_per_epoch,
+        batches_per_epoch=plan.global_batches_per_epoch,
     )
     if config.objective == "pa_triplet" and config.pa_triplet.mode == "explicit":
         return ExplicitTripletBatchSampler(labels, data.triplets_per_batch, config.pa_triplet.filter, **common)
@@ -193,8 +224,9 @@ def pretrain(
     ``data.source`` is ``shards``.
     """
     context = distributed.setup(config.train.device)
+    plan = plan_pretrain(config, len(table), context.world_size).check()
     dataset = build_fractal_dataset(table, render, config, shards)
-    sampler = build_batch_sampler(dataset.labels, config, context)
+    sampler = build_batch_sampler(dataset.labels, config, context, plan)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.train.seed)
         model = build_pretrain_model(config, int(table["class_id"].nunique()), render.size)
@@ -208,6 +240,7 @@ def pretrain(
         config.train,
         config.optimizer,
         Path(config.run_dir) / "last.pt",
+        plan=plan,
         fingerprint=fingerprint,
     )
     metadata = {

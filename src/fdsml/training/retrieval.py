@@ -39,6 +39,7 @@ from fdsml.models.starting_points import StartingPoint, build_from_start, start_
 from fdsml.training import distributed
 from fdsml.training.loop import LoopConfig, OptimizerConfig, train
 from fdsml.training.objectives import ProxyObjective
+from fdsml.training.plan import PlanKeys, TrainingPlan, plan_training
 
 logger = logging.getLogger(__name__)
 
@@ -142,13 +143,35 @@ def load_splits(config: RetrievalConfig) -> RetrievalSplits:
     )
 
 
-def finetune(splits: RetrievalSplits, start: StartingPoint, config: RetrievalConfig, seed: int, pretrained: dict | None = None):
+def plan_retrieval(config: RetrievalConfig, images: int, world_size: int) -> TrainingPlan:
+    """The fine-tuning plan of every (start, seed) on ``images`` training images (unchecked)."""
+    return plan_training(
+        f"retrieval/{config.data.dataset}",
+        images=images,
+        batch_per_replica=config.data.batch_size,
+        world_size=world_size,
+        optimizer=config.optimizer,
+        loop=config.train,
+        keys=PlanKeys(batch="retrieval.data.batch_size", warmup="retrieval.optimizer.warmup_steps"),
+        lr_multipliers={"proxies": config.loss.proxy_lr_multiplier},
+    )
+
+
+def finetune(
+    splits: RetrievalSplits,
+    start: StartingPoint,
+    config: RetrievalConfig,
+    seed: int,
+    pretrained: dict | None = None,
+    plan: TrainingPlan | None = None,
+):
     """Fine-tune one starting point with one seed; returns the trained model and its history.
 
     ``pretrained`` is the pre-training pipeline's model file, used by starts whose checkpoint is
-    ``PRETRAINED``.
+    ``PRETRAINED``. ``plan`` (default: planned here) is the checked plan of ``splits.train``.
     """
     context = distributed.setup(config.train.device)
+    plan = plan or plan_retrieval(config, len(splits.train), context.world_size).check()
     overrides = {"global_pool": config.embedding.global_pool} | dict(start.overrides)
     payload = start_payload(start, pretrained)
     model = build_from_start(
@@ -162,12 +185,12 @@ def finetune(splits: RetrievalSplits, start: StartingPoint, config: RetrievalCon
     objective = build_objective(config, int(splits.train.labels.max()) + 1, seed)
     dataset = ImageRecordsDataset(splits.train, config.data.transform(train=True), seed=seed)
     sampler = ShuffledBatchSampler(
-        len(dataset), config.data.batch_size, seed=seed, num_replicas=context.world_size, rank=context.rank
+        len(dataset), plan.batch_per_replica, seed=seed, num_replicas=context.world_size, rank=context.rank
     )
     loop = replace(config.train, seed=seed)
     checkpoint = Path(config.run_dir) / f"{start.name}_seed{seed}" / "last.pt"
     fingerprint = run_fingerprint(config, start, seed, trunk_digest(payload), context.world_size)
-    result = train(model, objective, dataset, sampler, loop, config.optimizer, checkpoint, fingerprint=fingerprint)
+    result = train(model, objective, dataset, sampler, loop, config.optimizer, checkpoint, plan=plan, fingerprint=fingerprint)
     return result.model, result.history
 
 
@@ -222,11 +245,12 @@ def compare_starting_points(config: RetrievalConfig, pretrained: dict | None = N
     concatenated training histories, and the model files of the first seed per starting point.
     """
     splits = load_splits(config)
+    plan = plan_retrieval(config, len(splits.train), distributed.setup(config.train.device).world_size).check()
     metrics, histories, models = {}, [], {}
     for start in config.starts:
         per_seed = {}
         for seed in config.seeds:
-            model, history = finetune(splits, start, config, seed, pretrained)
+            model, history = finetune(splits, start, config, seed, pretrained, plan)
             per_seed[str(seed)] = evaluate(model, splits, config, seed)
             logger.info("%s seed %d: %s", start.name, seed, _format(per_seed[str(seed)]))
             histories.append(history.assign(start=start.name, seed=seed))
