@@ -12,7 +12,13 @@ import torch
 from torchvision.transforms.v2 import Resize
 
 from fdsml.config import ConfigError, digest, parse, require_positive
-from fdsml.data import ClassBalancedBatchSampler, ExplicitTripletBatchSampler, FractalCodesDataset, ShardedImagesDataset
+from fdsml.data import (
+    ClassBalancedBatchSampler,
+    ExplicitTripletBatchSampler,
+    FractalCodesDataset,
+    ShardedImagesDataset,
+    ShuffledBatchSampler,
+)
 from fdsml.ifs.render import RenderSettings
 from fdsml.models import build_model, model_payload
 from fdsml.models.backbones import MODEL_REGISTRY
@@ -42,9 +48,10 @@ class PATripletSettings:
 
 @dataclass(frozen=True)
 class FDSLSettings:
-    """The cross-entropy baseline."""
+    """The cross-entropy baseline: FractalDB's plain shuffled batches, or PA-Triplet's P x K ones to compare like with like."""
 
     label_smoothing: float = 0.0
+    batches: Literal["shuffled", "class_balanced"] = "shuffled"
 
 
 @dataclass(frozen=True)
@@ -109,6 +116,16 @@ class PretrainConfig:
                     f"pretrain.data.classes_per_batch: filter {self.pa_triplet.filter!r} needs at least 2 classes per batch, "
                     f"got {batch.classes_per_batch}"
                 )
+        if self.shuffled_batches and batch.batches_per_epoch is not None:
+            raise ConfigError(
+                "pretrain.data.batches_per_epoch: plain shuffled batches (pretrain.fdsl.batches: shuffled) make one pass "
+                "over the images per epoch; set it to null, or use pretrain.fdsl.batches: class_balanced"
+            )
+
+    @property
+    def shuffled_batches(self) -> bool:
+        """FDSL on plain shuffled batches of P x K images (each image once per epoch), not class-balanced ones."""
+        return self.objective == "fdsl" and self.fdsl.batches == "shuffled"
 
 
 def parse_pretrain_params(params: dict[str, Any]) -> PretrainConfig:
@@ -135,8 +152,17 @@ def build_fractal_dataset(table: pd.DataFrame, render: RenderSettings, config: P
 
 
 def build_batch_sampler(labels: np.ndarray, config: PretrainConfig, context: DistContext):
-    """P x K class-balanced batches, or [anchors | first | second] batches in explicit mode; sharded per rank."""
+    """P x K class-balanced batches, [anchors | first | second] batches in explicit mode, or (FDSL by default)
+    plain shuffled batches of P x K images; sharded per rank."""
     data = config.data
+    if config.shuffled_batches:
+        return ShuffledBatchSampler(
+            len(labels),
+            data.classes_per_batch * data.instances_per_class,
+            seed=config.train.seed,
+            num_replicas=context.world_size,
+            rank=context.rank,
+        )
     common = dict(
         seed=config.train.seed,
         num_replicas=context.world_size,
