@@ -37,8 +37,8 @@ TINY = {
         "train": {"max_steps": 2, "freeze_backbone_steps": 1, "device": "cpu"},
         "n_example_queries": 2,
     },
-    "classification": {"image_size": 16, "batch_size": 64, "train": {"max_steps": 2, "device": "cpu"}},
-    "robustness": {"image_size": 32, "max_images": 4, "severities": [1, 5], "device": "cpu"},
+    "classification": {"image_size": 32, "batch_size": 64, "train": {"max_steps": 2, "device": "cpu"}},
+    "robustness": {"max_images": 4, "severities": [1, 5], "device": "cpu"},
     "analysis": {
         "device": "cpu",
         "embedding_map": {"n_classes": 3, "max_instances_per_class": 6, "sweep_points": 5, "thumbnails": 2, "n_neighbors": 5},

@@ -16,6 +16,8 @@ import torch
 from fdsml import reuse
 from fdsml.ifs.finefractaldb import fingerprint as fractals_fingerprint
 from fdsml.ifs.finefractaldb import ClassFilter, FineFractalDBConfig, generate_finefractaldb, is_up_to_date
+from fdsml.data import ImageRecords
+from fdsml.evaluation import robustness
 from fdsml.ifs.render import RenderSettings
 from fdsml.models.starting_points import StartingPoint
 from fdsml.pipelines.fractals.nodes import FractalsConfig
@@ -98,6 +100,16 @@ def test_every_key_of_a_classification_run():
     )
 
 
+def test_every_key_and_the_clean_images_of_the_corrupted_test_set():
+    images = np.random.default_rng(0).integers(0, 256, size=(4, 32, 32, 3), dtype=np.uint8)
+    clean = ImageRecords(labels=np.arange(4), images=images)
+    check_every_key(robustness.RobustnessConfig(), lambda config: robustness.fingerprint(config, clean))
+    edited = images.copy()
+    edited[0, 0, 0, 0] ^= 1
+    config = robustness.RobustnessConfig()
+    assert robustness.fingerprint(config, ImageRecords(labels=np.arange(4), images=edited)) != robustness.fingerprint(config, clean)
+
+
 def test_the_declared_non_defining_keys():
     """What may change without redoing work: paths, log and checkpoint intervals, workers, evaluation-only keys, sweeps."""
     declared = {
@@ -107,6 +119,7 @@ def test_the_declared_non_defining_keys():
             "pretrain": pretrain.PretrainConfig(),
             "retrieval": retrieval.RetrievalConfig(),
             "classification": classification.ClassificationConfig(),
+            "robustness": robustness.RobustnessConfig(),
         }.items()
     }
     loop = ["train.checkpoint_every", "train.log_every", "train.num_workers", "train.resume"]
@@ -115,6 +128,7 @@ def test_the_declared_non_defining_keys():
         "pretrain": ["run_dir", *loop],
         "retrieval": ["data.eval_batch_size", "data.ks", "n_example_queries", "run_dir", "seeds", "starts", *loop],
         "classification": ["datasets", "eval_batch_size", "run_dir", "starting_points", *loop],
+        "robustness": ["batch_size", "device", "example_index", "released_root"],
     }
 
 

@@ -73,7 +73,7 @@ def tiny_batch(n: int = 8, seed: int = 0):
 
 
 def no_hooks_left(model) -> bool:
-    return all(not module._forward_hooks for module in model.modules())
+    return all(not module._forward_hooks and "forward" not in vars(module) for module in model.modules())
 
 
 # ---------------------------------------------------------------- stage split
@@ -118,6 +118,37 @@ def test_joint_forward_runs_stage2_on_clean_then_intervened_and_leaves_no_hook(b
     torch.testing.assert_close(both[:8], model(x))
     torch.testing.assert_close(both[8:], split.stage2(split.intervene(split.stage1(x), lambda h: 0.5 * h)))
     assert no_hooks_left(model)
+
+
+def _running_statistics(model) -> dict[str, torch.Tensor]:
+    return {name: buffer for name, buffer in model.named_buffers() if "running_" in name}
+
+
+@pytest.mark.parametrize("builder", [tiny_resnet, tiny_vit])
+def test_a_couce_step_leaves_the_batchnorm_statistics_of_the_clean_view_alone(builder):
+    """The saved (plain) model's running statistics are those a forward of the clean images alone gives."""
+    model, batch = builder().train(), tiny_batch()
+    clean_only, joint = copy.deepcopy(model), copy.deepcopy(model)
+    objective = build_couce_objective(CouCESettings(), "proxy_anchor", CLASSES, EMBEDDING)
+    loss, parts = objective(model, batch, step=0)
+    loss.backward()
+    expected = clean_only(batch["image"])
+    statistics = _running_statistics(model)
+    assert statistics and parts["inv"] > 0  # the views differ, and there are statistics to compare
+    for name, value in _running_statistics(clean_only).items():
+        torch.testing.assert_close(statistics[name], value, rtol=1e-5, atol=1e-6, msg=name)
+    both = StageSplit(joint).joint_forward(joint, batch["image"], lambda h: 2 * h)
+    assert both.shape[0] == 16
+    torch.testing.assert_close(both[:8], expected, rtol=1e-5, atol=1e-6)  # the clean rows: the plain forward's
+    assert no_hooks_left(model)
+
+
+def test_the_intervened_view_is_normalised_by_the_clean_batch_statistics():
+    """Rows the intervention leaves unchanged come out as the plain forward's (not with joint or per-view statistics)."""
+    model, x = tiny_resnet().train(), tiny_batch()["image"]
+    plain = copy.deepcopy(model)(x)
+    both = StageSplit(model).joint_forward(model, x, lambda h: torch.where(torch.arange(8)[:, None, None, None] < 4, h, 0 * h))
+    torch.testing.assert_close(both[8:12], plain[:4], rtol=1e-5, atol=1e-6)
 
 
 # ---------------------------------------------------------------- MSRCI

@@ -16,7 +16,7 @@ from kedro_datasets.text import TextDataset
 from fdsml.datasets import ArrayShardsDataset, CheckpointDataset, OptionalDataset
 from fdsml.evaluation.corruptions import CORRUPTION_GROUPS, benchmark_corruptions
 from fdsml.models import build_model, model_payload, save_checkpoint
-from fdsml.pipelines import robustness
+from fdsml.evaluation import robustness
 from fdsml.pipelines.classification import create_pipeline as classification_pipeline
 from fdsml.pipelines.robustness import create_pipeline as robustness_pipeline
 
@@ -39,13 +39,19 @@ def classifiers(tmp_path_factory):
             "params:classification": MemoryDataset(params),
             "pretrained_model": CheckpointDataset(filepath=str(folder / "pre.pt")),
             "fine_tuned_classifiers": CheckpointDataset(filepath=str(folder / "classifiers.pt")),
-            "classification_metrics": MemoryDataset(),
+            "classification_metrics": JSONDataset(filepath=str(folder / "metrics.json")),
             "classification_table": MemoryDataset(),
             "classification_history": MemoryDataset(),
         }
     )
     SequentialRunner().run(classification_pipeline(), catalog)
     return params, folder / "classifiers.pt"
+
+
+def classification_errors(classifiers) -> dict[str, float]:
+    """1 - the classification pipeline's top-1 of each digits classifier (scored at its test view: crop 0.875)."""
+    metrics = json.loads((classifiers[1].parent / "metrics.json").read_text())
+    return {start: 1 - scores["top1"] for start, scores in metrics["results"]["digits"].items()}
 
 
 def catalog_for(tmp_path, classifiers, robustness_params):
@@ -88,7 +94,7 @@ def test_generated_set_gives_group_errors_per_starting_point_and_is_reused(tmp_p
     def no_generation(*args, **kwargs):
         raise AssertionError("the stored corrupted set is up to date and must be reused")
 
-    monkeypatch.setattr(robustness.nodes, "generated_shards", no_generation)
+    monkeypatch.setattr(robustness, "generated_shards", no_generation)
     SequentialRunner().run(robustness_pipeline(), catalog_for(tmp_path, classifiers, params))
     assert pd.read_parquet(tmp_path / "errors.parquet").equals(errors)
 
@@ -104,8 +110,26 @@ def test_released_cifar10_c_files_are_read_in_place(tmp_path, classifiers):
     SequentialRunner().run(robustness_pipeline(), catalog_for(tmp_path, classifiers, params))
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["source"] == "released" and metrics["images"] == 360  # the clean digits test split
+    assert {start: r["clean_error"] for start, r in metrics["results"].items()} == classification_errors(classifiers)
     assert len(pd.read_parquet(tmp_path / "errors.parquet")) == 2 * 19 * 5
     assert json.loads((tmp_path / "corrupted" / "manifest.json").read_text())["count"] == 0
+
+
+def test_the_clean_error_of_a_generated_set_is_one_minus_the_classification_top1(tmp_path, classifiers, monkeypatch):
+    """Clean and "corrupted" images (corruptions replaced by the identity, for speed) at the classifiers' test view."""
+
+    def unchanged(clean, corruptions, seed, severities):
+        return (clean.images for _ in range(1 + len(corruptions) * len(severities)))
+
+    monkeypatch.setattr(robustness, "generated_shards", unchanged)
+    params = {"max_images": None, "severities": [1], "device": "cpu"}
+    SequentialRunner().run(robustness_pipeline(), catalog_for(tmp_path, classifiers, params))
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["source"] == "generated" and metrics["images"] == 360
+    expected = classification_errors(classifiers)
+    assert {start: r["clean_error"] for start, r in metrics["results"].items()} == expected
+    errors = pd.read_parquet(tmp_path / "errors.parquet")
+    assert errors.groupby("model")["error"].unique().map(list).to_dict() == {s: [e] for s, e in expected.items()}
 
 
 def test_a_dataset_without_fine_tuned_classifiers_is_refused(tmp_path, classifiers):

@@ -138,34 +138,25 @@ def corrupt_images(images: np.ndarray, corruption: str, severity: int, seed: int
     return np.stack([corrupt_image(image, corruption, severity, s) for image, s in zip(images, seeds)])
 
 
-def clean_test_images(records: ImageRecords, size: int | None, *, max_images: int | None = None, seed: int = 0) -> ImageRecords:
-    """The test images to corrupt, in memory as uint8 (N, size, size, 3).
+def clean_test_images(
+    records: ImageRecords, size: int, crop_fraction: float = 1.0, *, max_images: int | None = None, seed: int = 0
+) -> ImageRecords:
+    """The test images to corrupt, in memory as uint8 (N, size, size, 3): each one's test view.
 
-    Each image's short side is resized to ``size`` (bilinear, antialiased) and its centre square
-    kept; grey is replicated to three channels. ``size=None`` keeps square images as they are.
-    ``max_images`` keeps a random subset (drawn from ``seed``, in the original order).
+    The view is classification's (:func:`fdsml.data.image_records.test_view`: short side resized
+    to ``size / crop_fraction``, centre square kept), so clean and corrupted images are seen as
+    the classifier's test images are. Grey is replicated to three channels. ``max_images``
+    keeps a random subset (drawn from ``seed``, in the original order).
     """
     from fdsml.data import ImageRecordsDataset, ImageTransform
+    from fdsml.data.image_records import test_view
 
     if max_images is not None and max_images < len(records):
         rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=_SUBSET_KEY))
         records = records.subset(np.sort(rng.choice(len(records), max_images, replace=False)))
     loader = ImageRecordsDataset(records, ImageTransform(1))  # only its decoding (grey -> RGB, uint8) is used
-    images = []
-    for index in range(len(records)):
-        image = loader.load_image(index)
-        if size is not None:
-            image = _short_side_centre_crop(image, size)
-        elif image.shape[1] != image.shape[2]:
-            raise ValueError(f"image {index} is {tuple(image.shape[1:])}: give a size to crop non-square images to")
-        images.append(image.permute(1, 2, 0).numpy())
+    images = [test_view(loader.load_image(i), size, crop_fraction).permute(1, 2, 0).numpy() for i in range(len(records))]
     return ImageRecords(labels=records.labels, images=np.stack(images))
-
-
-def _short_side_centre_crop(image, size: int):
-    import torchvision.transforms.v2.functional as F
-
-    return F.center_crop(F.resize(image, [size], antialias=True), [size, size])
 
 
 # --- corrupted sets ---------------------------------------------------------------------------------

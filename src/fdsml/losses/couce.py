@@ -216,19 +216,57 @@ class StageSplit:
         """``model(x)`` with Stage 2 run on ``[h; intervene(h)]``: (2B, d), clean rows first.
 
         Stage 1 runs once. Going through ``model``'s own forward (a forward hook on the split
-        module, removed on return) keeps DistributedDataParallel's gradient synchronisation;
-        both views share Stage 2's BatchNorm batch statistics.
+        module, removed on return) keeps DistributedDataParallel's gradient synchronisation.
+        Every BatchNorm after the split normalises both views with the clean view's batch
+        statistics, and only the clean view updates its running statistics
+        (:func:`clean_view_batchnorm`): the clean rows are exactly ``model(x)``'s, and the
+        statistics the saved model keeps are those of clean images alone.
         """
         self._remember_grid(x)
+        after_split = False
 
         def both_views(module: nn.Module, inputs: Any, output: torch.Tensor) -> torch.Tensor:
+            nonlocal after_split
+            after_split = True
             return torch.cat([output, self.intervene(output, function)], dim=0)
 
+        def on_clean_statistics(norm: nn.modules.batchnorm._BatchNorm, original: Callable) -> Callable:
+            return lambda rows: clean_view_batchnorm(norm, rows, original) if after_split else original(rows)
+
+        norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
         handle = self.split_module.register_forward_hook(both_views)
         try:
+            for norm in norms:
+                norm.forward = on_clean_statistics(norm, norm.forward)
             return model(x)
         finally:
             handle.remove()
+            for norm in norms:
+                vars(norm).pop("forward", None)
+
+
+def clean_view_batchnorm(
+    norm: nn.modules.batchnorm._BatchNorm, rows: torch.Tensor, forward: Callable[[torch.Tensor], torch.Tensor]
+) -> torch.Tensor:
+    """BatchNorm ``norm`` (its own ``forward``) on ``[clean; intervened]`` rows, the intervention kept out of its statistics.
+
+    In training mode the clean half goes through ``forward`` alone (normalised by, and updating
+    the running statistics from, its own batch statistics); the intervened half is normalised
+    with those same clean batch statistics and updates nothing. In eval mode (frozen BatchNorm)
+    both halves use the running statistics.
+    """
+    if not norm.training:
+        return forward(rows)
+    clean, intervened = rows.chunk(2)
+    clean_out = forward(clean)
+    axes = [0, *range(2, rows.ndim)]
+    mean = clean.float().mean(axes, keepdim=True)
+    variance = clean.float().var(axes, unbiased=False, keepdim=True)
+    normalised = (intervened.float() - mean) * torch.rsqrt(variance + norm.eps)
+    if norm.affine:
+        shape = (1, -1) + (1,) * (rows.ndim - 2)
+        normalised = normalised * norm.weight.view(shape) + norm.bias.view(shape)
+    return torch.cat([clean_out, normalised.to(clean_out.dtype)])
 
 
 # --------------------------------------------------------------------------------------------

@@ -13,7 +13,13 @@ from torchvision.transforms.v2 import Resize
 
 from fdsml import reuse
 from fdsml.config import ConfigError, parse, require_positive
-from fdsml.data import ClassBalancedBatchSampler, ExplicitTripletBatchSampler, FractalCodesDataset, ShardedImagesDataset
+from fdsml.data import (
+    ClassBalancedBatchSampler,
+    ExplicitTripletBatchSampler,
+    FractalCodesDataset,
+    ShardedImagesDataset,
+    ShuffledBatchSampler,
+)
 from fdsml.ifs.render import RenderSettings
 from fdsml.models import build_model, model_payload
 from fdsml.models.backbones import MODEL_REGISTRY
@@ -44,9 +50,10 @@ class PATripletSettings:
 
 @dataclass(frozen=True)
 class FDSLSettings:
-    """The cross-entropy baseline."""
+    """The cross-entropy baseline: FractalDB's plain shuffled batches, or PA-Triplet's P x K ones to compare like with like."""
 
     label_smoothing: float = 0.0
+    batches: Literal["shuffled", "class_balanced"] = "shuffled"
 
 
 @dataclass(frozen=True)
@@ -111,6 +118,16 @@ class PretrainConfig:
                     f"pretrain.data.classes_per_batch: filter {self.pa_triplet.filter!r} needs at least 2 classes per batch, "
                     f"got {batch.classes_per_batch}"
                 )
+        if self.shuffled_batches and batch.batches_per_epoch is not None:
+            raise ConfigError(
+                "pretrain.data.batches_per_epoch: plain shuffled batches (pretrain.fdsl.batches: shuffled) make one pass "
+                "over the images per epoch; set it to null, or use pretrain.fdsl.batches: class_balanced"
+            )
+
+    @property
+    def shuffled_batches(self) -> bool:
+        """FDSL on plain shuffled batches of P x K images (each image once per epoch), not class-balanced ones."""
+        return self.objective == "fdsl" and self.fdsl.batches == "shuffled"
 
 
 def parse_pretrain_params(params: dict[str, Any]) -> PretrainConfig:
@@ -148,7 +165,7 @@ def plan_pretrain(config: PretrainConfig, images: int, world_size: int) -> Train
 
     An epoch is ``data.batches_per_epoch`` global batches, by default about one pass over the
     images and at least one batch per replica: images are rendered afresh each epoch, so a tiny
-    dataset still gives every replica a step.
+    dataset still gives every replica a step. Plain shuffled batches (FDSL) make exactly one pass.
     """
     data, explicit = config.data, config.objective == "pa_triplet" and config.pa_triplet.mode == "explicit"
     batch = 3 * data.triplets_per_batch if explicit else data.classes_per_batch * data.instances_per_class
@@ -168,14 +185,24 @@ def plan_pretrain(config: PretrainConfig, images: int, world_size: int) -> Train
         optimizer=config.optimizer,
         loop=config.train,
         keys=PlanKeys(batch=batch_key, warmup="pretrain.optimizer.warmup_steps"),
-        global_batches_per_epoch=data.batches_per_epoch or max(images // batch, world_size),
+        global_batches_per_epoch=data.batches_per_epoch
+        or (images // batch if config.shuffled_batches else max(images // batch, world_size)),
         triplets=triplets,
     )
 
 
 def build_batch_sampler(labels: np.ndarray, config: PretrainConfig, context: DistContext, plan: TrainingPlan):
-    """P x K class-balanced batches, or [anchors | first | second] batches in explicit mode; sharded per rank."""
+    """P x K class-balanced batches, [anchors | first | second] batches in explicit mode, or (FDSL by default)
+    plain shuffled batches of P x K images; sharded per rank."""
     data = config.data
+    if config.shuffled_batches:
+        return ShuffledBatchSampler(
+            len(labels),
+            data.classes_per_batch * data.instances_per_class,
+            seed=config.train.seed,
+            num_replicas=context.world_size,
+            rank=context.rank,
+        )
     common = dict(
         seed=config.train.seed,
         num_replicas=context.world_size,

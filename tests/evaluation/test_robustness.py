@@ -1,0 +1,24 @@
+"""The robustness core's refusals: sets that cannot be seen at the classifiers' test view."""
+
+import pytest
+
+from fdsml.config import ConfigError
+from fdsml.evaluation.robustness import corrupted_test_set, parse_robustness_params
+from fdsml.training.classification import DatasetSettings
+
+
+def test_released_imagenet_c_needs_classifiers_at_its_own_test_view(tmp_path):
+    config = parse_robustness_params({"benchmark": "imagenet_c", "released_root": str(tmp_path)})
+    with pytest.raises(ValueError, match=r"\(224, 0.875\).*\(32, 1.0\).*classification.image_size"):
+        corrupted_test_set(config, DatasetSettings(), 0, (32, 1.0), None)
+    assert corrupted_test_set(config, DatasetSettings(), 0, (224, 0.875), None)["view"] == (224, 0.875)
+
+
+def test_generated_sets_need_a_test_view_the_corruptions_accept():
+    with pytest.raises(ConfigError, match="classification.image_size: corruptions need images of at least 32 px, got 16"):
+        corrupted_test_set(parse_robustness_params({}), DatasetSettings(), 0, (16, 1.0), None)
+
+
+def test_the_view_is_the_classifiers_not_a_robustness_key():
+    with pytest.raises(ConfigError, match=r"robustness: unknown key\(s\) image_size"):
+        parse_robustness_params({"image_size": 32})
