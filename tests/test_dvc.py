@@ -160,7 +160,6 @@ def test_a_paper_key_change_reruns_exactly_the_stages_that_read_it(repository, f
     *parents, leaf = key.split(".")
     section = _lookup(values, ".".join(parents))
     section[leaf] = {"changed": section[leaf]}
-    assert _changed(copy) == set()
     path.write_text(yaml.safe_dump(values))
     try:
         assert _changed(copy) == readers
