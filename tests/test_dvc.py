@@ -1,10 +1,12 @@
 """DVC over the whole chain, in a scratch copy of the repository with a tiny configuration.
 
 `dvc repro` runs every stage once, then nothing; a parameter change reruns exactly the stages
-downstream of it; `dvc exp run -S` sweeps a parameter; and a local remote carries every output
-to a fresh clone.
+downstream of it; every stage runs in the Kedro environment of `params.yaml` (recorded in
+dvc.lock) and depends on its keys in conf/base AND conf/paper; `dvc exp run -S` sweeps a
+parameter; and a local remote carries every output to a fresh clone.
 """
 
+import json
 import os
 import re
 import shutil
@@ -14,6 +16,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from kedro.framework.project import pipelines
+from kedro.framework.startup import bootstrap_project
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -61,6 +65,17 @@ def _ran(output: str) -> set[str]:
     return set(re.findall(r"Running stage '([^']+)'", output))
 
 
+def _changed(copy: Path) -> set[str]:
+    """The stages `dvc status` finds out of date (what `dvc repro` would start from)."""
+    return set(json.loads(_run(["dvc", "status", "--json"], copy)))
+
+
+def _lookup(mapping: dict, dotted: str):
+    for key in dotted.split("."):
+        mapping = mapping[key]
+    return mapping
+
+
 def _outputs(folder: Path) -> list[Path]:
     stages = yaml.safe_load((folder / "dvc.yaml").read_text())["stages"]
     paths = []
@@ -91,6 +106,80 @@ def test_repro_runs_every_stage_once_then_nothing(repository):
     assert all(path.exists() for path in _outputs(copy))
     assert _ran(_run(["dvc", "repro"], copy)) == set()
     assert "up to date" in _run(["dvc", "status"], copy)
+
+
+def test_every_stage_runs_kedro_in_the_tracked_environment_on_both_parameter_sets():
+    """`--pipelines` (not the deprecated `--pipeline`), `--env ${kedro_env}`, and for each parameter
+    section the stage's pipeline reads, the same keys in conf/base and in conf/paper (each present
+    there: DVC refuses a listed key a file lacks)."""
+    bootstrap_project(ROOT)
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    for name, stage in stages.items():
+        assert re.fullmatch(rf"kedro run --pipelines={name}( --from-nodes=\S+)? --env \$\{{kedro_env\}}", stage["cmd"]), stage["cmd"]
+        entries = stage.get("params", [])
+        assert "kedro_env" in entries, f"stage {name}: params lacks kedro_env, so dvc.lock would not record the environment"
+        files = {file: keys for entry in entries if isinstance(entry, dict) for file, keys in entry.items()}
+        for file, keys in files.items():
+            env, base_name = file.split("/")[1:]
+            other = f"conf/{'paper' if env == 'base' else 'base'}/{base_name}"
+            assert files.get(other) == keys, f"stage {name}: {file} lists {keys}, {other} lists {files.get(other)}"
+            values = yaml.safe_load((ROOT / file).read_text())
+            for key in keys:
+                _lookup(values, key)  # KeyError names a key the file lacks
+        read = {i.split(":", 1)[1].split(".")[0] for node in pipelines[name].nodes for i in node.inputs if i.startswith("params:")}
+        assert {key.split(".")[0] for keys in files.values() for key in keys} == read, f"stage {name} reads {read}"
+
+
+def test_dvc_lock_records_the_default_environment(repository):
+    copy, _ = repository
+    assert yaml.safe_load((copy / "params.yaml").read_text())["kedro_env"] == "local"
+    for name, stage in yaml.safe_load((copy / "dvc.lock").read_text())["stages"].items():
+        assert stage["cmd"].endswith("--env local"), name
+        assert stage["params"]["params.yaml"] == {"kedro_env": "local"}, name
+
+
+@pytest.mark.parametrize(
+    ("file", "key", "readers"),
+    [
+        ("parameters_fractals.yml", "fractals.n_classes", {"fractals"}),
+        ("parameters_fractals.yml", "fractals.render.points", {"fractals", "validate_descriptor", "pretrain", "analysis"}),
+        ("parameters_fractals.yml", "fractals.perturbation.factor_range", {"fractals", "analysis"}),
+        ("parameters_validate_descriptor.yml", "validate_descriptor.n_triplets", {"validate_descriptor"}),
+        ("parameters_pretrain.yml", "pretrain.model.embedding_dim", {"pretrain"}),
+        ("parameters_retrieval.yml", "retrieval.seeds", {"retrieval"}),
+        ("parameters_classification.yml", "classification.image_size", {"classification", "robustness"}),
+        ("parameters_robustness.yml", "robustness.seed", {"robustness"}),
+        ("parameters_analysis.yml", "analysis.trajectory.n_alphas", {"analysis"}),
+    ],
+)
+def test_a_paper_key_change_reruns_exactly_the_stages_that_read_it(repository, file, key, readers):
+    copy, _ = repository
+    path = copy / "conf/paper" / file
+    text = path.read_text()
+    values = yaml.safe_load(text)
+    *parents, leaf = key.split(".")
+    section = _lookup(values, ".".join(parents))
+    section[leaf] = {"changed": section[leaf]}
+    path.write_text(yaml.safe_dump(values))
+    try:
+        assert _changed(copy) == readers
+    finally:
+        path.write_text(text)
+
+
+def test_the_published_scale_is_one_variable_away(repository):
+    """`kedro_env: paper` puts every stage out of date and runs each with `--env paper`."""
+    copy, _ = repository
+    path = copy / "params.yaml"
+    text = path.read_text()
+    path.write_text(text.replace("kedro_env: local", "kedro_env: paper"))
+    try:
+        stages = set(yaml.safe_load((copy / "dvc.yaml").read_text())["stages"])
+        assert _changed(copy) == stages
+        commands = re.findall(r"^> (.*)$", _run(["dvc", "repro", "--dry"], copy), re.MULTILINE)
+        assert len(commands) == len(stages) and all(command.endswith("--env paper") for command in commands)
+    finally:
+        path.write_text(text)
 
 
 def test_a_parameter_change_reruns_exactly_the_stages_downstream(repository):

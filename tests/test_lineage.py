@@ -60,5 +60,5 @@ def test_each_pipeline_has_a_stage_and_stages_follow_the_data_flow(project):
     for name, stage in stages.items():
         data_deps = [dep for dep in stage.get("deps", []) if dep.startswith("data/")]
         assert set(data_deps) <= produced_before, f"stage {name} reads {set(data_deps) - produced_before} before it is made"
-        assert stage["cmd"].startswith(f"kedro run --pipeline={name}")
+        assert stage["cmd"].startswith(f"kedro run --pipelines={name} ")
         produced_before |= set(_dvc_paths(stage, "outs", "metrics", "plots"))
