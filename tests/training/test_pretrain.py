@@ -73,6 +73,8 @@ KILLED_RUN = textwrap.dedent(
     """
     import sys
     import pandas as pd
+    import torch
+    torch.set_num_threads({threads})  # the parent's count: another one sums in another order, and weights drift
     from fdsml.ifs.finefractaldb import generate_finefractaldb
     from fdsml.training.pretrain import pretrain
     sys.path.insert(0, {tests!r})
@@ -88,7 +90,7 @@ KILLED_RUN = textwrap.dedent(
 def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_one(tiny_table, tmp_path):
     tests_dir = str(Path(__file__).resolve().parents[1])
     killed_dir = tmp_path / "killed"
-    script = KILLED_RUN.format(tests=tests_dir, run_dir=str(killed_dir))
+    script = KILLED_RUN.format(tests=tests_dir, run_dir=str(killed_dir), threads=torch.get_num_threads())
     child = subprocess.Popen([sys.executable, "-c", script], env=os.environ | {"PYTHONPATH": "src"})
     checkpoint = killed_dir / "last.pt"
     deadline = time.monotonic() + 120
