@@ -31,6 +31,7 @@ from fdsml.ifs.codes import (
 )
 from fdsml.ifs.descriptor import psi
 from fdsml.ifs.render import RenderSettings, occupancy, render
+from fdsml.seeds import SEED_LIMIT
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +47,6 @@ TABLE_COLUMNS = (
     "position",
     "factor",
 )
-SEED_LIMIT = 2**63
 
 
 class GenerationError(RuntimeError):
