@@ -1,7 +1,9 @@
 import pytest
 
-from fdsml.config import ConfigError
+from fdsml.analysis.config import parse_analysis_params
+from fdsml.config import ConfigError, parse
 from fdsml.pipelines.fractals.nodes import parse_fractals_params
+from fdsml.pipelines.validate_descriptor.nodes import ValidateDescriptorConfig
 
 
 @pytest.mark.parametrize(
@@ -64,3 +66,17 @@ def test_every_environment_parses_for_every_pipeline():
         params = loader["parameters"]
         for name, parser in parsers.items():
             parser(params[name])
+
+
+@pytest.mark.parametrize("seed", [-1, 2**63])
+@pytest.mark.parametrize(
+    "parse_params, key",
+    [
+        (parse_fractals_params, "fractals.seed"),
+        (parse_analysis_params, "analysis.seed"),
+        (lambda params: parse(ValidateDescriptorConfig, params, "validate_descriptor"), "validate_descriptor.seed"),
+    ],
+)
+def test_a_seed_outside_what_numpy_and_the_renderer_take_is_refused_naming_the_key(parse_params, key, seed):
+    with pytest.raises(ConfigError, match=rf"^{key}: must lie in \[0, 2\*\*63\), got {seed}$"):
+        parse_params({"seed": seed})

@@ -16,6 +16,8 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar, Union
 
+from fdsml.seeds import SEED_LIMIT
+
 T = TypeVar("T")
 
 
@@ -125,6 +127,12 @@ def require_range(name: str, bounds: tuple[float, float], *, within: tuple[float
         raise ConfigError(f"{name}: range [{low}, {high}] is empty or inverted; give [low, high] with low <= high")
     if within is not None and not (within[0] <= low and high <= within[1]):
         raise ConfigError(f"{name}: range [{low}, {high}] must lie inside [{within[0]}, {within[1]}]")
+
+
+def require_seed(name: str, value: int) -> None:
+    """Raise unless ``value`` is a seed every consumer accepts (NumPy, torch, the renderer): in [0, 2**63)."""
+    if not 0 <= value < SEED_LIMIT:
+        raise ConfigError(f"{name}: must lie in [0, 2**63), got {value}")
 
 
 def digest(definition: Any) -> str:

@@ -1,16 +1,18 @@
 """The class perturbation path behind the UMAP picture, the model input, and the 2-D projections."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
-from torchvision.transforms.v2 import Resize
 
+from fdsml.analysis import pictures
+from fdsml.analysis.config import parse_analysis_params
 from fdsml.analysis.embedding_maps import class_sweep, reconstruct_class_code
-from fdsml.analysis.inputs import fractal_tensor
-from fdsml.analysis.pictures import sweep_factors
 from fdsml.analysis.projection import l2_normalise, project_2d
-from fdsml.data import FractalCodesDataset
+from fdsml.config import ConfigError
 from fdsml.ifs.finefractaldb import instance_code, render_rows
+from fdsml.training.pretrain import build_fractal_dataset, parse_pretrain_params
 
 from .conftest import RENDER
 
@@ -42,17 +44,21 @@ def test_pca_keeps_the_distances_of_unit_vectors_in_a_plane():
         project_2d(points, "tsne")
 
 
-def test_the_sweep_always_contains_the_class_code_itself():
-    factors = sweep_factors((0.6, 1.4), 4)
-    assert factors[0] == 0.6 and factors[-1] == 1.4 and np.isclose(factors, 1.0).sum() == 1
-    assert np.isclose(sweep_factors((0.6, 1.4), 17), 1.0).sum() == 1
-    assert not np.isclose(sweep_factors((1.1, 1.4), 3), 1.0).any()
+def test_a_sweep_grid_without_the_class_code_is_refused_naming_the_key(tiny_table):
+    # 4 points on [0.6, 1.4] miss s = 1; the picture once slipped 1.0 in, an uneven grid of 5.
+    config = parse_analysis_params({"embedding_map": {"sweep_points": 4}})
+    with pytest.raises(ConfigError, match=r"analysis\.embedding_map\.sweep_points: .*do not include 1\.0"):
+        pictures.embedding_maps({}, tiny_table, RENDER, (0.6, 1.4), config)
 
 
 @pytest.mark.parametrize("img_size", [32, 16])
-def test_fractals_enter_the_model_exactly_as_in_pre_training(tiny_table, img_size):
-    transform = None if img_size == RENDER.size else Resize((img_size, img_size), antialias=True)
-    dataset = FractalCodesDataset(tiny_table, RENDER, seed=0, transform=transform)
-    expected = torch.stack([dataset[i]["image"] for i in range(3)])
-    ours = fractal_tensor(render_rows(tiny_table.iloc[:3], RENDER), img_size)
-    torch.testing.assert_close(ours, expected, atol=1e-6, rtol=1e-5)
+def test_fractals_enter_the_model_exactly_as_in_pre_training(tiny_table, img_size, monkeypatch, tmp_path):
+    params = {"model": {"backbone": "resnet18", "img_size": img_size}, "data": {"fresh_noise": False}, "run_dir": str(tmp_path)}
+    config = parse_pretrain_params(params)  # the table's own rendering seeds, as the analysis renders
+    dataset = build_fractal_dataset(tiny_table.iloc[:3], RENDER, config, None)
+    trained_on = torch.stack([dataset[i]["image"] for i in range(3)])
+    seen = []
+    monkeypatch.setattr(pictures, "embed", lambda model, images, batch_size: seen.append(images) or np.zeros((len(images), 2)))
+    model = SimpleNamespace(spec=SimpleNamespace(img_size=img_size, in_chans=3))
+    pictures._embed_fractals(model, render_rows(tiny_table.iloc[:3], RENDER), batch_size=2)
+    assert torch.equal(torch.cat(seen), trained_on)

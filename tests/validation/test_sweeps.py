@@ -25,11 +25,23 @@ def contractive_code(seed=0):
 def test_33_evenly_spaced_factors_with_one_included_exactly():
     factors = sweep_factors((0.6, 1.4), 33)
     assert factors.shape == (33,)
-    assert factors[0] == pytest.approx(0.6) and factors[-1] == pytest.approx(1.4)
-    np.testing.assert_allclose(np.diff(factors), 0.025)
-    assert 1.0 in factors.tolist()
+    assert factors[0] == 0.6 and factors[16] == 1.0 and factors[-1] == 1.4
+    np.testing.assert_allclose(factors, 0.6 + 0.025 * np.arange(33), rtol=0, atol=1e-15)
     with pytest.raises(ValueError, match="1.0"):
         sweep_factors((0.6, 1.4), 32)
+
+
+@pytest.mark.parametrize("n_factors", [4, 32])
+def test_a_grid_that_misses_one_is_refused_not_patched(n_factors):
+    # an even grid with s = 1 slipped in would no longer be evenly spaced, nor have n_factors points
+    with pytest.raises(ValueError, match=f"{n_factors} evenly spaced factors on \\[0.6, 1.4\\] do not include 1.0"):
+        sweep_factors((0.6, 1.4), n_factors)
+
+
+def test_one_is_set_exactly_where_the_even_grid_rounds_next_to_it():
+    assert np.linspace(0.35, 1.65, 27)[13] != 1.0  # 0.9999999999999999
+    factors = sweep_factors((0.35, 1.65), 27)
+    assert factors[13] == 1.0 and factors.shape == (27,)
 
 
 def test_class_base_code_undoes_the_instance_perturbation():

@@ -1,9 +1,10 @@
 """Pictures that explain the embeddings (METHOD.md section 5, "Pictures").
 
-One job per module: ``models`` (checkpoints to analyse, embedding), ``inputs`` (fractal and
-real images as model input), ``projection`` (2-D maps), ``embedding_maps`` (UMAP of classes),
-``trajectory`` (code interpolation), ``gradcam`` (ResNets), ``attention`` (ViTs), ``grids``
-(sample fractals and sampled triplets).
+One job per module: ``models`` (checkpoints to analyse, embedding), ``inputs`` (real images as
+model input; fractals enter as in pre-training, through ``fdsml.data.fractal_input``),
+``projection`` (2-D maps), ``embedding_maps`` (UMAP of classes), ``trajectory`` (code
+interpolation), ``gradcam`` (ResNets), ``attention`` (ViTs), ``grids`` (sample fractals and
+sampled triplets).
 """
 
 from fdsml.analysis.attention import attention_figure, attention_probabilities, cls_to_patch_maps
@@ -16,7 +17,7 @@ from fdsml.analysis.gradcam import (
     similarity_figure,
 )
 from fdsml.analysis.grids import sample_grid_figure, triplet_grid
-from fdsml.analysis.inputs import RealImages, fractal_tensor, real_images
+from fdsml.analysis.inputs import RealImages, real_images
 from fdsml.analysis.models import embed, is_resnet, is_vit, untrained_copy
 from fdsml.analysis.projection import l2_normalise, project_2d
 from fdsml.analysis.trajectory import (
@@ -35,7 +36,6 @@ __all__ = [
     "cls_to_patch_maps",
     "embed",
     "embedding_map_figure",
-    "fractal_tensor",
     "grad_cam",
     "gradcam_figure",
     "interpolate_codes",

@@ -7,7 +7,7 @@ from typing import Literal
 
 import numpy as np
 
-from fdsml.config import ConfigError, parse, require_positive
+from fdsml.config import ConfigError, parse, require_positive, require_seed
 
 
 @dataclass(frozen=True)
@@ -119,8 +119,7 @@ class AnalysisConfig:
     grids: GridSettings = field(default_factory=GridSettings)
 
     def __post_init__(self):
-        if not 0 <= self.seed < 2**63:
-            raise ConfigError(f"analysis.seed: must lie in [0, 2**63), got {self.seed}")
+        require_seed("analysis.seed", self.seed)
         require_positive("analysis.batch_size", self.batch_size)
         names = [entry.name for entry in self.checkpoints]
         if not names:

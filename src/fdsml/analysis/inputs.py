@@ -1,8 +1,6 @@
-"""Images as the models saw them: fractals as in pre-training, real images as in evaluation.
+"""Real images as the models saw them in evaluation (resize, centre crop, ImageNet normalisation).
 
-Fractal renderings (uint8, 0 = background) become grey / 255 replicated over the model's
-input channels and resized to its input size, exactly as the pre-training dataset feeds
-them. Real images take the evaluation view (resize, centre crop, ImageNet normalisation).
+Fractal renderings enter through :func:`fdsml.data.fractal_input`, the pre-training pipeline itself.
 """
 
 from __future__ import annotations
@@ -11,20 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from fdsml.data import ImageRecords, read_retrieval_dataset
-
-
-def fractal_tensor(images: np.ndarray, img_size: int, channels: int = 3) -> torch.Tensor:
-    """(n, S, S) uint8 renderings -> float (n, channels, img_size, img_size) in [0, 1]."""
-    images = np.asarray(images)
-    if images.ndim != 3:
-        raise ValueError(f"expected (n, S, S) renderings, got shape {images.shape}")
-    tensor = torch.from_numpy(images.astype(np.float32) / 255.0).unsqueeze(1)
-    if images.shape[1:] != (img_size, img_size):
-        tensor = F.interpolate(tensor, size=(img_size, img_size), mode="bilinear", antialias=True, align_corners=False)
-    return tensor.expand(-1, channels, -1, -1).contiguous()
 
 
 @dataclass(frozen=True, eq=False)

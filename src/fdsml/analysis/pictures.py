@@ -20,7 +20,7 @@ from fdsml.analysis.gradcam import (
     resize_maps,
     similarity_figure,
 )
-from fdsml.analysis.inputs import RealImages, fractal_tensor, real_images
+from fdsml.analysis.inputs import RealImages, real_images
 from fdsml.analysis.models import embed, is_resnet, is_vit, untrained_copy
 from fdsml.analysis.projection import project_2d
 from fdsml.analysis.trajectory import (
@@ -31,9 +31,12 @@ from fdsml.analysis.trajectory import (
     row_codes,
     trajectory_figure,
 )
+from fdsml.config import ConfigError
+from fdsml.data import fractal_input
 from fdsml.ifs.finefractaldb import render_rows
 from fdsml.ifs.render import RenderSettings
 from fdsml.models import EmbeddingModel, load_checkpoint_file, model_from_payload
+from fdsml.validation.sweeps import sweep_factors
 
 logger = logging.getLogger(__name__)
 
@@ -59,18 +62,10 @@ def _embed_fractals(model: EmbeddingModel, images: np.ndarray, batch_size: int) 
     """Renderings converted batch by batch (5,000 float images at 224 px would take gigabytes at once)."""
     spec = model.spec
     parts = [
-        embed(model, fractal_tensor(images[start : start + batch_size], spec.img_size, spec.in_chans), batch_size)
+        embed(model, fractal_input(images[start : start + batch_size], spec.img_size, spec.in_chans), batch_size)
         for start in range(0, len(images), batch_size)
     ]
     return np.concatenate(parts)
-
-
-def sweep_factors(factor_range: tuple[float, float], n_points: int) -> np.ndarray:
-    """Evenly spaced factors over the perturbation range, with s = 1 (the class code itself) always among them."""
-    factors = np.linspace(factor_range[0], factor_range[1], n_points)
-    if factor_range[0] <= 1.0 <= factor_range[1] and not np.isclose(factors, 1.0).any():
-        factors = np.sort(np.append(factors, 1.0))
-    return factors
 
 
 def embedding_maps(
@@ -80,8 +75,16 @@ def embedding_maps(
     factor_range: tuple[float, float],
     config: AnalysisConfig,
 ) -> Figure:
-    """UMAP per checkpoint of random classes' instances, with one class's perturbation path drawn as pictures."""
+    """UMAP per checkpoint of random classes' instances, with one class's perturbation path drawn as pictures.
+
+    The path is the descriptor validation's sweep grid over the perturbation range (evenly spaced,
+    the class code itself at s = 1.0 exactly).
+    """
     settings = config.embedding_map
+    try:
+        sweep_grid = sweep_factors(factor_range, settings.sweep_points)
+    except ValueError as error:
+        raise ConfigError(f"analysis.embedding_map.sweep_points: {error} (fractals.perturbation.factor_range)") from error
     rng = config.rng(0)
     classes = np.sort(table["class_id"].unique())
     chosen = np.sort(rng.choice(classes, size=min(settings.n_classes, classes.size), replace=False))
@@ -89,7 +92,7 @@ def embedding_maps(
     rows = rows.groupby("class_id", sort=True).head(settings.max_instances_per_class)
     sweep_class = int(rng.choice(chosen))
     sweep_row = rows[rows["class_id"] == sweep_class].iloc[0]
-    codes, factors = class_sweep(sweep_row, sweep_factors(factor_range, settings.sweep_points))
+    codes, factors = class_sweep(sweep_row, sweep_grid)
     sweep_images = render_trajectory(codes, render, int(sweep_row["seed"]))
     images = np.concatenate([render_rows(rows, render), sweep_images])
     labels = rows["class_id"].to_numpy()

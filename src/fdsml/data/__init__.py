@@ -1,9 +1,9 @@
 """Torch datasets and samplers: FineFractalDB (on the fly or sharded), class-balanced and explicit-triplet batches;
 readers for the retrieval datasets' layouts and an image dataset over their records."""
 
-from fdsml.data.fractal_dataset import FractalCodesDataset, ShardedImagesDataset, fresh_noise_seed
+from fdsml.data.fractal_dataset import FractalCodesDataset, ShardedImagesDataset, fractal_input, fresh_noise_seed
+from fdsml.data.layout import DatasetLayoutError
 from fdsml.data.retrieval_datasets import (
-    DatasetLayoutError,
     ImageRecords,
     RetrievalSplits,
     available_datasets,
@@ -37,6 +37,7 @@ __all__ = [
     "ShardedImagesDataset",
     "ShuffledBatchSampler",
     "available_datasets",
+    "fractal_input",
     "fresh_noise_seed",
     "read_retrieval_dataset",
     "recommended_ks",

@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from fdsml.data.retrieval_datasets import DatasetLayoutError, ImageRecords
+from fdsml.data.layout import DatasetLayoutError, require_folder
+from fdsml.data.retrieval_datasets import ImageRecords
 
 logger = logging.getLogger(__name__)
 
@@ -84,14 +85,6 @@ def read_classification_dataset(name: str, root: str | Path | None = None, *, se
     return splits
 
 
-def _require_folder(root: Path | None, title: str, expected: str) -> Path:
-    if root is None:
-        raise DatasetLayoutError(f"{title}: give the dataset folder (root); it must contain {expected}")
-    if not root.is_dir():
-        raise DatasetLayoutError(f"{title}: folder {root} not found; it must contain {expected}")
-    return root
-
-
 def _open_torchvision(factory: Callable[..., Any], root: Path, title: str, expected: str, **kwargs: Any) -> Any:
     """A torchvision dataset on a local folder; its 'not found or corrupted' error becomes one naming our layout."""
     try:
@@ -113,7 +106,7 @@ def _private(dataset: Any, attribute: str) -> Any:
 def _cifar(root: Path | None, factory_name: str, title: str, expected: str, num_classes: int, name: str) -> ClassificationSplits:
     import torchvision.datasets as tvd
 
-    root = _require_folder(root, title, expected)
+    root = require_folder(root, title, expected)
     factory = getattr(tvd, factory_name)
     parts = [_open_torchvision(factory, root, title, expected, train=train) for train in (True, False)]
     train, test = (ImageRecords(labels=np.asarray(p.targets), images=np.asarray(p.data)) for p in parts)
@@ -147,7 +140,7 @@ _CARS_FILES = (
 def _read_stanford_cars(root: Path | None, seed: int) -> ClassificationSplits:
     from torchvision.datasets import StanfordCars
 
-    root = _require_folder(root, _CARS, _CARS_FILES)
+    root = require_folder(root, _CARS, _CARS_FILES)
     parts, names = [], ()
     for split in ("train", "test"):
         dataset = _open_torchvision(StanfordCars, root, _CARS, _CARS_FILES, split=split)
@@ -164,7 +157,7 @@ _FLOWERS_FILES = "flowers-102/ with jpg/, imagelabels.mat and setid.mat"
 def _read_flowers102(root: Path | None, seed: int) -> ClassificationSplits:
     from torchvision.datasets import Flowers102
 
-    root = _require_folder(root, _FLOWERS, _FLOWERS_FILES)
+    root = require_folder(root, _FLOWERS, _FLOWERS_FILES)
     records = {}
     for split in ("train", "val", "test"):
         dataset = _open_torchvision(Flowers102, root, _FLOWERS, _FLOWERS_FILES, split=split)
@@ -183,7 +176,7 @@ def _image_folder(root: Path | None, title: str, name: str) -> ClassificationSpl
     from torchvision.datasets import ImageFolder
 
     expected = "train/<class>/<images> and val/<class>/<images> (one sub-folder per class, the same classes in both)"
-    root = _require_folder(root, title, expected)
+    root = require_folder(root, title, expected)
     parts = []
     for split in ("train", "val"):
         folder = root / split

@@ -2,7 +2,7 @@
 
 Both take the fractal codes table (one row per instance: ``class_id``, ``coefficients``,
 ``probabilities``, ``psi``, ``seed``, ...) and return the same item, a dict with
-``image`` (float32 (channels, size, size) in [0, 1], grey level / 255), ``label`` (int class id),
+``image`` (:func:`fractal_input` of the rendering), ``label`` (int class id),
 ``psi`` (float32 (6,)) and ``index`` (int row). Only NumPy arrays are kept, so the datasets
 pickle cheaply into DataLoader worker processes.
 """
@@ -10,17 +10,33 @@ pickle cheaply into DataLoader worker processes.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
+import torch.nn.functional as F
 from torch.utils.data import Dataset
 
 from fdsml.ifs import RenderSettings
 
-Transform = Callable[[torch.Tensor], torch.Tensor]
+
+def fractal_input(images: np.ndarray, img_size: int | None = None, channels: int = 3) -> torch.Tensor:
+    """Renderings as a model sees them, the one image pipeline of pre-training and of its analysis.
+
+    uint8 (S, S) or (n, S, S) -> float32 (channels, s, s) or (n, channels, s, s): grey level / 255
+    in [0, 1], resized to ``img_size`` x ``img_size`` (bilinear, antialiased, so thin fractal
+    strokes are averaged rather than skipped; ``None`` or the rendered size: unchanged), then
+    replicated over ``channels``.
+    """
+    images = np.asarray(images)
+    if images.ndim not in (2, 3):
+        raise ValueError(f"expected (S, S) or (n, S, S) renderings, got shape {images.shape}")
+    batch = torch.from_numpy(images.astype(np.float32)).div_(255.0).reshape(-1, 1, *images.shape[-2:])
+    if img_size is not None and images.shape[-2:] != (img_size, img_size):
+        batch = F.interpolate(batch, size=(img_size, img_size), mode="bilinear", antialias=True, align_corners=False)
+    batch = batch.expand(-1, channels, -1, -1).contiguous()
+    return batch[0] if images.ndim == 2 else batch
 
 
 def fresh_noise_seed(seed: int, epoch: int, index: int) -> int:
@@ -39,11 +55,8 @@ class _CodesTable:
         self.labels = table["class_id"].to_numpy(dtype=np.int64)
         self.psi = np.asarray(table["psi"].tolist(), dtype=np.float32).reshape(len(table), -1)
 
-    def item(self, index: int, image: np.ndarray, channels: int, transform: Transform | None) -> dict:
-        tensor = torch.from_numpy(image.astype(np.float32)).div_(255.0)
-        tensor = tensor.unsqueeze(0).expand(channels, -1, -1).contiguous()
-        if transform is not None:
-            tensor = transform(tensor)
+    def item(self, index: int, image: np.ndarray, channels: int, img_size: int | None) -> dict:
+        tensor = fractal_input(image, img_size, channels)
         return {"image": tensor, "label": int(self.labels[index]), "psi": torch.from_numpy(self.psi[index].copy()), "index": index}
 
 
@@ -81,7 +94,7 @@ class FractalCodesDataset(_TableItems):
         seed: int,
         fresh_noise: bool = False,
         channels: int = 3,
-        transform: Transform | None = None,
+        img_size: int | None = None,
     ):
         missing = sorted({"coefficients", "probabilities", "seed"} - set(table.columns))
         if missing:
@@ -96,7 +109,7 @@ class FractalCodesDataset(_TableItems):
         self.seed = seed
         self.fresh_noise = fresh_noise
         self.channels = channels
-        self.transform = transform
+        self.img_size = img_size
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
@@ -115,7 +128,7 @@ class FractalCodesDataset(_TableItems):
     def __getitem__(self, index: int) -> dict:
         index = int(index)
         image = self.render_settings.render(self.codes[index], self.probabilities[index], self.rendering_seed(index))
-        return self._table.item(index, image, self.channels, self.transform)
+        return self._table.item(index, image, self.channels, self.img_size)
 
 
 class ShardedImagesDataset(_TableItems):
@@ -125,7 +138,7 @@ class ShardedImagesDataset(_TableItems):
     uint8 shards of shape (n_i, S, S). Shards are memory-mapped lazily in each process.
     """
 
-    def __init__(self, folder: str | Path, table: pd.DataFrame, *, channels: int = 3, transform: Transform | None = None):
+    def __init__(self, folder: str | Path, table: pd.DataFrame, *, channels: int = 3, img_size: int | None = None):
         self.folder = Path(folder)
         manifest = json.loads((self.folder / "manifest.json").read_text())
         self.shards = [str(name) for name in manifest["shards"]]
@@ -146,7 +159,7 @@ class ShardedImagesDataset(_TableItems):
             raise ValueError(f"channels must be positive, got {channels}")
         self._table = _CodesTable(table)
         self.channels = channels
-        self.transform = transform
+        self.img_size = img_size
         self._arrays: list[np.ndarray] | None = None
 
     def set_epoch(self, epoch: int) -> None:
@@ -168,4 +181,4 @@ class ShardedImagesDataset(_TableItems):
             self._arrays = [np.load(self.folder / name, mmap_mode="r") for name in self.shards]
         shard = int(np.searchsorted(self.offsets, index, side="right")) - 1
         image = self._arrays[shard][index - self.offsets[shard]]
-        return self._table.item(index, image, self.channels, self.transform)
+        return self._table.item(index, image, self.channels, self.img_size)

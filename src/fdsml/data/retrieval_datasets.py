@@ -24,11 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
+from fdsml.data.layout import DatasetLayoutError, require_folder
+
 logger = logging.getLogger(__name__)
-
-
-class DatasetLayoutError(ValueError):
-    """A dataset folder is missing, or does not hold the files its layout expects."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -157,14 +155,6 @@ def _layout(name: str) -> _Layout:
 # --- helpers shared by the file-based readers -------------------------------------------
 
 
-def _require_folder(root: Path | None, title: str, expected: str) -> Path:
-    if root is None:
-        raise DatasetLayoutError(f"{title}: give the dataset folder; it must contain {expected}")
-    if not root.is_dir():
-        raise DatasetLayoutError(f"{title}: folder {root} not found; it must contain {expected}")
-    return root
-
-
 def _require_file(path: Path, title: str, expected: str) -> Path:
     if not path.is_file():
         raise DatasetLayoutError(f"{title}: {path.name} not found in {path.parent}; the folder must contain {expected}")
@@ -221,7 +211,7 @@ _CUB_FILES = "images.txt, image_class_labels.txt and images/"
 
 @register_reader("cub", ks=(1, 2, 4, 8))
 def _read_cub(root: Path | None) -> RetrievalSplits:
-    root = _require_folder(root, _CUB, _CUB_FILES)
+    root = require_folder(root, _CUB, _CUB_FILES)
     images_txt = _require_file(root / "images.txt", _CUB, _CUB_FILES)
     labels_txt = _require_file(root / "image_class_labels.txt", _CUB, _CUB_FILES)
     if not (root / "images").is_dir():
@@ -245,7 +235,7 @@ _CARS_FILES = "cars_annos.mat (struct array 'annotations' with fields relative_i
 def _read_cars(root: Path | None) -> RetrievalSplits:
     from scipy.io import loadmat
 
-    root = _require_folder(root, _CARS, _CARS_FILES)
+    root = require_folder(root, _CARS, _CARS_FILES)
     annotations_file = _require_file(root / "cars_annos.mat", _CARS, _CARS_FILES)
     try:
         content = loadmat(annotations_file, squeeze_me=True)
@@ -273,7 +263,7 @@ _SOP_HEADER = ["image_id", "class_id", "super_class_id", "path"]
 
 @register_reader("sop", ks=(1, 10, 100))
 def _read_sop(root: Path | None) -> RetrievalSplits:
-    root = _require_folder(root, _SOP, _SOP_FILES)
+    root = require_folder(root, _SOP, _SOP_FILES)
     parts = []
     for name in ("Ebay_train.txt", "Ebay_test.txt"):
         listing = _require_file(root / name, _SOP, _SOP_FILES)
@@ -301,7 +291,7 @@ _INSHOP_STATUSES = ("train", "query", "gallery")
 
 @register_reader("inshop", ks=(1, 10, 20))
 def _read_inshop(root: Path | None) -> RetrievalSplits:
-    root = _require_folder(root, _INSHOP, _INSHOP_FILES)
+    root = require_folder(root, _INSHOP, _INSHOP_FILES)
     candidates = [root / "list_eval_partition.txt", root / "Eval" / "list_eval_partition.txt"]
     listing = next((c for c in candidates if c.is_file()), None)
     if listing is None:

@@ -29,7 +29,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fdsml.data.retrieval_datasets import DatasetLayoutError, ImageRecords
+from fdsml.data.layout import DatasetLayoutError, require_folder
+from fdsml.data.retrieval_datasets import ImageRecords
 
 logger = logging.getLogger(__name__)
 
@@ -175,18 +176,12 @@ class CorruptedSet:
         return tuple(dict.fromkeys(name for name, _ in self.sets))
 
 
-def _require_folder(root: Path, title: str, expected: str) -> Path:
-    if not root.is_dir():
-        raise DatasetLayoutError(f"{title}: folder {root} not found; it must contain {expected}")
-    return root
-
-
 _CIFAR10_C_FILES = "labels.npy and one <corruption>.npy per corruption (5 severities x N images, severity 1 first)"
 
 
 def read_cifar10_c(root: str | Path, corruptions: Sequence[str] | None = None) -> CorruptedSet:
     """The released CIFAR-10-C arrays, memory-mapped (nothing is read until used)."""
-    root = _require_folder(Path(root).expanduser(), "CIFAR-10-C", _CIFAR10_C_FILES)
+    root = require_folder(Path(root).expanduser(), "CIFAR-10-C", _CIFAR10_C_FILES)
     labels_file = root / "labels.npy"
     if not labels_file.is_file():
         raise DatasetLayoutError(f"CIFAR-10-C: labels.npy not found in {root}; it must contain {_CIFAR10_C_FILES}")
@@ -218,7 +213,7 @@ def read_imagenet_c(
 
     Without ``class_names`` each set's own sorted class folders number the labels (enough for pictures).
     """
-    root = _require_folder(Path(root).expanduser(), "ImageNet-C", _IMAGENET_C_FILES)
+    root = require_folder(Path(root).expanduser(), "ImageNet-C", _IMAGENET_C_FILES)
     sets = {}
     for corruption in corruptions or benchmark_corruptions("imagenet_c"):
         for severity in SEVERITIES:

@@ -12,6 +12,14 @@ def psi(coefficients: np.ndarray, probabilities: np.ndarray) -> np.ndarray:
     return probabilities @ coefficients
 
 
-def descriptor_distance(psi_a: np.ndarray, psi_b: np.ndarray) -> np.ndarray:
-    """d_Psi: Euclidean distance between descriptors, broadcast over leading axes."""
+def descriptor_distance(psi_a, psi_b):
+    """d_Psi: Euclidean distance between descriptors, broadcast over leading axes.
+
+    NumPy arrays give a NumPy result; two torch tensors give a tensor on their device (the
+    in-batch triplet miner), so every user of d_Psi computes it the same way. Computed from
+    coordinate differences, not a Gram-matrix shortcut, so equal descriptors are exactly 0 apart
+    and PA-Triplet ties are decided by its rule, not by rounding.
+    """
+    if hasattr(psi_a, "norm"):  # torch tensors (this module does not import torch)
+        return (psi_a - psi_b).norm(dim=-1)
     return np.linalg.norm(np.asarray(psi_a) - np.asarray(psi_b), axis=-1)

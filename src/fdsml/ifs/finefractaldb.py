@@ -21,7 +21,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from fdsml import reuse
-from fdsml.config import ConfigError, require_fraction, require_positive, require_range
+from fdsml.config import ConfigError, require_fraction, require_positive, require_range, require_seed
 from fdsml.ifs.codes import (
     determinant_probabilities,
     is_contractive,
@@ -31,6 +31,7 @@ from fdsml.ifs.codes import (
 )
 from fdsml.ifs.descriptor import psi
 from fdsml.ifs.render import RenderSettings, occupancy, render
+from fdsml.seeds import SEED_LIMIT
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +47,6 @@ TABLE_COLUMNS = (
     "position",
     "factor",
 )
-SEED_LIMIT = 2**63
 
 
 class GenerationError(RuntimeError):
@@ -142,8 +142,7 @@ class FineFractalDBConfig:
     workers: int = reuse.non_defining(default=1)
 
     def __post_init__(self):
-        if not 0 <= self.seed < SEED_LIMIT:
-            raise ConfigError(f"fractals.seed: must lie in [0, 2**63), got {self.seed}")
+        require_seed("fractals.seed", self.seed)
         require_positive("fractals.n_classes", self.n_classes)
         require_positive("fractals.instances_per_class", self.instances_per_class)
         require_fraction("fractals.min_occupancy", self.min_occupancy)

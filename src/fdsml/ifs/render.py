@@ -16,6 +16,8 @@ from typing import Literal
 import numba as nb
 import numpy as np
 
+from fdsml.seeds import SEED_LIMIT
+
 FOREGROUND = 127
 """Grey level of a drawn pixel (FractalDB draws grey 127 on black)."""
 
@@ -184,7 +186,7 @@ def render(
         raise ValueError(f"size {size} and margin {margin} leave no room: need margin >= 1 and size >= 3 + 2 * margin")
     if points < 1 or burn_in < 0:
         raise ValueError(f"points must be >= 1 and burn_in >= 0, got points={points}, burn_in={burn_in}")
-    if not 0 <= seed < 2**63:
+    if not 0 <= seed < SEED_LIMIT:
         raise ValueError(f"seed must lie in [0, 2**63), got {seed}")
     coefficients, probabilities = _validated(coefficients, probabilities)
     patch = mode == "patch"

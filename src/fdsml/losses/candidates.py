@@ -34,14 +34,6 @@ def first_is_positive(d_first, d_second):
     return d_first <= d_second
 
 
-def order_candidates(anchor_psi, first_psi, second_psi, first, second):
-    """Positive and negative indices, ordered by Euclidean descriptor distance to the anchor."""
-    d_first = np.linalg.norm(np.asarray(first_psi) - np.asarray(anchor_psi), axis=-1)
-    d_second = np.linalg.norm(np.asarray(second_psi) - np.asarray(anchor_psi), axis=-1)
-    keep = first_is_positive(d_first, d_second)
-    return np.where(keep, first, second), np.where(keep, second, first)
-
-
 def _draw_from(pool_by_class, class_ids, anchors, same_class, exclude, rng):
     """One candidate per anchor from the anchor's class (True), other classes (False) or anywhere (None)."""
     n_items = class_ids.shape[0]

@@ -37,6 +37,7 @@ from torch.nn.parallel import DistributedDataParallel
 from fdsml.config import ConfigError, require_fraction, require_positive
 from fdsml.losses.precision import full_precision
 from fdsml.losses.proxy import build_proxy_loss
+from fdsml.seeds import step_seed
 
 BAND_SCHEDULES = ("uniform", "linear", "exponential", "custom")
 RESNET_STAGES = ("layer1", "layer2", "layer3", "layer4")
@@ -650,7 +651,7 @@ class CouCEObjective(nn.Module):
 
     def _generator(self, device: torch.device, step: int) -> torch.Generator:
         rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
-        return torch.Generator(device=device).manual_seed((self.seed * 1_000_003 + step) * 1_009 + rank)
+        return torch.Generator(device=device).manual_seed(step_seed(self.seed, step, rank))
 
     def forward(self, model: nn.Module, batch: dict[str, Any], step: int = 0):
         images, labels = batch["image"], batch["label"]

@@ -21,6 +21,7 @@ from pytorch_metric_learning.losses import TripletMarginLoss
 from pytorch_metric_learning.reducers import AvgNonZeroReducer, MeanReducer
 from torch import nn
 
+from fdsml.ifs.descriptor import descriptor_distance
 from fdsml.losses.candidates import check_filter, first_is_positive
 from fdsml.losses.precision import full_precision
 
@@ -29,13 +30,9 @@ REDUCERS = {"mean": MeanReducer, "avg_nonzero": AvgNonZeroReducer}
 
 
 def descriptor_distances(psi: torch.Tensor) -> torch.Tensor:
-    """All pairwise Euclidean descriptor distances, (B, B), in float64.
-
-    Computed from coordinate differences (not the Gram-matrix shortcut) so that equal
-    descriptors give exactly equal distances and ties are decided by the rule, not rounding.
-    """
+    """All pairwise descriptor distances d_Psi, (B, B), in float64."""
     psi = psi.to(torch.float64)
-    return (psi[:, None, :] - psi[None, :, :]).norm(dim=-1)
+    return descriptor_distance(psi[:, None, :], psi[None, :, :])
 
 
 def order_by_descriptor(

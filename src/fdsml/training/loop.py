@@ -26,6 +26,7 @@ from fdsml.config import ConfigError, require_fraction, require_positive
 from fdsml.reuse import non_defining
 from fdsml.training import distributed
 from fdsml.models.checkpoint import load_checkpoint_file, save_checkpoint
+from fdsml.seeds import step_seed
 from fdsml.training.schedules import build_schedule
 
 if TYPE_CHECKING:
@@ -172,10 +173,6 @@ def _scalar(value) -> float:
     return float(value.item()) if torch.is_tensor(value) else float(value)
 
 
-def _step_seed(seed: int, step: int) -> int:
-    return (seed * 1_000_003 + step) % 2**63
-
-
 @dataclass
 class TrainResult:
     model: nn.Module
@@ -284,7 +281,7 @@ def train(
         fetched = time.perf_counter()
         for batch in loader:
             started = time.perf_counter()
-            torch.manual_seed(_step_seed(loop.seed, step))
+            torch.manual_seed(step_seed(loop.seed, step))
             batch = _to_device(batch, context.device, channels_last)
             with torch.autocast(device_type=context.device.type, dtype=torch.bfloat16, enabled=loop.amp and cuda):
                 loss, parts = objective(wrapped, batch, step)

@@ -9,7 +9,6 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 import torch
-from torchvision.transforms.v2 import Resize
 
 from fdsml import reuse
 from fdsml.config import ConfigError, parse, require_positive
@@ -150,14 +149,14 @@ def run_fingerprint(
 
 
 def build_fractal_dataset(table: pd.DataFrame, render: RenderSettings, config: PretrainConfig, shards: dict | None):
-    """Images rendered on the fly from the codes (default), or read from materialised ``shards`` (the stored manifest)."""
+    """Images rendered on the fly from the codes (default), or read from materialised ``shards`` (the stored
+    manifest), at the model's input size."""
     img_size = config.model.img_size or render.size
-    transform = Resize((img_size, img_size), antialias=True) if img_size != render.size else None
     if config.data.source == "shards":
         if shards is None:
             raise ConfigError("pretrain.data.source: 'shards' needs the fractals pipeline run with outputs.materialize: true")
-        return ShardedImagesDataset(shards["folder"], table, transform=transform)
-    return FractalCodesDataset(table, render, seed=config.train.seed, fresh_noise=config.data.fresh_noise, transform=transform)
+        return ShardedImagesDataset(shards["folder"], table, img_size=img_size)
+    return FractalCodesDataset(table, render, seed=config.train.seed, fresh_noise=config.data.fresh_noise, img_size=img_size)
 
 
 def plan_pretrain(config: PretrainConfig, images: int, world_size: int) -> TrainingPlan:

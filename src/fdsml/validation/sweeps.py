@@ -28,10 +28,10 @@ from fdsml.ifs.chamfer import chamfer_distances
 from fdsml.ifs.codes import determinant_probabilities, is_contractive, rescale_coefficient
 from fdsml.ifs.descriptor import descriptor_distance, psi
 from fdsml.ifs.render import RenderSettings
+from fdsml.seeds import SEED_LIMIT
 
 logger = logging.getLogger(__name__)
 
-SEED_LIMIT = 2**63
 N_POSITIONS = 6
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from fdsml.config import ConfigError, parse, require_positive, require_range
+from fdsml.config import ConfigError, parse, require_positive, require_range, require_seed
 from fdsml.ifs.render import RenderSettings
 from fdsml.validation.agreement import measure_all_filters, summarise_agreement
 from fdsml.validation.plots import scatter_figure, sweep_figure, triplet_examples, triplet_grid_figure
@@ -56,8 +56,7 @@ class ValidateDescriptorConfig:
     sweep: SweepConfig = field(default_factory=SweepConfig)
 
     def __post_init__(self):
-        if not 0 <= self.seed < 2**63:
-            raise ConfigError(f"validate_descriptor.seed: must lie in [0, 2**63), got {self.seed}")
+        require_seed("validate_descriptor.seed", self.seed)
         require_positive("validate_descriptor.n_triplets", self.n_triplets)
         require_positive("validate_descriptor.n_base_codes", self.n_base_codes)
         require_positive("validate_descriptor.chunk_size", self.chunk_size)

@@ -1,0 +1,37 @@
+"""The per-step seed: one formula for the training loop, the triplet miner and CouCE's nuisance draws."""
+
+import torch
+from pytorch_metric_learning.losses import ProxyAnchorLoss
+
+from fdsml.losses.couce import CouCEObjective
+from fdsml.losses.pa_triplet import mine_batch_triplets
+from fdsml.seeds import SEED_LIMIT, step_seed
+from fdsml.training.objectives import PATripletObjective
+
+
+def test_the_step_seed_keeps_the_numbers_runs_were_trained_with():
+    assert step_seed(7, 3) == 7 * 1_000_003 + 3
+    assert step_seed(7, 3, rank=2) == (7 * 1_000_003 + 3) * 1_009 + 2
+    assert step_seed(7, 3, rank=0) != step_seed(7, 3)  # a replica's stream is not the shared one
+
+
+def test_every_step_seed_is_a_valid_torch_seed_even_for_huge_run_seeds():
+    for seed in (0, 2**62, SEED_LIMIT - 1):
+        for rank in (None, 0, 7):
+            value = step_seed(seed, 10**6, rank)
+            assert 0 <= value < SEED_LIMIT
+            torch.Generator().manual_seed(value)
+
+
+def test_the_triplet_miner_subsamples_with_the_step_seed():
+    labels = torch.arange(12) // 3
+    psi = torch.randn(12, 6, generator=torch.Generator().manual_seed(0))
+    drawn = PATripletObjective("same", "batch", max_triplets=4, seed=11).indices(labels, psi, step=5)
+    expected = mine_batch_triplets(labels, psi, "same", max_triplets=4, generator=torch.Generator().manual_seed(step_seed(11, 5)))
+    assert all(torch.equal(a, b) for a, b in zip(drawn, expected))
+
+
+def test_couce_draws_each_replica_from_its_own_step_seed():
+    objective = CouCEObjective(ProxyAnchorLoss(num_classes=4, embedding_size=8), 8, seed=11)
+    generator = objective._generator(torch.device("cpu"), 5)
+    assert torch.equal(generator.get_state(), torch.Generator().manual_seed(step_seed(11, 5, rank=0)).get_state())
