@@ -141,11 +141,11 @@ def test_dvc_lock_records_the_default_environment(repository):
 @pytest.mark.parametrize(
     ("file", "key", "readers"),
     [
-        ("parameters_fractals.yml", "fractals.n_classes", {"fractals"}),
-        ("parameters_fractals.yml", "fractals.render.points", {"fractals", "validate_descriptor", "pretrain", "analysis"}),
-        ("parameters_fractals.yml", "fractals.perturbation.factor_range", {"fractals", "analysis"}),
+        ("parameters_fractals.yml", "fractals.n_classes", {"fractals", "export"}),
+        ("parameters_fractals.yml", "fractals.render.points", {"fractals", "validate_descriptor", "pretrain", "analysis", "export"}),
+        ("parameters_fractals.yml", "fractals.perturbation.factor_range", {"fractals", "analysis", "export"}),
         ("parameters_validate_descriptor.yml", "validate_descriptor.n_triplets", {"validate_descriptor"}),
-        ("parameters_pretrain.yml", "pretrain.model.embedding_dim", {"pretrain"}),
+        ("parameters_pretrain.yml", "pretrain.model.embedding_dim", {"pretrain", "export"}),
         ("parameters_retrieval.yml", "retrieval.seeds", {"retrieval"}),
         ("parameters_classification.yml", "classification.image_size", {"classification", "robustness"}),
         ("parameters_robustness.yml", "robustness.seed", {"robustness"}),
@@ -186,7 +186,7 @@ def test_a_parameter_change_reruns_exactly_the_stages_downstream(repository):
     copy, _ = repository
     params = copy / "conf/base/parameters_retrieval.yml"
     params.write_text(params.read_text().replace("seeds: [0]", "seeds: [1]"))
-    assert _ran(_run(["dvc", "repro"], copy)) == {"retrieval", "report"}
+    assert _ran(_run(["dvc", "repro"], copy)) == {"retrieval", "report", "export"}  # the model card shows retrieval
     params = copy / "conf/base/parameters_robustness.yml"
     params.write_text(params.read_text().replace("example_index: 0", "example_index: 1"))
     assert _ran(_run(["dvc", "repro"], copy)) == {"robustness", "report"}
@@ -197,7 +197,7 @@ def test_a_parameter_change_reruns_exactly_the_stages_downstream(repository):
 def test_an_experiment_sweeps_a_parameter(repository):
     copy, _ = repository
     output = _run(["dvc", "exp", "run", "-S", "conf/base/parameters_retrieval.yml:retrieval.seeds=[2]"], copy)
-    assert _ran(output) == {"retrieval", "report"}
+    assert _ran(output) == {"retrieval", "report", "export"}
     table = _run(["dvc", "exp", "show", "--csv"], copy)
     assert "retrieval.seeds" in table and "[2]" in table
 

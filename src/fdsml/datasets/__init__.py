@@ -3,5 +3,6 @@
 from fdsml.datasets.array_shards import ArrayShardsDataset
 from fdsml.datasets.checkpoint import CheckpointDataset
 from fdsml.datasets.optional import OptionalDataset
+from fdsml.datasets.timm_folder import TimmFolderDataset
 
-__all__ = ["ArrayShardsDataset", "CheckpointDataset", "OptionalDataset"]
+__all__ = ["ArrayShardsDataset", "CheckpointDataset", "OptionalDataset", "TimmFolderDataset"]

@@ -1,0 +1,39 @@
+"""Nodes of the ``export`` pipeline: parse parameters, write the card, call ``fdsml.models.export``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from fdsml.models.backbones import backbone_recipe
+from fdsml.models.export import TimmExport, export_trunk, parse_export_params
+from fdsml.pipelines.fractals.nodes import parse_fractals_params
+from fdsml.reporting.model_card import model_card
+from fdsml.training.pretrain import parse_pretrain_params
+
+
+def export_backbone(
+    pretrained_model: dict,
+    pretrain_history: pd.DataFrame,
+    retrieval_table: str | None,
+    fractals_params: dict[str, Any],
+    pretrain_params: dict[str, Any],
+    export_params: dict[str, Any],
+) -> TimmExport:
+    """The pre-trained trunk (``exported_backbone``) with a card from the run's data, recipe and metrics.
+
+    ``retrieval_table`` is the retrieval comparison when that pipeline has run, else ``None``.
+    """
+    config = parse_export_params(export_params)
+    card = model_card(
+        name=config.name,
+        licence=config.licence,
+        architecture=backbone_recipe(pretrained_model["model"]["name"]).timm_name,
+        payload=pretrained_model,
+        fractals=parse_fractals_params(fractals_params),
+        pretrain=parse_pretrain_params(pretrain_params),
+        history=pretrain_history,
+        downstream=retrieval_table,
+    )
+    return export_trunk(pretrained_model, config, card)

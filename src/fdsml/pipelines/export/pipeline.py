@@ -1,0 +1,25 @@
+"""The ``export`` pipeline: ``kedro run --pipeline=export`` (after ``pretrain``; ``retrieval`` adds its metrics to the card)."""
+
+from kedro.pipeline import Node, Pipeline
+
+from .nodes import export_backbone
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    return Pipeline(
+        [
+            Node(
+                func=export_backbone,
+                inputs=[
+                    "pretrained_model",
+                    "pretrain_history",
+                    "retrieval_table_if_any",
+                    "params:fractals",
+                    "params:pretrain",
+                    "params:export",
+                ],
+                outputs="exported_backbone",
+                name="export_backbone_node",
+            )
+        ]
+    )
