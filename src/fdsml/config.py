@@ -16,10 +16,12 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar, Union
 
+from fdsml.errors import UserFixableError
+
 T = TypeVar("T")
 
 
-class ConfigError(ValueError):
+class ConfigError(UserFixableError, ValueError):
     """A parameter is missing, unknown, of the wrong type or out of range."""
 
 

@@ -24,10 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
+from fdsml.errors import UserFixableError
+
 logger = logging.getLogger(__name__)
 
 
-class DatasetLayoutError(ValueError):
+class DatasetLayoutError(UserFixableError, ValueError):
     """A dataset folder is missing, or does not hold the files its layout expects."""
 
 

@@ -21,6 +21,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from fdsml.config import ConfigError, digest, require_fraction, require_positive, require_range
+from fdsml.errors import UserFixableError
 from fdsml.ifs.codes import (
     determinant_probabilities,
     is_contractive,
@@ -48,7 +49,7 @@ TABLE_COLUMNS = (
 SEED_LIMIT = 2**63
 
 
-class GenerationError(RuntimeError):
+class GenerationError(UserFixableError, RuntimeError):
     """A class could not be completed within the configured number of attempts."""
 
 

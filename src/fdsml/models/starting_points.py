@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from fdsml.errors import CheckpointError
 from fdsml.models.checkpoint import load_checkpoint_file
 from fdsml.models.network import EmbeddingModel, build_model
 
@@ -35,13 +36,13 @@ def build_from_start(
     """A model with a new ``head`` (``build_model`` keywords) whose trunk comes from ``start``.
 
     ``payload`` (an already loaded model file) takes the place of reading ``start.checkpoint``.
-    Raises ValueError when the checkpoint's backbone is not the one ``start`` names, so a
+    Raises CheckpointError when the checkpoint's backbone is not the one ``start`` names, so a
     comparison never silently mixes architectures.
     """
     if payload is None and start.checkpoint:
         payload = load_checkpoint_file(start.checkpoint)
     if payload is not None and payload["model"]["name"] != start.backbone:
-        raise ValueError(
+        raise CheckpointError(
             f"starting point {start.name!r}: {start.checkpoint} holds a {payload['model']['name']} backbone, "
             f"but backbone: {start.backbone} was asked for; set the starting point's backbone to "
             f"{payload['model']['name']} or pick a matching checkpoint"

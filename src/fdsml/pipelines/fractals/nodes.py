@@ -17,6 +17,7 @@ from fdsml.ifs.finefractaldb import (
     render_shards,
     sample_grid,
 )
+from fdsml.run_events import StepReport, report_step
 
 logger = logging.getLogger(__name__)
 
@@ -57,10 +58,13 @@ def generate_fractal_codes(
     Returns the instance table (``fractal_codes``) and the generation summary (``fractal_summary``).
     """
     config = parse_fractals_params(params)
-    if is_up_to_date(stored_codes, stored_summary, config):
-        logger.info("FineFractalDB is up to date (fingerprint %s): reusing the stored table", stored_summary["fingerprint"][:12])
+    up_to_date = is_up_to_date(stored_codes, stored_summary, config)
+    step = StepReport("FineFractalDB table", "fractal_codes", reused=up_to_date, detail=f"{config.n_classes} classes x {config.instances_per_class} instances")
+    if up_to_date:
+        report_step(logger, step, "FineFractalDB is up to date (fingerprint %s): reusing the stored table", stored_summary["fingerprint"][:12])
         return stored_codes, stored_summary
     table, summary = generate_finefractaldb(config)
+    report_step(logger, step, "Generated FineFractalDB: %d classes x %d instances", config.n_classes, config.instances_per_class)
     logger.info(
         "Accepted %.1f%% of class codes and %.1f%% of instance draws; median occupancy %.3f",
         100 * summary["class_acceptance_rate"],
