@@ -157,7 +157,7 @@ class TrainResult:
 def _report_training(run_dir: Path, resumed_at: int, total_steps: int) -> None:
     """Say whether this call trained or found the run already finished in ``run_dir``."""
     if resumed_at >= total_steps:
-        step = StepReport("training run", str(run_dir), reused=True, detail=f"finished, {total_steps} steps")
+        step = StepReport("training run", str(run_dir), reused=True, detail=f"finished at step {total_steps}")
         report_step(logger, step, "%s holds the finished run (%d steps): nothing to train", run_dir, total_steps)
     else:
         step = StepReport("training run", str(run_dir), reused=False, detail=f"steps {resumed_at + 1}-{total_steps}")
