@@ -81,6 +81,7 @@ class RunSummary:
 
     @hook_impl
     def before_pipeline_run(self, run_params: dict[str, Any], pipeline: Pipeline, catalog) -> None:
+        stop_recording(self._steps)  # a run stopped before it started (UpstreamInputs) never got to its end hooks
         self._steps = start_recording()
 
     @hook_impl

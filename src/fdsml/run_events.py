@@ -40,5 +40,5 @@ def start_recording() -> list[StepReport]:
 
 
 def stop_recording(recording: list[StepReport]) -> None:
-    if any(active is recording for active in _recordings):
-        _recordings[:] = [active for active in _recordings if active is not recording]
+    """Stop handing reports to ``recording`` (a no-op when it has stopped already)."""
+    _recordings[:] = [active for active in _recordings if active is not recording]

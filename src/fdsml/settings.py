@@ -16,4 +16,4 @@ DATA_CATALOG_CLASS = RankAwareDataCatalog
 
 from fdsml.hooks import RunSummary, UpstreamInputs  # noqa: E402
 
-HOOKS = (UpstreamInputs(), RunSummary())
+HOOKS = (RunSummary(), UpstreamInputs())  # pluggy calls the last registered first: the input check

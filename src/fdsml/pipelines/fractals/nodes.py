@@ -59,13 +59,15 @@ def generate_fractal_codes(
     """
     config = parse_fractals_params(params)
     up_to_date = is_up_to_date(stored_codes, stored_summary, config)
-    step = StepReport("FineFractalDB table", "fractal_codes", reused=up_to_date, detail=f"{config.n_classes} classes x {config.instances_per_class} instances")
+    size = f"{config.n_classes} classes x {config.instances_per_class} instances"
+    step = StepReport("FineFractalDB table", "fractal_codes", reused=up_to_date, detail=size)
     if up_to_date:
         report_step(logger, step, "FineFractalDB is up to date (fingerprint %s): reusing the stored table", stored_summary["fingerprint"][:12])
         return stored_codes, stored_summary
     table, summary = generate_finefractaldb(config)
-    report_step(logger, step, "Generated FineFractalDB: %d classes x %d instances", config.n_classes, config.instances_per_class)
-    logger.info(
+    report_step(
+        logger,
+        step,
         "Accepted %.1f%% of class codes and %.1f%% of instance draws; median occupancy %.3f",
         100 * summary["class_acceptance_rate"],
         100 * summary["instance_acceptance_rate"],
