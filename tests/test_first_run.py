@@ -14,7 +14,10 @@ import yaml
 
 from .fresh_clone import BIN, ROOT, finish, fresh_clone, run, start
 
-README_COMMANDS = re.findall(r"`(kedro run --pipeline=(\w+)[^`]*)`", (ROOT / "README.md").read_text())
+README = (ROOT / "README.md").read_text()
+README_COMMANDS = re.findall(r"`(kedro run --pipeline=([a-z_]+)[^`]*)`", README) + re.findall(
+    r"^(kedro run --pipeline=([a-z_]+)[^#\n]*?)\s*(?:#.*)?$", README, flags=re.MULTILINE
+)
 NAMES_THE_COMMAND = re.compile(r"run `kedro run --pipelines=([\w,]+)( --env \w+)?` first$")
 TINY = (
     "fractals.n_classes=4,fractals.instances_per_class=3,fractals.render.size=32,fractals.render.points=800,"
