@@ -13,7 +13,7 @@ export HF_HUB_OFFLINE := 1
 .PHONY: run test install fractals benchmarks viz clean
 
 run: $(STAMP)
-	$(BIN)/kedro run --pipeline=pretrain
+	$(BIN)/kedro run --pipelines=pretrain
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -6,7 +6,7 @@ Fine-tunes the same starting point (scratch by default, or --checkpoint) with th
 recipe of conf/base under five settings (the shape of the method's ablation table): the plain
 proxy loss, + ODBA, + MSRCI, + both without L_cov, and the full method; prints mean ± std over
 seeds. The same runs can be launched through Kedro, one at a time:
-``kedro run --pipeline=retrieval --params='retrieval.couce={msrci: false, decorrelation: false}'``.
+``kedro run --pipelines=retrieval --params='retrieval.couce={msrci: false, decorrelation: false}'``.
 """
 
 from __future__ import annotations

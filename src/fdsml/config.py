@@ -16,12 +16,13 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar, Union
 
+from fdsml.errors import UserFixableError
 from fdsml.seeds import SEED_LIMIT
 
 T = TypeVar("T")
 
 
-class ConfigError(ValueError):
+class ConfigError(UserFixableError, ValueError):
     """A parameter is missing, unknown, of the wrong type or out of range."""
 
 

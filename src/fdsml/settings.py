@@ -1,4 +1,4 @@
-"""Kedro project settings: OmegaConf configuration, base + one run environment."""
+"""Kedro project settings: OmegaConf configuration, base + one run environment, the project hooks."""
 
 from kedro.config import OmegaConfigLoader
 
@@ -13,3 +13,7 @@ CONFIG_LOADER_ARGS = {
 from fdsml.catalog import RankAwareDataCatalog  # noqa: E402
 
 DATA_CATALOG_CLASS = RankAwareDataCatalog
+
+from fdsml.hooks import RunSummary, UpstreamInputs  # noqa: E402
+
+HOOKS = (RunSummary(), UpstreamInputs())  # pluggy calls the last registered first: the input check

@@ -36,5 +36,5 @@ def test_a_checkpoint_of_another_backbone_is_refused(fdsl_checkpoint):
 
 
 def test_a_missing_checkpoint_names_the_pipeline_to_run(tmp_path):
-    with pytest.raises(FileNotFoundError, match="kedro run --pipeline=pretrain"):
+    with pytest.raises(FileNotFoundError, match="kedro run --pipelines=pretrain"):
         build_from_start(StartingPoint("fdsml", str(tmp_path / "none.pt")), seed=0, embedding_dim=8)

@@ -65,5 +65,5 @@ def test_pipeline_fine_tunes_every_starting_point_and_reports_top1_top5(tmp_path
 
 
 def test_pipeline_refuses_a_missing_checkpoint_naming_the_pretrain_pipeline(tmp_path):
-    with pytest.raises(Exception, match="kedro run --pipeline=pretrain"):
+    with pytest.raises(Exception, match="kedro run --pipelines=pretrain"):
         SequentialRunner().run(create_pipeline(), catalog_for(tmp_path, tiny_params(tmp_path), tmp_path / "missing.pt"))

@@ -80,7 +80,7 @@ def test_a_missing_checkpoint_fails_before_training(tmp_path):
             "run_dir": str(tmp_path),
         }
     )
-    with pytest.raises(FileNotFoundError, match="'fdsml'.*kedro run --pipeline=pretrain"):
+    with pytest.raises(FileNotFoundError, match="'fdsml'.*kedro run --pipelines=pretrain"):
         run_classification(config)
     assert not any(tmp_path.iterdir())  # nothing trained
 

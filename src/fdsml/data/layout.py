@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fdsml.errors import UserFixableError
 
-class DatasetLayoutError(ValueError):
+
+class DatasetLayoutError(UserFixableError, ValueError):
     """A dataset folder is missing, or does not hold the files its layout expects."""
 
 

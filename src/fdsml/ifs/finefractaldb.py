@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 
 from fdsml import reuse
 from fdsml.config import ConfigError, require_fraction, require_positive, require_range, require_seed
+from fdsml.errors import UserFixableError
 from fdsml.ifs.codes import (
     determinant_probabilities,
     is_contractive,
@@ -49,7 +50,7 @@ TABLE_COLUMNS = (
 )
 
 
-class GenerationError(RuntimeError):
+class GenerationError(UserFixableError, RuntimeError):
     """A class could not be completed within the configured number of attempts."""
 
 

@@ -6,12 +6,14 @@ One format for training state (resume) and for the models that pipelines hand ea
 from __future__ import annotations
 
 import os
+import pickle
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from fdsml.atomic import atomic_path
+from fdsml.errors import CheckpointError, MissingInputError
 from fdsml.models.network import build_model
 
 FORMAT = "fdsml-checkpoint/1"
@@ -27,10 +29,15 @@ def load_checkpoint_file(path: str | os.PathLike, map_location: str | torch.devi
     """Read a checkpoint written by :func:`save_checkpoint`; refuse anything else by name."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"no checkpoint at {path}: run the pre-training pipeline first (kedro run --pipeline=pretrain)")
-    payload = torch.load(path, map_location=map_location, weights_only=True)
+        raise MissingInputError(f"no checkpoint at {path}: run the pre-training pipeline first (kedro run --pipelines=pretrain)")
+    try:
+        payload = torch.load(path, map_location=map_location, weights_only=True)
+    except (pickle.UnpicklingError, EOFError, RuntimeError) as error:
+        raise CheckpointError(f"{path} cannot be read as a checkpoint ({error}); rerun the pipeline that writes it") from error
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise ValueError(f"{path} is not an fdsml checkpoint (expected format {FORMAT!r})")
+        raise CheckpointError(
+            f"{path} is not an fdsml checkpoint (expected format {FORMAT!r}); rerun the pipeline that writes it"
+        )
     return payload
 
 

@@ -27,6 +27,7 @@ from fdsml.data.classification_datasets import (
     available_classification_datasets,
     read_classification_dataset,
 )
+from fdsml.errors import MissingInputError
 from fdsml.models import model_from_payload, model_payload
 from fdsml.models.backbones import MODEL_REGISTRY
 from fdsml.models.starting_points import PRETRAINED, StartingPoint, build_from_start, start_payload, trunk_digest
@@ -165,9 +166,9 @@ def check_starting_points(starts: tuple[StartingPoint, ...]) -> None:
     """Fail before any training when a starting point's checkpoint is missing."""
     for start in starts:
         if start.checkpoint not in (None, PRETRAINED) and not Path(start.checkpoint).is_file():
-            raise FileNotFoundError(
+            raise MissingInputError(
                 f"starting point {start.name!r}: no checkpoint at {start.checkpoint}; run the pre-training pipeline first "
-                "(kedro run --pipeline=pretrain) or remove this starting point"
+                "(kedro run --pipelines=pretrain) or remove this starting point"
             )
 
 

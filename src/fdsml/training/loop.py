@@ -26,6 +26,7 @@ from fdsml.config import ConfigError, require_fraction, require_positive
 from fdsml.reuse import non_defining
 from fdsml.training import distributed
 from fdsml.models.checkpoint import load_checkpoint_file, save_checkpoint
+from fdsml.run_events import StepReport, report_step
 from fdsml.seeds import step_seed
 from fdsml.training.schedules import build_schedule
 
@@ -180,6 +181,16 @@ class TrainResult:
     steps: int
 
 
+def _report_training(run_dir: Path, resumed_at: int, total_steps: int) -> None:
+    """Say whether this call trained or found the run already finished in ``run_dir``."""
+    if resumed_at >= total_steps:
+        step = StepReport("training run", str(run_dir), reused=True, detail=f"finished at step {total_steps}")
+        report_step(logger, step, "%s holds the finished run (%d steps): nothing to train", run_dir, total_steps)
+    else:
+        step = StepReport("training run", str(run_dir), reused=False, detail=f"steps {resumed_at + 1}-{total_steps}")
+        report_step(logger, step, "Trained steps %d-%d of %d in %s", resumed_at + 1, total_steps, total_steps, run_dir)
+
+
 def train(
     model: nn.Module,
     objective: nn.Module,
@@ -241,6 +252,7 @@ def train(
         scheduler.load_state_dict(state["scheduler"])
         step, history = state["step"], list(state["history"])
         logger.info("Resuming from %s at step %d of %d", checkpoint_path, step, total_steps)
+    resumed_at = step
 
     def checkpoint() -> None:
         if context.is_main:
@@ -314,6 +326,8 @@ def train(
                 break
             fetched = time.perf_counter()
     progress.close()
+    if context.is_main:
+        _report_training(checkpoint_path.parent, resumed_at, total_steps)
     distributed.broadcast_buffers(model, context)
     model.eval()
     return TrainResult(model=model, history=pd.DataFrame(history), steps=step)

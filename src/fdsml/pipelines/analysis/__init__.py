@@ -1,4 +1,4 @@
-"""Pictures that explain the embeddings (METHOD.md section 5): ``kedro run --pipeline=analysis``."""
+"""Pictures that explain the embeddings (METHOD.md section 5): ``kedro run --pipelines=analysis``."""
 
 from .pipeline import create_pipeline
 

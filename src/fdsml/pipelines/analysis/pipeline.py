@@ -1,4 +1,4 @@
-"""The ``analysis`` pipeline: ``kedro run --pipeline=analysis`` (pictures of the pre-trained embeddings)."""
+"""The ``analysis`` pipeline: ``kedro run --pipelines=analysis`` (pictures of the pre-trained embeddings)."""
 
 from kedro.pipeline import Node, Pipeline
 

@@ -1,4 +1,4 @@
-"""The ``classification`` pipeline: ``kedro run --pipeline=classification`` (after ``--pipeline=pretrain``)."""
+"""The ``classification`` pipeline: ``kedro run --pipelines=classification`` (after ``--pipelines=pretrain``)."""
 
 from kedro.pipeline import Node, Pipeline
 

@@ -19,6 +19,7 @@ from fdsml.ifs.finefractaldb import (
     sample_grid,
     shards_fingerprint,
 )
+from fdsml.run_events import StepReport, report_step
 
 logger = logging.getLogger(__name__)
 
@@ -59,11 +60,16 @@ def generate_fractal_codes(
     Returns the instance table (``fractal_codes``) and the generation summary (``fractal_summary``).
     """
     config = parse_fractals_params(params)
-    if is_up_to_date(stored_codes, stored_summary, config):
-        logger.info("FineFractalDB is up to date (fingerprint %s): reusing the stored table", stored_summary["fingerprint"][:12])
+    up_to_date = is_up_to_date(stored_codes, stored_summary, config)
+    size = f"{config.n_classes} classes x {config.instances_per_class} instances"
+    step = StepReport("FineFractalDB table", "fractal_codes", reused=up_to_date, detail=size)
+    if up_to_date:
+        report_step(logger, step, "FineFractalDB is up to date (fingerprint %s): reusing the stored table", stored_summary["fingerprint"][:12])
         return stored_codes, stored_summary
     table, summary = generate_finefractaldb(config)
-    logger.info(
+    report_step(
+        logger,
+        step,
         "Accepted %.1f%% of class codes and %.1f%% of instance draws; median occupancy %.3f",
         100 * summary["class_acceptance_rate"],
         100 * summary["instance_acceptance_rate"],

@@ -1,4 +1,4 @@
-"""The ``fractals`` pipeline: ``kedro run --pipeline=fractals``."""
+"""The ``fractals`` pipeline: ``kedro run --pipelines=fractals``."""
 
 from kedro.pipeline import Node, Pipeline
 

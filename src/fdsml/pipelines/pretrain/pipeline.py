@@ -1,4 +1,4 @@
-"""The ``pretrain`` pipeline: ``kedro run --pipeline=pretrain`` (FineFractalDB, then training)."""
+"""The ``pretrain`` pipeline: ``kedro run --pipelines=pretrain`` (FineFractalDB, then training)."""
 
 from kedro.pipeline import Node, Pipeline
 

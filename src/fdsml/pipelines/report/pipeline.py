@@ -1,4 +1,4 @@
-"""The ``report`` pipeline: ``kedro run --pipeline=report`` (after the others)."""
+"""The ``report`` pipeline: ``kedro run --pipelines=report`` (after the others)."""
 
 from kedro.pipeline import Node, Pipeline
 

@@ -1,4 +1,4 @@
-"""The ``retrieval`` pipeline: ``kedro run --pipeline=retrieval``."""
+"""The ``retrieval`` pipeline: ``kedro run --pipelines=retrieval``."""
 
 from kedro.pipeline import Node, Pipeline
 

@@ -1,4 +1,4 @@
-"""The ``robustness`` pipeline: ``kedro run --pipeline=robustness`` (after ``--pipeline=classification``)."""
+"""The ``robustness`` pipeline: ``kedro run --pipelines=robustness`` (after ``--pipelines=classification``)."""
 
 from kedro.pipeline import Node, Pipeline
 

@@ -1,4 +1,4 @@
-"""Descriptor validation: ``kedro run --pipeline=validate_descriptor``."""
+"""Descriptor validation: ``kedro run --pipelines=validate_descriptor``."""
 
 from kedro.pipeline import Node, Pipeline
 

@@ -1,0 +1,75 @@
+"""The project's ``kedro run``: Kedro's own command, with a short answer to mistakes the user can fix.
+
+Kedro takes a ``run`` command from the project's ``cli.py`` in place of its own. This one has
+exactly Kedro's options and behaviour; only when the run fails with a
+:class:`~fdsml.errors.UserFixableError` (anywhere in the exception chain) does it end with the
+error's message, which names the key or file and the fix, and exit code 1. The full traceback
+then goes to the log file of ``conf/logging.yml`` instead of the console. Any other exception,
+a real bug, shows its traceback as usual.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import click
+from kedro.framework.cli.project import run as kedro_run
+
+from fdsml.errors import find_user_error
+
+logger = logging.getLogger(__name__)
+
+
+@click.group(name="fdsml")
+def cli() -> None:
+    """Project commands (``kedro run`` with short answers to fixable mistakes)."""
+
+
+@cli.command(name="run", params=kedro_run.params, help=kedro_run.help, short_help=kedro_run.short_help)
+def run(**options) -> dict:
+    with short_answers_to_user_errors():
+        return kedro_run.callback(**options)
+
+
+class _HideUserErrorEcho(logging.Filter):
+    """Keeps records about a user-fixable error (Kedro's echo of it, its traceback) off the console."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        carried = record.exc_info[1] if record.exc_info else None
+        return find_user_error(carried or sys.exc_info()[1]) is None
+
+
+def _log_files() -> list[str]:
+    return [handler.baseFilename for handler in logging.getLogger().handlers if isinstance(handler, logging.FileHandler)]
+
+
+@contextmanager
+def short_answers_to_user_errors() -> Iterator[None]:
+    """Turn a user-fixable failure inside the block into its message and exit code 1.
+
+    Needs a log file for the traceback; without one (a custom logging configuration), the
+    traceback stays on the console as Kedro prints it.
+    """
+    files = _log_files()
+    consoles = [handler for handler in logging.getLogger().handlers if not isinstance(handler, logging.FileHandler)]
+    echo_filter = _HideUserErrorEcho()
+    for handler in consoles if files else ():
+        handler.addFilter(echo_filter)
+    try:
+        yield
+    except Exception as error:
+        user_error = find_user_error(error)
+        if user_error is None or not files:
+            raise
+        logger.error("The run stopped: %s", user_error, exc_info=error)
+        click.secho(f"{type(user_error).__name__}: {user_error}", fg="red", err=True)
+        click.echo(f"(the full traceback is in {files[0]})", err=True)
+        raise SystemExit(1) from None
+    finally:
+        for handler in consoles:
+            handler.removeFilter(echo_filter)
