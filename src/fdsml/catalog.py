@@ -1,22 +1,52 @@
-"""A data catalog for ``torchrun``: only rank 0 writes artefacts; the other replicas keep theirs in memory.
+"""The project's data catalog: every file output is written atomically; under ``torchrun`` only rank 0 writes.
 
-Under ``torchrun -m kedro run`` every replica runs the whole pipeline. Without this, N processes
-would race to write the same files; with it, ranks above 0 compute the same values (every node
-is deterministic) and hand them to their next node in memory.
+kedro-datasets writes Parquet, JSON, CSV, text and PNG files in place, so a run killed mid-write
+would leave a truncated file that the next run reads. Here each local, unversioned file dataset
+saves into a temporary beside its target, which is then renamed over it (:mod:`fdsml.atomic`).
+
+Under ``torchrun -m kedro run`` every replica runs the whole pipeline. Ranks above 0 compute the
+same values (every node is deterministic) and hand them to their next node in memory.
 """
 
 from __future__ import annotations
 
+import copy
 import os
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from kedro.io import DataCatalog, MemoryDataset
 
+from fdsml.atomic import atomic_path
+
 
 class RankAwareDataCatalog(DataCatalog):
-    """``DataCatalog`` whose saves on ranks other than 0 go to memory instead of files."""
+    """``DataCatalog`` with atomic file saves, whose saves on ranks other than 0 go to memory."""
 
     def save(self, ds_name: str, data: Any) -> None:
         if int(os.environ.get("RANK", "0")) != 0:
             self[ds_name] = MemoryDataset(copy_mode="assign")
-        super().save(ds_name, data)
+        dataset = self[ds_name]
+        target = local_file_target(dataset)
+        if target is None:
+            super().save(ds_name, data)
+            return
+        with atomic_path(target) as temporary:
+            DataCatalog({ds_name: redirected(dataset, temporary)}).save(ds_name, data)
+        if hasattr(dataset, "_invalidate_cache"):
+            dataset._invalidate_cache()
+
+
+def local_file_target(dataset: Any) -> Path | None:
+    """The local file a kedro-datasets file dataset writes, or None (memory, remote, versioned, own atomic save)."""
+    filepath = getattr(dataset, "_filepath", None)
+    if filepath is None or getattr(dataset, "_protocol", None) != "file" or getattr(dataset, "_version", None):
+        return None
+    return Path(str(filepath))
+
+
+def redirected(dataset: Any, path: Path) -> Any:
+    """A shallow copy of ``dataset`` that writes to ``path`` instead of its own file."""
+    aside = copy.copy(dataset)
+    aside._filepath = PurePosixPath(path)
+    return aside
