@@ -15,13 +15,29 @@ import os
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from kedro.io import DataCatalog, MemoryDataset
+from kedro.io import DataCatalog, DatasetError, MemoryDataset
 
 from fdsml.atomic import atomic_path
+from fdsml.config import ConfigError
+
+
+class UnreadableArtefactError(ConfigError):
+    """A stored artefact exists but cannot be read: truncated, garbled or hand-edited into another format."""
 
 
 class RankAwareDataCatalog(DataCatalog):
     """``DataCatalog`` with atomic file saves, whose saves on ranks other than 0 go to memory."""
+
+    def load(self, ds_name: str, version: str | None = None) -> Any:
+        try:
+            return super().load(ds_name, version)
+        except DatasetError as error:
+            if isinstance(error.__cause__, ConfigError) or not self[ds_name].exists():
+                raise
+            raise UnreadableArtefactError(
+                f"{ds_name}: the stored file cannot be read, it is truncated or garbled ({error}); "
+                "delete it and run the pipeline that writes it again (`dvc repro`, or `kedro run --pipeline=...`)"
+            ) from error
 
     def save(self, ds_name: str, data: Any) -> None:
         if int(os.environ.get("RANK", "0")) != 0:

@@ -13,3 +13,7 @@ CONFIG_LOADER_ARGS = {
 from fdsml.catalog import RankAwareDataCatalog  # noqa: E402
 
 DATA_CATALOG_CLASS = RankAwareDataCatalog
+
+from fdsml.run_lock import RunLockHooks  # noqa: E402
+
+HOOKS = (RunLockHooks(),)

@@ -6,15 +6,21 @@ One format for training state (resume) and for the models that pipelines hand ea
 from __future__ import annotations
 
 import os
+import pickle
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from fdsml.atomic import atomic_path
+from fdsml.config import ConfigError
 from fdsml.models.network import build_model
 
 FORMAT = "fdsml-checkpoint/1"
+
+
+class CheckpointError(ConfigError):
+    """A checkpoint file is truncated, corrupt, unsafe to load, or not an fdsml checkpoint."""
 
 
 def save_checkpoint(path: str | os.PathLike, payload: dict[str, Any]) -> None:
@@ -28,9 +34,20 @@ def load_checkpoint_file(path: str | os.PathLike, map_location: str | torch.devi
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no checkpoint at {path}: run the pre-training pipeline first (kedro run --pipeline=pretrain)")
-    payload = torch.load(path, map_location=map_location, weights_only=True)
+    try:
+        payload = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as error:
+        raise CheckpointError(
+            f"{path}: refused, it holds Python objects that are not plain data and could run code when loaded "
+            f"({str(error).splitlines()[0]}); use a checkpoint written by fdsml"
+        ) from None
+    except (RuntimeError, EOFError, OSError) as error:
+        raise CheckpointError(
+            f"{path}: cannot be read, it is truncated or corrupt ({str(error).splitlines()[0]}); delete it and run "
+            "the pipeline that writes it again, or point to another checkpoint"
+        ) from error
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise ValueError(f"{path} is not an fdsml checkpoint (expected format {FORMAT!r})")
+        raise CheckpointError(f"{path} is not an fdsml checkpoint (expected format {FORMAT!r}); use a file written by fdsml")
     return payload
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from fdsml.models.checkpoint import load_checkpoint_file
+from fdsml.models.checkpoint import CheckpointError, load_checkpoint_file
 from fdsml.models.network import EmbeddingModel, build_model
 from fdsml.reuse import content_digest
 
@@ -58,13 +58,13 @@ def build_from_start(
     """A model with a new ``head`` (``build_model`` keywords) whose trunk comes from ``start``.
 
     ``payload`` is the model file the start begins from, read with :func:`start_payload` when not given.
-    Raises ValueError when the checkpoint's backbone is not the one ``start`` names, so a
+    Raises CheckpointError (a ValueError) when the checkpoint's backbone is not the one ``start`` names, so a
     comparison never silently mixes architectures.
     """
     if payload is None:
         payload = start_payload(start)
     if payload is not None and payload["model"]["name"] != start.backbone:
-        raise ValueError(
+        raise CheckpointError(
             f"starting point {start.name!r}: {start.checkpoint} holds a {payload['model']['name']} backbone, "
             f"but backbone: {start.backbone} was asked for; set the starting point's backbone to "
             f"{payload['model']['name']} or pick a matching checkpoint"
