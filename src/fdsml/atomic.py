@@ -18,8 +18,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from fdsml.config import ConfigError
+
 RENAME_EXCHANGE = 2
 AT_FDCWD = -100
+FULL_BYTES = 1 << 20
+
+
+class DiskFullError(ConfigError):
+    """An output did not fit on its filesystem; nothing was replaced."""
 
 
 @contextmanager
@@ -47,6 +54,13 @@ def atomic_path(target: str | os.PathLike, *, directory: bool = False) -> Iterat
         else:
             _flush(temporary)
             os.replace(temporary, target)
+    except Exception as error:
+        if _is_disk_full(error, target.parent):
+            raise DiskFullError(
+                f"{target}: no space left on the disk while writing it; free space on that filesystem (or move "
+                f"data/ to a larger one) and run again; the previous {target.name}, if any, is untouched"
+            ) from error
+        raise
     finally:
         _remove(temporary)
 
@@ -95,6 +109,19 @@ def _exchange(a: Path, b: Path) -> bool:
     if code in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
         return False
     raise OSError(code, os.strerror(code), str(b))
+
+
+def _is_disk_full(error: BaseException | None, folder: Path) -> bool:
+    """Whether ``error`` or an error it was raised from is ENOSPC / EDQUOT (writers wrap it in their own types),
+    or a short write without an errno (NumPy's ``tofile``) on a filesystem with under 1 MiB left."""
+    while error is not None:
+        if isinstance(error, OSError):
+            if error.errno in (errno.ENOSPC, errno.EDQUOT):
+                return True
+            if error.errno is None and shutil.disk_usage(folder).free < FULL_BYTES:
+                return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 def _flush(path: Path) -> None:

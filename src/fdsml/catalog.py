@@ -32,11 +32,14 @@ class RankAwareDataCatalog(DataCatalog):
         try:
             return super().load(ds_name, version)
         except DatasetError as error:
-            if isinstance(error.__cause__, ConfigError) or not self[ds_name].exists():
+            dataset, cause = self[ds_name], error.__cause__ or error
+            if isinstance(cause, ConfigError) or not dataset.exists():
                 raise
+            path = local_file_target(getattr(dataset, "_dataset", dataset)) or "the stored file"
             raise UnreadableArtefactError(
-                f"{ds_name}: the stored file cannot be read, it is truncated or garbled ({error}); "
-                "delete it and run the pipeline that writes it again (`dvc repro`, or `kedro run --pipeline=...`)"
+                f"{ds_name}: {path} cannot be read, it is truncated or garbled ({type(cause).__name__}: "
+                f"{str(cause).splitlines()[0]}); delete it and run the pipeline that writes it again "
+                "(`dvc repro`, or `kedro run --pipeline=...`)"
             ) from error
 
     def save(self, ds_name: str, data: Any) -> None:
