@@ -1,22 +1,71 @@
-"""A data catalog for ``torchrun``: only rank 0 writes artefacts; the other replicas keep theirs in memory.
+"""The project's data catalog: every file output is written atomically; under ``torchrun`` only rank 0 writes.
 
-Under ``torchrun -m kedro run`` every replica runs the whole pipeline. Without this, N processes
-would race to write the same files; with it, ranks above 0 compute the same values (every node
-is deterministic) and hand them to their next node in memory.
+kedro-datasets writes Parquet, JSON, CSV, text and PNG files in place, so a run killed mid-write
+would leave a truncated file that the next run reads. Here each local, unversioned file dataset
+saves into a temporary beside its target, which is then renamed over it (:mod:`fdsml.atomic`).
+
+Under ``torchrun -m kedro run`` every replica runs the whole pipeline. Ranks above 0 compute the
+same values (every node is deterministic) and hand them to their next node in memory.
 """
 
 from __future__ import annotations
 
+import copy
 import os
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-from kedro.io import DataCatalog, MemoryDataset
+from kedro.io import DataCatalog, DatasetError, MemoryDataset
+
+from fdsml.atomic import atomic_path
+from fdsml.config import ConfigError
+
+
+class UnreadableArtefactError(ConfigError):
+    """A stored artefact exists but cannot be read: truncated, garbled or hand-edited into another format."""
 
 
 class RankAwareDataCatalog(DataCatalog):
-    """``DataCatalog`` whose saves on ranks other than 0 go to memory instead of files."""
+    """``DataCatalog`` with atomic file saves, whose saves on ranks other than 0 go to memory."""
+
+    def load(self, ds_name: str, version: str | None = None) -> Any:
+        try:
+            return super().load(ds_name, version)
+        except DatasetError as error:
+            dataset, cause = self[ds_name], error.__cause__ or error
+            if isinstance(cause, ConfigError) or not dataset.exists():
+                raise
+            path = local_file_target(getattr(dataset, "_dataset", dataset)) or "the stored file"
+            raise UnreadableArtefactError(
+                f"{ds_name}: {path} cannot be read, it is truncated or garbled ({type(cause).__name__}: "
+                f"{str(cause).splitlines()[0]}); delete it and run the pipeline that writes it again "
+                "(`dvc repro`, or `kedro run --pipeline=...`)"
+            ) from error
 
     def save(self, ds_name: str, data: Any) -> None:
         if int(os.environ.get("RANK", "0")) != 0:
             self[ds_name] = MemoryDataset(copy_mode="assign")
-        super().save(ds_name, data)
+        dataset = self[ds_name]
+        target = local_file_target(dataset)
+        if target is None:
+            super().save(ds_name, data)
+            return
+        with atomic_path(target) as temporary:
+            DataCatalog({ds_name: redirected(dataset, temporary)}).save(ds_name, data)
+        if hasattr(dataset, "_invalidate_cache"):
+            dataset._invalidate_cache()
+
+
+def local_file_target(dataset: Any) -> Path | None:
+    """The local file a kedro-datasets file dataset writes, or None (memory, remote, versioned, own atomic save)."""
+    filepath = getattr(dataset, "_filepath", None)
+    if filepath is None or getattr(dataset, "_protocol", None) != "file" or getattr(dataset, "_version", None):
+        return None
+    return Path(str(filepath))
+
+
+def redirected(dataset: Any, path: Path) -> Any:
+    """A shallow copy of ``dataset`` that writes to ``path`` instead of its own file."""
+    aside = copy.copy(dataset)
+    aside._filepath = PurePosixPath(path)
+    return aside

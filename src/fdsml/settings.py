@@ -15,5 +15,7 @@ from fdsml.catalog import RankAwareDataCatalog  # noqa: E402
 DATA_CATALOG_CLASS = RankAwareDataCatalog
 
 from fdsml.hooks import RunSummary, UpstreamInputs  # noqa: E402
+from fdsml.run_lock import RunLockHooks  # noqa: E402
 
-HOOKS = (RunSummary(), UpstreamInputs())  # pluggy calls the last registered first: the input check
+# pluggy calls the last registered first: the input check, then the lock, ...
+HOOKS = (RunSummary(), RunLockHooks(), UpstreamInputs())

@@ -3,6 +3,8 @@
 import json
 
 import pytest
+
+from fdsml.ifs.table_check import CodesTableError
 from kedro.io import DataCatalog, MemoryDataset
 from kedro.runner import SequentialRunner
 from kedro_datasets.json import JSONDataset
@@ -102,5 +104,5 @@ def test_a_wrong_parameter_is_named(table):
 
 
 def test_a_missing_column_is_named(table):
-    with pytest.raises(KeyError, match="psi"):
+    with pytest.raises(CodesTableError, match="fractal_codes: missing column.*psi"):
         measure_triplet_agreement(table.drop(columns="psi"), FRACTALS, TINY)

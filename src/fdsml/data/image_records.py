@@ -18,7 +18,7 @@ from PIL import Image
 from torch.utils.data import Dataset
 
 from fdsml.config import require_fraction, require_positive, require_range
-from fdsml.data.retrieval_datasets import ImageRecords
+from fdsml.data.retrieval_datasets import DatasetLayoutError, ImageRecords
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -88,6 +88,17 @@ class ImageTransform:
         return (height - box_h) // 2, (width - box_w) // 2, box_h, box_w
 
 
+def decode_image(path) -> np.ndarray:
+    """The RGB pixels of the image file at ``path``; a file that does not decode stops the run, named."""
+    try:
+        with Image.open(path) as image:
+            return np.array(image.convert("RGB"))
+    except (OSError, SyntaxError, ValueError) as error:
+        raise DatasetLayoutError(
+            f"{path}: cannot decode this image ({error}); replace it with a good copy or remove it from the dataset folder"
+        ) from error
+
+
 class ImageRecordsDataset(Dataset):
     """Yields ``(image, label)``: a float (3, size, size) tensor and the record's integer label."""
 
@@ -115,8 +126,7 @@ class ImageRecordsDataset(Dataset):
         if self.records.images is not None:
             pixels = np.array(self.records.images[index])  # a copy: the array may be a read-only memory map
         else:
-            with Image.open(self.records.paths[index]) as image:
-                pixels = np.array(image.convert("RGB"))
+            pixels = decode_image(self.records.paths[index])
         if pixels.ndim == 2:
             pixels = np.repeat(pixels[:, :, None], 3, axis=2)
         return torch.from_numpy(np.ascontiguousarray(pixels)).permute(2, 0, 1)

@@ -189,7 +189,7 @@ def _check_images_exist(paths: Sequence[Path], title: str) -> None:
     missing = [p for p in paths if not p.is_file()]
     if missing:
         shown = ", ".join(str(p) for p in missing[:3])
-        raise DatasetLayoutError(f"{title}: {len(missing)} of {len(paths)} listed images are missing, e.g. {shown}")
+        raise DatasetLayoutError(f"{title}: {len(missing)} of {len(paths)} listed images are missing, e.g. {shown}; restore them, or remove their lines from the listing")
 
 
 def _split_by_class_rank(records: ImageRecords, n_train: int, n_total: int, title: str) -> tuple[ImageRecords, ...]:

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from fdsml.data.image_records import decode_image
 from fdsml.data.layout import DatasetLayoutError, require_folder
 from fdsml.data.retrieval_datasets import ImageRecords
 
@@ -320,7 +321,4 @@ def example_figure(clean_image: np.ndarray | None, corrupted: CorruptedSet, inde
 def _image_at(records: ImageRecords, index: int) -> np.ndarray:
     if records.images is not None:
         return np.asarray(records.images[index])
-    from PIL import Image
-
-    with Image.open(records.paths[index]) as image:
-        return np.array(image.convert("RGB"))
+    return decode_image(records.paths[index])

@@ -32,12 +32,18 @@ def load_checkpoint_file(path: str | os.PathLike, map_location: str | torch.devi
         raise MissingInputError(f"no checkpoint at {path}: run the pre-training pipeline first (kedro run --pipelines=pretrain)")
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True)
-    except (pickle.UnpicklingError, EOFError, RuntimeError) as error:
-        raise CheckpointError(f"{path} cannot be read as a checkpoint ({error}); rerun the pipeline that writes it") from error
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+    except pickle.UnpicklingError as error:
         raise CheckpointError(
-            f"{path} is not an fdsml checkpoint (expected format {FORMAT!r}); rerun the pipeline that writes it"
-        )
+            f"{path}: refused, it holds Python objects that are not plain data and could run code when loaded "
+            f"({str(error).splitlines()[0]}); use a checkpoint written by fdsml"
+        ) from None
+    except (RuntimeError, EOFError, OSError) as error:
+        raise CheckpointError(
+            f"{path}: cannot be read, it is truncated or corrupt ({str(error).splitlines()[0]}); delete it and run "
+            "the pipeline that writes it again, or point to another checkpoint"
+        ) from error
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is not an fdsml checkpoint (expected format {FORMAT!r}); use a file written by fdsml")
     return payload
 
 

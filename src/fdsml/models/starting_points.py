@@ -59,7 +59,7 @@ def build_from_start(
     """A model with a new ``head`` (``build_model`` keywords) whose trunk comes from ``start``.
 
     ``payload`` is the model file the start begins from, read with :func:`start_payload` when not given.
-    Raises CheckpointError when the checkpoint's backbone is not the one ``start`` names, so a
+    Raises CheckpointError (a ValueError) when the checkpoint's backbone is not the one ``start`` names, so a
     comparison never silently mixes architectures.
     """
     if payload is None:

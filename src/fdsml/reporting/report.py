@@ -102,7 +102,7 @@ def analysis_section(metrics: dict) -> str:
     )
     if similarity:
         text += "\nGrad-CAM similarity to the reference model (mean cosine):\n\n| models | mean cosine |\n|---|---:|\n"
-        text += "\n".join(f"| {name} | {value:.3f} |" for name, value in similarity.items()) + "\n"
+        text += "\n".join(f"| {name} | {'n/a (every map empty)' if value is None else f'{value:.3f}'} |" for name, value in similarity.items()) + "\n"
     pictures = "".join(
         _picture(title, name)
         for title, name in (

@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from fdsml.ifs.table_check import check_codes_table
 from fdsml.pipelines.fractals.nodes import parse_fractals_params
 from fdsml.training.pretrain import parse_pretrain_params, pretrain
 
@@ -27,6 +28,7 @@ def pretrain_model(
     """
     fractals = parse_fractals_params(fractals_params)
     config = parse_pretrain_params(pretrain_params)
+    check_codes_table(fractal_codes)
     payload, history = pretrain(
         fractal_codes,
         fractals.render,

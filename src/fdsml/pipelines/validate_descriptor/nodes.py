@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 
 from fdsml.config import ConfigError, parse, require_positive, require_range, require_seed
 from fdsml.ifs.render import RenderSettings
+from fdsml.ifs.table_check import check_codes_table
 from fdsml.validation.agreement import measure_all_filters, summarise_agreement
 from fdsml.validation.plots import scatter_figure, sweep_figure, triplet_examples, triplet_grid_figure
 from fdsml.validation.report import markdown_report
@@ -18,7 +19,6 @@ from fdsml.validation.sweeps import base_codes, run_sweeps, summarise_sweeps, sw
 
 logger = logging.getLogger(__name__)
 
-REQUIRED_COLUMNS = ("class_id", "coefficients", "probabilities", "psi", "seed", "position", "factor")
 
 
 @dataclass(frozen=True)
@@ -83,16 +83,10 @@ def _render_settings(params_fractals: dict) -> RenderSettings:
     return parse(RenderSettings, params_fractals["render"], "fractals.render")
 
 
-def _check_table(table: pd.DataFrame) -> None:
-    missing = [c for c in REQUIRED_COLUMNS if c not in table.columns]
-    if missing:
-        raise KeyError(f"fractal_codes lacks column(s) {', '.join(missing)}")
-
-
 def measure_triplet_agreement(fractal_codes: pd.DataFrame, params_fractals: dict, params: dict) -> pd.DataFrame:
     """Sample and measure ``n_triplets`` triplets per candidate filter: d_Psi and D to the anchor."""
     config = _config(params)
-    _check_table(fractal_codes)
+    check_codes_table(fractal_codes)
     settings = _render_settings(params_fractals)
     triplets = measure_all_filters(fractal_codes, settings, config.n_triplets, config.rng(0), config.chunk_size)
     logger.info("Measured %d triplets per filter at %d px", config.n_triplets, settings.size)
@@ -102,7 +96,7 @@ def measure_triplet_agreement(fractal_codes: pd.DataFrame, params_fractals: dict
 def measure_sweeps(fractal_codes: pd.DataFrame, params_fractals: dict, params: dict) -> pd.DataFrame:
     """Perturbation sweeps of every coefficient of ``n_base_codes`` class codes, for each seeding asked for."""
     config = _config(params)
-    _check_table(fractal_codes)
+    check_codes_table(fractal_codes)
     settings = _render_settings(params_fractals)
     bases, class_ids = base_codes(fractal_codes, config.n_base_codes, config.rng(1))
     factors = sweep_factors(config.sweep.factor_range, config.sweep.n_factors)
