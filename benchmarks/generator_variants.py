@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
@@ -128,7 +129,8 @@ def dvc_commands(scale: dict) -> list[str]:
         flags = " ".join(
             f"-S '{PARAMETER_FILES[key.split('.')[0]]}:{key}={json.dumps(value)}'" for key, value in settings.items()
         )
-        commands.append(f"dvc exp run validate_descriptor -n '{name.replace(' ', '-').replace(',', '')}' {flags}")
+        slug = re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-")  # a git ref name: no spaces, no ".."
+        commands.append(f"dvc exp run validate_descriptor -n {slug} {flags}")
     return commands
 
 
