@@ -8,10 +8,10 @@ import torch
 
 from fdsml.analysis import pictures
 from fdsml.analysis.config import parse_analysis_params
-from fdsml.analysis.embedding_maps import class_sweep, reconstruct_class_code
+from fdsml.analysis.embedding_maps import class_sweep
 from fdsml.analysis.projection import l2_normalise, project_2d
 from fdsml.config import ConfigError
-from fdsml.ifs.finefractaldb import instance_code, render_rows
+from fdsml.ifs.finefractaldb import class_code, instance_code, render_rows
 from fdsml.training.pretrain import build_fractal_dataset, parse_pretrain_params
 
 from .conftest import RENDER
@@ -19,7 +19,7 @@ from .conftest import RENDER
 
 def test_every_instance_of_a_class_leads_back_to_the_same_class_code(tiny_table):
     for _, rows in tiny_table.groupby("class_id"):
-        codes = [reconstruct_class_code(row) for _, row in rows.iterrows()]
+        codes = [class_code(row) for _, row in rows.iterrows()]
         for code in codes[1:]:
             np.testing.assert_allclose(code, codes[0], rtol=1e-12)
 

@@ -21,7 +21,7 @@ def table():
     for class_id in range(2):
         base = sample_sigma_factor_code(rng, (2, 3), (5.0, 6.0), (-1.0, 1.0))
         for instance_id in range(3):
-            code, _, _ = random_perturbation(base, rng, (0.9, 1.1))
+            code, *_ = random_perturbation(base, rng, (0.9, 1.1))
             probabilities = determinant_probabilities(code)
             rows.append({
                 "class_id": class_id, "instance_id": instance_id, "coefficients": code.ravel().tolist(),

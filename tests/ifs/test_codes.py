@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from fdsml.ifs import (
+    class_positions,
     determinant_probabilities,
     is_contractive,
     largest_singular_values,
@@ -74,7 +75,8 @@ def test_perturbation_changes_exactly_one_position_by_a_factor_in_range():
     rng = np.random.default_rng(5)
     code = sample_sigma_factor_code(rng, (3, 3), (5.0, 6.0), (-1.0, 1.0))
     for _ in range(50):
-        perturbed, position, factor = random_perturbation(code, rng, (0.6, 1.4))
+        perturbed, position, factor, map_index = random_perturbation(code, rng, (0.6, 1.4))
+        assert map_index is None
         assert 0.6 <= factor <= 1.4
         changed = ~np.isclose(perturbed, code)
         assert set(np.flatnonzero(changed.any(axis=0))) <= {position}
@@ -85,3 +87,42 @@ def test_rescale_coefficient_does_not_touch_the_original():
     code = np.ones((2, 6))
     rescaled = rescale_coefficient(code, 4, 2.0)
     assert np.all(code == 1) and np.all(rescaled[:, 4] == 2)
+
+
+def test_one_map_scope_rescales_the_position_in_one_map_only():
+    rng = np.random.default_rng(6)
+    code = sample_sigma_factor_code(rng, (4, 4), (5.0, 6.0), (-1.0, 1.0))
+    maps_seen = set()
+    for _ in range(40):
+        perturbed, position, factor, map_index = random_perturbation(code, rng, (0.6, 1.4), one_map=True)
+        changed = ~np.isclose(perturbed, code)
+        assert set(zip(*np.nonzero(changed))) <= {(map_index, position)}
+        assert perturbed[map_index, position] == pytest.approx(code[map_index, position] * factor)
+        maps_seen.add(map_index)
+    assert maps_seen == {0, 1, 2, 3}
+
+
+def test_discrete_factors_come_from_the_given_weights():
+    rng = np.random.default_rng(7)
+    code = sample_sigma_factor_code(rng, (3, 3), (5.0, 6.0), (-1.0, 1.0))
+    weights = (0.2, 0.6, 1.4, 1.8)
+    factors = {random_perturbation(code, rng, (0.6, 1.4), factor_values=weights)[2] for _ in range(80)}
+    assert factors == set(weights)
+
+
+def test_positions_are_drawn_from_the_given_set():
+    rng = np.random.default_rng(8)
+    code = sample_sigma_factor_code(rng, (3, 3), (5.0, 6.0), (-1.0, 1.0))
+    positions = {random_perturbation(code, rng, (0.6, 1.4), positions=(1, 4))[1] for _ in range(40)}
+    assert positions == {1, 4}
+
+
+def test_class_positions_draw_distinct_positions_and_leave_the_rng_alone_for_all_six():
+    rng = np.random.default_rng(9)
+    before = rng.bit_generator.state
+    assert class_positions(rng, 6) == (0, 1, 2, 3, 4, 5)
+    assert rng.bit_generator.state == before
+    chosen = class_positions(rng, 3)
+    assert len(set(chosen)) == 3 and set(chosen) <= set(range(6))
+    with pytest.raises(ValueError, match="1 to 6"):
+        class_positions(rng, 0)

@@ -1,25 +1,33 @@
+import re
+
 import numpy as np
 import pytest
 
+from fdsml import reuse
+from fdsml.config import ConfigError, parse
 from fdsml.ifs import determinant_probabilities, largest_singular_values, psi
 from fdsml.ifs.finefractaldb import (
+    MAP_COLUMN,
+    TABLE_COLUMNS,
     ClassFilter,
     FineFractalDBConfig,
     GenerationError,
     Perturbation,
     RenderSettings,
     generate_class,
+    class_code,
     generate_finefractaldb,
     instance_code,
 )
 
-TINY = FineFractalDBConfig(
-    seed=3,
-    n_classes=3,
-    instances_per_class=6,
-    render=RenderSettings(size=32, points=800),
-    class_filter=ClassFilter(size=128, points=5000),
-)
+TINY_PARAMS = {
+    "seed": 3,
+    "n_classes": 3,
+    "instances_per_class": 6,
+    "render": {"size": 32, "points": 800},
+    "class_filter": {"size": 128, "points": 5000},
+}
+TINY = parse(FineFractalDBConfig, TINY_PARAMS, "fractals")
 
 
 @pytest.fixture(scope="module")
@@ -111,3 +119,82 @@ def test_uniform_sampler_generates_contractive_classes():
     table, summary = generate_finefractaldb(config)
     assert summary["sampler"] == "uniform" and len(table) == 6
     assert table["n_maps"].between(2, 7).all()
+
+
+# --- the generator's open choices (fractals.perturbation, issue 18) ---
+
+GOLDEN_DEFAULT = FineFractalDBConfig(
+    n_classes=3, instances_per_class=4, render=RenderSettings(size=32, points=600), class_filter=ClassFilter(size=96, points=4000)
+)
+GOLDEN_DEFAULT_DIGEST = "ef968818d810d5170187cbf77a76782704206d2adbac228dfe0e35740bbfd32d"
+"""``reuse.content_digest`` of GOLDEN_DEFAULT's table, computed with the generator before the
+perturbation choices became parameters: the default table must not move by one byte."""
+
+
+def variant(**perturbation) -> FineFractalDBConfig:
+    """TINY with the given ``fractals.perturbation`` keys, through the parameter parser."""
+    return parse(FineFractalDBConfig, {**TINY_PARAMS, "perturbation": perturbation}, "fractals")
+
+
+def test_the_default_table_is_byte_identical_to_the_one_before_the_choices_existed():
+    table, _ = generate_finefractaldb(GOLDEN_DEFAULT)
+    assert list(table.columns) == list(TABLE_COLUMNS)
+    assert reuse.content_digest(table) == GOLDEN_DEFAULT_DIGEST
+
+
+def test_every_choice_set_explicitly_to_its_default_gives_the_same_table(generated):
+    explicit = variant(scope="every_map", factor="uniform", factor_range=[0.6, 1.4], positions_per_class=6)
+    assert reuse.content_digest(generate_finefractaldb(explicit)[0]) == reuse.content_digest(generated[0])
+
+
+def test_one_map_scope_changes_one_map_of_the_class_code_and_records_it():
+    table, _ = generate_finefractaldb(variant(scope="one_map"))
+    assert list(table.columns) == [*TABLE_COLUMNS, MAP_COLUMN]
+    for _, group in table.groupby("class_id"):
+        base = class_code(group.iloc[0])
+        for _, row in group.iterrows():
+            changed = ~np.isclose(instance_code(row)[0], base)
+            assert set(zip(*np.nonzero(changed))) <= {(row[MAP_COLUMN], row["position"])}
+            np.testing.assert_allclose(class_code(row), base)
+    assert table[MAP_COLUMN].nunique() > 1
+
+
+def test_discrete_factors_are_fractaldb_weights():
+    table, _ = generate_finefractaldb(variant(factor="discrete"))
+    assert set(table["factor"]) <= {0.2, 0.6, 1.4, 1.8}
+    assert table["factor"].nunique() > 1
+
+
+def test_one_position_per_class_is_shared_by_every_instance_of_the_class():
+    table, _ = generate_finefractaldb(variant(positions_per_class=1))
+    assert (table.groupby("class_id")["position"].nunique() == 1).all()
+    assert table.groupby("class_id")["position"].first().nunique() > 1
+
+
+def test_a_small_set_of_positions_per_class_bounds_each_class():
+    table, _ = generate_finefractaldb(variant(positions_per_class=2))
+    per_class = table.groupby("class_id")["position"].unique()
+    assert all(1 <= len(positions) <= 2 for positions in per_class)
+    assert sum(len(positions) == 2 for positions in per_class) >= 1
+
+
+@pytest.mark.parametrize(
+    ("perturbation", "key"),
+    [
+        ({"scope": "two_maps"}, "fractals.perturbation.scope"),
+        ({"factor": "gaussian"}, "fractals.perturbation.factor"),
+        ({"factor_values": []}, "fractals.perturbation.factor_values"),
+        ({"factor_values": [0.6, -1.0]}, "fractals.perturbation.factor_values[1]"),
+        ({"positions_per_class": 0}, "fractals.perturbation.positions_per_class"),
+        ({"positions_per_class": 7}, "fractals.perturbation.positions_per_class"),
+    ],
+)
+def test_bad_choices_are_refused_naming_the_key(perturbation, key):
+    with pytest.raises(ConfigError, match=re.escape(key)):
+        variant(**perturbation)
+
+
+def test_the_summary_reports_how_many_filtered_classes_the_class_filter_accepts(generated):
+    _, summary = generated
+    filtered = summary["class_codes_sampled"] - summary["class_noncontractive_rejections"]
+    assert summary["class_filter_acceptance_rate"] == pytest.approx((filtered - summary["class_filter_rejections"]) / filtered)

@@ -8,7 +8,6 @@ from fdsml.ifs.codes import determinant_probabilities, rescale_coefficient, samp
 from fdsml.ifs.descriptor import psi
 from fdsml.validation.sweeps import (
     base_codes,
-    class_base_code,
     is_monotone,
     run_sweeps,
     summarise_sweeps,
@@ -42,11 +41,6 @@ def test_one_is_set_exactly_where_the_even_grid_rounds_next_to_it():
     assert np.linspace(0.35, 1.65, 27)[13] != 1.0  # 0.9999999999999999
     factors = sweep_factors((0.35, 1.65), 27)
     assert factors[13] == 1.0 and factors.shape == (27,)
-
-
-def test_class_base_code_undoes_the_instance_perturbation():
-    code = contractive_code()
-    assert np.allclose(class_base_code(rescale_coefficient(code, 3, 1.27), 3, 1.27), code)
 
 
 def test_sweep_recomputes_probabilities_and_is_zero_at_one(render_settings):

@@ -8,7 +8,7 @@ sampled triplets).
 """
 
 from fdsml.analysis.attention import attention_figure, attention_probabilities, cls_to_patch_maps
-from fdsml.analysis.embedding_maps import class_sweep, embedding_map_figure, reconstruct_class_code
+from fdsml.analysis.embedding_maps import class_sweep, embedding_map_figure
 from fdsml.analysis.gradcam import (
     grad_cam,
     gradcam_figure,
@@ -47,7 +47,6 @@ __all__ = [
     "project_2d",
     "prototype_targets",
     "real_images",
-    "reconstruct_class_code",
     "render_trajectory",
     "sample_grid_figure",
     "similarity_figure",

@@ -21,15 +21,9 @@ from matplotlib.lines import Line2D
 from matplotlib.offsetbox import AnnotationBbox, OffsetImage
 
 from fdsml.ifs.codes import COEFFICIENT_NAMES, is_contractive, rescale_coefficient
-from fdsml.ifs.finefractaldb import instance_code
+from fdsml.ifs.finefractaldb import class_code, row_perturbation
 
 logger = logging.getLogger(__name__)
-
-
-def reconstruct_class_code(row: pd.Series) -> np.ndarray:
-    """The class code an instance row was perturbed from: its ``position`` coefficient divided by ``factor``."""
-    code, _ = instance_code(row)
-    return rescale_coefficient(code, int(row["position"]), 1.0 / float(row["factor"]))
 
 
 def class_sweep(row: pd.Series, factors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -37,9 +31,9 @@ def class_sweep(row: pd.Series, factors: np.ndarray) -> tuple[np.ndarray, np.nda
 
     Returns ``(codes (k, N, 6), factors (k,))``.
     """
-    base = reconstruct_class_code(row)
-    position = int(row["position"])
-    codes = [rescale_coefficient(base, position, float(s)) for s in factors]
+    base = class_code(row)
+    position, _, map_index = row_perturbation(row)
+    codes = [rescale_coefficient(base, position, float(s), map_index) for s in factors]
     keep = np.array([is_contractive(code) for code in codes], dtype=bool)
     if not keep.any():
         raise ValueError(f"class {row['class_id']}: no factor of the sweep keeps the code contractive")

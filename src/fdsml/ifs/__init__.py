@@ -3,6 +3,7 @@
 from fdsml.ifs.chamfer import chamfer_distance, chamfer_distances, empty_distance
 from fdsml.ifs.codes import (
     COEFFICIENT_NAMES,
+    class_positions,
     determinant_probabilities,
     is_contractive,
     largest_singular_values,
@@ -22,6 +23,7 @@ __all__ = [
     "chamfer_distance",
     "chamfer_distances",
     "chaos_game",
+    "class_positions",
     "descriptor_distance",
     "determinant_probabilities",
     "empty_distance",

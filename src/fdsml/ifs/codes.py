@@ -109,17 +109,51 @@ def sample_uniform_code(
     return code
 
 
-def rescale_coefficient(coefficients: np.ndarray, position: int, factor: float) -> np.ndarray:
-    """A copy of the code with coefficient ``position`` (0..5 = a..f) multiplied by ``factor`` in every map."""
+POSITIONS = tuple(range(len(COEFFICIENT_NAMES)))
+
+
+def rescale_coefficient(
+    coefficients: np.ndarray, position: int, factor: float, map_index: int | None = None
+) -> np.ndarray:
+    """A copy of the code with coefficient ``position`` (0..5 = a..f) multiplied by ``factor``
+    in every map, or in map ``map_index`` only."""
     perturbed = np.array(coefficients, dtype=np.float64, copy=True)
-    perturbed[:, position] *= factor
+    perturbed[slice(None) if map_index is None else map_index, position] *= factor
     return perturbed
 
 
+def class_positions(rng: np.random.Generator, count: int) -> tuple[int, ...]:
+    """The coefficient positions a class's instances may perturb: all six, or ``count`` drawn without replacement.
+
+    With all six nothing is drawn, so ``rng`` is left as it was.
+    """
+    if not 1 <= count <= len(POSITIONS):
+        raise ValueError(f"a class perturbs 1 to {len(POSITIONS)} positions, got {count}")
+    if count == len(POSITIONS):
+        return POSITIONS
+    return tuple(sorted(int(p) for p in rng.choice(len(POSITIONS), size=count, replace=False)))
+
+
 def random_perturbation(
-    coefficients: np.ndarray, rng: np.random.Generator, factor_range: tuple[float, float]
-) -> tuple[np.ndarray, int, float]:
-    """One FineFractalDB instance draw: ONE random position rescaled by s ~ U[factor_range] in every map."""
-    position = int(rng.integers(0, 6))
-    factor = float(rng.uniform(factor_range[0], factor_range[1]))
-    return rescale_coefficient(coefficients, position, factor), position, factor
+    coefficients: np.ndarray,
+    rng: np.random.Generator,
+    factor_range: tuple[float, float],
+    *,
+    positions: tuple[int, ...] = POSITIONS,
+    factor_values: tuple[float, ...] | None = None,
+    one_map: bool = False,
+) -> tuple[np.ndarray, int, float, int | None]:
+    """One FineFractalDB instance draw: one position of ``positions``, rescaled by a random factor.
+
+    The factor is s ~ U[factor_range], or one of ``factor_values`` with equal chance when given
+    (FractalDB's discrete weights). The position is rescaled in every map, or with ``one_map`` in
+    one map drawn uniformly. Returns the perturbed code, the position, the factor and the map
+    (None: every map). The defaults draw exactly as FineFractalDB's first reading did.
+    """
+    position = positions[int(rng.integers(0, len(positions)))]
+    if factor_values is None:
+        factor = float(rng.uniform(factor_range[0], factor_range[1]))
+    else:
+        factor = float(factor_values[int(rng.integers(0, len(factor_values)))])
+    map_index = int(rng.integers(0, coefficients.shape[0])) if one_map else None
+    return rescale_coefficient(coefficients, position, factor, map_index), position, factor, map_index

@@ -24,9 +24,12 @@ from fdsml import reuse
 from fdsml.config import ConfigError, require_fraction, require_positive, require_range, require_seed
 from fdsml.errors import UserFixableError
 from fdsml.ifs.codes import (
+    POSITIONS,
+    class_positions,
     determinant_probabilities,
     is_contractive,
     random_perturbation,
+    rescale_coefficient,
     sample_sigma_factor_code,
     sample_uniform_code,
 )
@@ -48,6 +51,9 @@ TABLE_COLUMNS = (
     "position",
     "factor",
 )
+MAP_COLUMN = "map"
+"""The perturbed map, a column only of tables whose perturbation scope is ``one_map`` (the default
+tables stay as they were)."""
 
 
 class GenerationError(UserFixableError, RuntimeError):
@@ -114,15 +120,43 @@ class ClassFilter:
 
 @dataclass(frozen=True)
 class Perturbation:
-    """Instance draw: one coefficient position rescaled by s ~ U[factor_range] in every map."""
+    """Instance draw: one coefficient position rescaled by a factor s (METHOD.md section 2).
 
+    The defaults are our first reading of the method: the position is any of the six, drawn per
+    instance (``positions_per_class = 6``), rescaled in every map (``scope = every_map``) by
+    s ~ U[factor_range] (``factor = uniform``). The variants the method leaves open: ``one_map``
+    (the position rescaled in one map drawn per instance), ``discrete`` (s drawn from
+    ``factor_values``, FractalDB's weights) and 1 to 5 positions per class, drawn with the class
+    code, that its instances choose from.
+    """
+
+    scope: Literal["every_map", "one_map"] = "every_map"
+    factor: Literal["uniform", "discrete"] = "uniform"
     factor_range: tuple[float, float] = (0.6, 1.4)
+    factor_values: tuple[float, ...] = (0.2, 0.6, 1.4, 1.8)
+    positions_per_class: int = len(POSITIONS)
     max_attempts: int = 100
 
     def __post_init__(self):
         require_range("fractals.perturbation.factor_range", self.factor_range)
         require_positive("fractals.perturbation.factor_range[0]", self.factor_range[0])
+        if not self.factor_values:
+            raise ConfigError("fractals.perturbation.factor_values: give at least one factor, e.g. [0.2, 0.6, 1.4, 1.8]")
+        for index, value in enumerate(self.factor_values):
+            require_positive(f"fractals.perturbation.factor_values[{index}]", value)
+        if not 1 <= self.positions_per_class <= len(POSITIONS):
+            raise ConfigError(
+                f"fractals.perturbation.positions_per_class: must lie in 1..{len(POSITIONS)} "
+                f"(6 = any position, per instance), got {self.positions_per_class}"
+            )
         require_positive("fractals.perturbation.max_attempts", self.max_attempts)
+
+    def draw(self, code: np.ndarray, rng: np.random.Generator, positions: tuple[int, ...]):
+        """One perturbation of ``code`` at one of ``positions``: (coefficients, position, factor, map or None)."""
+        values = self.factor_values if self.factor == "discrete" else None
+        return random_perturbation(
+            code, rng, self.factor_range, positions=positions, factor_values=values, one_map=self.scope == "one_map"
+        )
 
 
 @dataclass(frozen=True)
@@ -154,6 +188,11 @@ class FineFractalDBConfig:
     @property
     def code_sampler(self) -> SigmaFactorSampler | UniformSampler:
         return self.sigma_factor if self.sampler == "sigma_factor" else self.uniform
+
+    @property
+    def table_columns(self) -> tuple[str, ...]:
+        """``TABLE_COLUMNS``, and ``MAP_COLUMN`` when each instance perturbs one map."""
+        return TABLE_COLUMNS + ((MAP_COLUMN,) if self.perturbation.scope == "one_map" else ())
 
 
 def fingerprint(config: FineFractalDBConfig) -> str:
@@ -213,11 +252,18 @@ def sample_class_code(config: FineFractalDBConfig, rng: np.random.Generator, sta
     )
 
 
-def make_instance(config: FineFractalDBConfig, code: np.ndarray, rng: np.random.Generator, stats: ClassStats):
-    """One accepted perturbation of ``code`` as a row dict, or None when every attempt was rejected."""
+def make_instance(
+    config: FineFractalDBConfig,
+    code: np.ndarray,
+    rng: np.random.Generator,
+    stats: ClassStats,
+    positions: tuple[int, ...] = POSITIONS,
+):
+    """One accepted perturbation of ``code`` at one of ``positions`` as a row dict, or None when
+    every attempt was rejected."""
     for _ in range(config.perturbation.max_attempts):
         stats.instance_draws += 1
-        coefficients, position, factor = random_perturbation(code, rng, config.perturbation.factor_range)
+        coefficients, position, factor, map_index = config.perturbation.draw(code, rng, positions)
         if not is_contractive(coefficients):
             stats.contraction_rejections += 1
             continue
@@ -227,7 +273,7 @@ def make_instance(config: FineFractalDBConfig, code: np.ndarray, rng: np.random.
         if filled < config.min_occupancy:
             stats.occupancy_rejections += 1
             continue
-        return {
+        row = {
             "n_maps": coefficients.shape[0],
             "coefficients": coefficients.reshape(-1).tolist(),
             "probabilities": probabilities.tolist(),
@@ -237,6 +283,9 @@ def make_instance(config: FineFractalDBConfig, code: np.ndarray, rng: np.random.
             "position": position,
             "factor": factor,
         }
+        if map_index is not None:
+            row[MAP_COLUMN] = map_index
+        return row
     return None
 
 
@@ -247,10 +296,11 @@ def generate_class(config: FineFractalDBConfig, class_id: int) -> tuple[list[dic
     for replacement in range(config.max_class_replacements + 1):
         stats.replacements = replacement
         code = sample_class_code(config, class_rng, stats)
+        positions = class_positions(class_rng, config.perturbation.positions_per_class)
         rows = []
         for instance_id in range(config.instances_per_class):
             sequence = np.random.SeedSequence(config.seed, spawn_key=(class_id, replacement, instance_id))
-            row = make_instance(config, code, np.random.default_rng(sequence), stats)
+            row = make_instance(config, code, np.random.default_rng(sequence), stats, positions)
             if row is None:
                 break
             rows.append({"class_id": class_id, "instance_id": instance_id, **row})
@@ -269,7 +319,7 @@ def _generate_class_job(args):
 
 
 def generate_finefractaldb(config: FineFractalDBConfig) -> tuple[pd.DataFrame, dict]:
-    """The FineFractalDB table (one row per instance, ``TABLE_COLUMNS``) and its generation summary."""
+    """The FineFractalDB table (one row per instance, ``config.table_columns``) and its generation summary."""
     started = time.perf_counter()
     jobs = [(config, class_id) for class_id in range(config.n_classes)]
     progress = dict(total=config.n_classes, desc="FineFractalDB classes", unit="class")
@@ -280,7 +330,7 @@ def generate_finefractaldb(config: FineFractalDBConfig) -> tuple[pd.DataFrame, d
             chunk = max(1, config.n_classes // (8 * config.workers))
             results = list(tqdm(pool.map(_generate_class_job, jobs, chunksize=chunk), **progress))
     rows = [row for class_rows, _ in results for row in class_rows]
-    table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+    table = pd.DataFrame(rows, columns=list(config.table_columns))
     summary = summarize(table, [stats for _, stats in results], config, time.perf_counter() - started)
     logger.info(
         "FineFractalDB: %d classes x %d instances in %.1f s", config.n_classes, config.instances_per_class, summary["seconds"]
@@ -305,6 +355,7 @@ def summarize(table: pd.DataFrame, stats: list[ClassStats], config: FineFractalD
         "class_noncontractive_rejections": totals["noncontractive_codes"],
         "class_filter_rejections": totals["filter_rejections"],
         "class_acceptance_rate": (config.n_classes + totals["replacements"]) / codes_sampled,
+        "class_filter_acceptance_rate": class_filter_acceptance(totals),
         "class_replacements": totals["replacements"],
         "instance_draws": instance_draws,
         "instance_contraction_rejections": totals["contraction_rejections"],
@@ -324,9 +375,28 @@ def summarize(table: pd.DataFrame, stats: list[ClassStats], config: FineFractalD
     }
 
 
+def class_filter_acceptance(totals: Counter) -> float | None:
+    """The fraction of sampled, contractive class codes the class filter keeps (None when none reached it)."""
+    filtered = totals["codes_sampled"] - totals["noncontractive_codes"]
+    return (filtered - totals["filter_rejections"]) / filtered if filtered else None
+
+
 def instance_code(row) -> tuple[np.ndarray, np.ndarray]:
     """The ``(N, 6)`` coefficients and the probabilities of one table row."""
     return np.reshape(np.asarray(row["coefficients"], dtype=np.float64), (-1, 6)), np.asarray(row["probabilities"])
+
+
+def row_perturbation(row) -> tuple[int, float, int | None]:
+    """An instance row's perturbation: position, factor, and its map (None: every map, and
+    every table without the ``map`` column)."""
+    map_index = row.get(MAP_COLUMN)
+    return int(row["position"]), float(row["factor"]), None if map_index is None else int(map_index)
+
+
+def class_code(row) -> np.ndarray:
+    """The class code an instance row was perturbed from: its perturbation undone."""
+    position, factor, map_index = row_perturbation(row)
+    return rescale_coefficient(instance_code(row)[0], position, 1.0 / factor, map_index)
 
 
 def render_rows(table: pd.DataFrame, settings: RenderSettings) -> np.ndarray:

@@ -75,6 +75,23 @@ def validation_section(table: str) -> str:
     return "## Descriptor validation\n\n" + _strip_title(table) + "\n" + pictures
 
 
+def generator_variants_section(table: str | None) -> str:
+    """The generator variants side by side (``benchmarks/generator_variants.py``), or how to measure them.
+
+    The study takes about half an hour on 2 CPU cores, so the report reads its table when present
+    and never runs it.
+    """
+    heading = "## FineFractalDB generator variants\n\n"
+    if table is None:
+        return heading + (
+            "Not measured yet: `python benchmarks/generator_variants.py --workers 2` writes "
+            "`data/08_reporting/generator_variants.{json,md}` (about half an hour on 2 CPU cores; `--quick` "
+            "for a smaller check), then run the report again. The README gives the same grid as DVC "
+            "experiments.\n"
+        )
+    return heading + _strip_title(table)
+
+
 def retrieval_section(table: str) -> str:
     return "## Retrieval\n\n" + _strip_title(table) + "\n" + _picture("top-5 retrievals", "retrieval_examples.png")
 

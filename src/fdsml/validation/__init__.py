@@ -10,7 +10,6 @@ from fdsml.validation.agreement import (
 from fdsml.validation.report import markdown_report
 from fdsml.validation.sweeps import (
     base_codes,
-    class_base_code,
     is_monotone,
     run_sweeps,
     summarise_sweeps,
@@ -22,7 +21,6 @@ from fdsml.validation.sweeps import (
 __all__ = [
     "SAME_POSITION_GROUPS",
     "base_codes",
-    "class_base_code",
     "is_monotone",
     "markdown_report",
     "measure_all_filters",

@@ -63,3 +63,72 @@ def markdown_report(summary: dict) -> str:
         for label, key, show in rows:
             lines.append(f"| {label} | " + " | ".join(show(block.get(key)) for _, block in sweep_blocks) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _same_group(stats: dict) -> str:
+    return f"{_pct(stats['fraction'])} {_interval(stats['ci95'])} (n={stats['n']})"
+
+
+def _overrides(entry: dict) -> str:
+    return ", ".join(f"`{key}={value}`" for key, value in entry["overrides"].items()) or "(default)"
+
+
+def variants_markdown(entries: list[dict]) -> str:
+    """The generator-variants table (:mod:`fdsml.validation.variants`): three tables, one row per variant.
+
+    Triplet agreement per filter with 95 % intervals and the label rule of ``each``; the ``same``
+    filter split by perturbed position; the sweeps per factor range. A variant whose generation
+    failed (an entry with ``error``) is listed with its error only.
+    """
+    failed = [entry for entry in entries if "error" in entry]
+    entries = [entry for entry in entries if "error" not in entry]
+    filters = [name for name in FILTERS if any(name in entry["agreement"] for entry in entries)]
+    labelled = sorted({name for entry in entries for name in entry["label_rule_agreement"]}, key=FILTERS.index)
+    lines = [
+        "# FineFractalDB generator variants",
+        "",
+        "Each variant is the default generator with the overrides listed; every figure is the descriptor",
+        "validation's (`descriptor_validation.json`) on that variant's table.",
+        "",
+        "| variant | overrides | class filter accepts |",
+        "|---|---|---:|",
+    ]
+    for entry in entries:
+        lines.append(f"| {entry['name']} | {_overrides(entry)} | {_pct(entry['class_filter_acceptance_rate'])} |")
+    for entry in failed:
+        lines.append(f"| {entry['name']} | {_overrides(entry)} | generation failed: {entry['error']} |")
+    lines += ["", "Agreement of d_Psi with the rendered shapes (D), 95 % Wilson intervals; label rule of the filters with one same-class candidate:", ""]
+    header = [f"{name} agreement" for name in filters]
+    header += [f"{name} label rule agreement | {name} same positive as label rule" for name in labelled]
+    lines += ["| variant | triplets | " + " | ".join(header) + " |", "|---|---:|" + "---|" * (len(filters) + 2 * len(labelled))]
+    for entry in entries:
+        cells = [f"{_pct(entry['agreement'].get(name))} {_interval(entry['agreement_ci95'].get(name))}" for name in filters]
+        for name in labelled:
+            cells.append(f"{_pct(entry['label_rule_agreement'].get(name))} {_interval(entry['label_rule_agreement_ci95'].get(name))}")
+            cells.append(_pct(entry["same_positive_rate"].get(name)))
+        triplets = max(entry["n_triplets_per_filter"].values())
+        lines.append(f"| {entry['name']} | {triplets} | " + " | ".join(cells) + " |")
+    with_same = [entry for entry in entries if "same_by_position" in entry]
+    if with_same:
+        groups = list(with_same[0]["same_by_position"])
+        lines += ["", "Filter `same`, agreement split by the coefficient positions the three codes were perturbed at:", ""]
+        lines += ["| variant | " + " | ".join(group.replace("_", " ") for group in groups) + " |", "|---|" + "---|" * len(groups)]
+        for entry in with_same:
+            lines.append(f"| {entry['name']} | " + " | ".join(_same_group(entry["same_by_position"][g]) for g in groups) + " |")
+    for label in dict.fromkeys(label for entry in entries for label in entry["sweeps"]):
+        lines += ["", f"Perturbation sweeps of the class codes, s in {label} (common seed):", ""]
+        lines += [
+            "| variant | sweeps | contractive | monotone (contractive) | monotone within noise (contractive) "
+            "| median Spearman (contractive) | sweeps with an empty rendering | empty renderings |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for entry in entries:
+            block = entry["sweeps"].get(label)
+            if block is None:
+                continue
+            lines.append(
+                f"| {entry['name']} | {block['n_sweeps']} | {_pct(block['contractive_fraction'])} "
+                f"| {_pct(block['monotone_fraction_contractive'])} | {_pct(block['monotone_within_noise_fraction_contractive'])} "
+                f"| {_number(block['median_spearman_contractive'])} | {block['n_empty']} | {block['n_empty_renderings']} |"
+            )
+    return "\n".join(lines) + "\n"

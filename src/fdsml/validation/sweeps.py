@@ -27,6 +27,7 @@ from scipy.stats import spearmanr
 from fdsml.ifs.chamfer import chamfer_distances
 from fdsml.ifs.codes import determinant_probabilities, is_contractive, rescale_coefficient
 from fdsml.ifs.descriptor import descriptor_distance, psi
+from fdsml.ifs.finefractaldb import class_code
 from fdsml.ifs.render import RenderSettings
 from fdsml.seeds import SEED_LIMIT
 
@@ -45,11 +46,6 @@ def sweep_factors(factor_range: tuple[float, float], n_factors: int) -> np.ndarr
     return factors
 
 
-def class_base_code(coefficients: np.ndarray, position: int, factor: float) -> np.ndarray:
-    """Undo an instance's perturbation: its class code has coefficient ``position`` divided by ``factor``."""
-    return rescale_coefficient(coefficients, position, 1.0 / factor)
-
-
 def base_codes(table: pd.DataFrame, n_base_codes: int, rng: np.random.Generator) -> tuple[list[np.ndarray], np.ndarray]:
     """The class codes of ``n_base_codes`` distinct classes drawn at random, with their class ids."""
     classes = np.unique(table["class_id"].to_numpy())
@@ -57,12 +53,7 @@ def base_codes(table: pd.DataFrame, n_base_codes: int, rng: np.random.Generator)
         raise ValueError(f"{n_base_codes} base codes need as many classes; the table has {classes.shape[0]}")
     chosen = np.sort(rng.choice(classes, size=n_base_codes, replace=False))
     first_rows = table.groupby("class_id").head(1).set_index("class_id").loc[chosen]
-    columns = zip(first_rows["coefficients"], first_rows["position"], first_rows["factor"])
-    codes = [
-        class_base_code(np.reshape(np.asarray(coefficients, dtype=np.float64), (-1, 6)), int(position), float(factor))
-        for coefficients, position, factor in columns
-    ]
-    return codes, chosen
+    return [class_code(row) for _, row in first_rows.iterrows()], chosen
 
 
 def _probabilities(coefficients: np.ndarray) -> np.ndarray | None:

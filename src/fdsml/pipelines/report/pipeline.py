@@ -15,6 +15,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "fractal_summary",
                     "pretrain_history",
                     "descriptor_validation_table",
+                    "generator_variants_table",
                     "retrieval_table",
                     "classification_table",
                     "robustness_table",

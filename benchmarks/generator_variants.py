@@ -1,0 +1,177 @@
+"""FineFractalDB generator variants, measured side by side with the descriptor validation (issue 18).
+
+    python benchmarks/generator_variants.py --workers 2   # the whole table (see README for its time)
+    python benchmarks/generator_variants.py --quick       # every variant at a smaller scale, minutes
+    python benchmarks/generator_variants.py --tiny        # two variants in seconds (the test's mode)
+    python benchmarks/generator_variants.py --print-dvc   # the same grid as `dvc exp run` commands
+
+Each variant is ``conf/base`` with a few dotted keys overridden (today's default, then each open
+choice changed alone). For each, the ``fractals`` and ``validate_descriptor`` pipelines' own nodes
+generate the table and validate the descriptor; the sweeps run over two factor ranges. Writes
+``generator_variants.json`` (one entry per variant: overrides and figures) and ``.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+
+import yaml
+
+from fdsml.ifs.finefractaldb import GenerationError
+from fdsml.pipelines.fractals.nodes import generate_fractal_codes
+from fdsml.pipelines.validate_descriptor.nodes import measure_sweeps, measure_triplet_agreement, summarise
+from fdsml.validation.report import variants_markdown
+from fdsml.validation.sweeps import summarise_sweeps
+from fdsml.validation.variants import variant_entry, with_overrides
+
+logger = logging.getLogger("generator_variants")
+
+ROOT = Path(__file__).resolve().parents[1]
+PARAMETER_FILES = {
+    "fractals": "conf/base/parameters_fractals.yml",
+    "validate_descriptor": "conf/base/parameters_validate_descriptor.yml",
+}
+
+VARIANTS = {
+    "default": {},
+    "one map": {"fractals.perturbation.scope": "one_map"},
+    "discrete factors": {"fractals.perturbation.factor": "discrete"},
+    "factor range 0.2-1.8": {"fractals.perturbation.factor_range": [0.2, 1.8]},
+    "one position per class": {"fractals.perturbation.positions_per_class": 1},
+    "two positions per class": {"fractals.perturbation.positions_per_class": 2},
+    "sigma factor, N 2..7": {"fractals.sigma_factor.n_maps": [2, 7]},
+    "uniform sampler, N 2..7": {"fractals.sampler": "uniform"},
+    "uniform sampler, N 2..4": {"fractals.sampler": "uniform", "fractals.uniform.n_maps": [2, 4]},
+    "fill >= 0.1": {"fractals.class_filter.min_fill": 0.1},
+    "fill >= 0.25": {"fractals.class_filter.min_fill": 0.25},
+    "no class filter": {"fractals.class_filter.enabled": False},
+}
+"""Today's default and each open choice of the generator changed alone."""
+
+SWEEP_RANGES = ([0.6, 1.4], [0.2, 1.8])
+"""The sweeps run over the method's factor range and a wider one; the first is ``sweeps`` of the
+validation summary."""
+
+SCALES = {
+    "full": {
+        "fractals.n_classes": 50,
+        "fractals.instances_per_class": 100,
+        "validate_descriptor.n_triplets": 3000,
+        "validate_descriptor.n_base_codes": 50,
+        "validate_descriptor.sweep.n_factors": 33,
+        "validate_descriptor.sweep.compare_fresh_seeds": False,
+    },
+    "quick": {
+        "fractals.n_classes": 20,
+        "fractals.instances_per_class": 20,
+        "validate_descriptor.n_triplets": 300,
+        "validate_descriptor.n_base_codes": 5,
+        "validate_descriptor.sweep.n_factors": 17,
+        "validate_descriptor.sweep.compare_fresh_seeds": False,
+    },
+    "tiny": {
+        "fractals.n_classes": 4,
+        "fractals.instances_per_class": 5,
+        "fractals.render.size": 32,
+        "fractals.render.points": 600,
+        "fractals.class_filter.size": 96,
+        "fractals.class_filter.points": 4000,
+        "validate_descriptor.n_triplets": 20,
+        "validate_descriptor.n_base_codes": 2,
+        "validate_descriptor.sweep.n_factors": 5,
+        "validate_descriptor.sweep.n_noise_seeds": 2,
+        "validate_descriptor.sweep.compare_fresh_seeds": False,
+        "validate_descriptor.grid_triplets_per_filter": 1,
+    },
+}
+"""The full table's scale (50 classes x 100 instances, 3,000 triplets per filter, 300 sweeps) and
+two smaller ones for a check."""
+
+
+def base_parameters() -> dict:
+    """``conf/base``'s ``fractals`` and ``validate_descriptor`` parameters."""
+    return {key: yaml.safe_load((ROOT / path).read_text())[key] for key, path in PARAMETER_FILES.items()}
+
+
+def run_variant(job: tuple[str, dict, dict]) -> dict:
+    """Generate one variant's table with the fractals node, validate it with the validate_descriptor nodes."""
+    name, overrides, params = job
+    started = time.perf_counter()
+    fractals = params["fractals"]
+    try:
+        table, fractal_summary = generate_fractal_codes(fractals, None, None)
+    except GenerationError as error:  # a variant the generator cannot complete is a result too
+        logger.warning("variant %r: %s", name, error)
+        return {"name": name, "overrides": overrides, "error": str(error)}
+    triplets = measure_triplet_agreement(table, fractals, params["validate_descriptor"])
+    ranged = [with_overrides(params, {"validate_descriptor.sweep.factor_range": list(r)})["validate_descriptor"] for r in SWEEP_RANGES]
+    points = [measure_sweeps(table, fractals, sweep_params) for sweep_params in ranged]
+    validation, _ = summarise(triplets, points[0], fractals, ranged[0])
+    sweeps = {f"[{low}, {high}]": summarise_sweeps(p) for (low, high), p in zip(SWEEP_RANGES, points)}
+    entry = variant_entry(name, overrides, validation, sweeps, fractal_summary)
+    entry["seconds"] = round(time.perf_counter() - started, 1)
+    logger.info("variant %r done in %.0f s", name, entry["seconds"])
+    return entry
+
+
+def dvc_commands(scale: dict) -> list[str]:
+    """One ``dvc exp run`` per variant on the validate_descriptor stage, at the full scale."""
+    commands = []
+    for name, overrides in VARIANTS.items():
+        settings = {**scale, **overrides}
+        flags = " ".join(
+            f"-S '{PARAMETER_FILES[key.split('.')[0]]}:{key}={json.dumps(value)}'" for key, value in settings.items()
+        )
+        slug = re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-")  # a git ref name: no spaces, no ".."
+        commands.append(f"dvc exp run validate_descriptor -n {slug} {flags}")
+    return commands
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="every variant at a smaller scale")
+    size.add_argument("--tiny", action="store_true", help="two variants in seconds")
+    parser.add_argument("--workers", type=int, default=1, help="variants measured in parallel processes")
+    parser.add_argument("--only", nargs="+", choices=list(VARIANTS), help="measure these variants only")
+    parser.add_argument("--output-dir", type=Path, default=ROOT / "data/08_reporting")
+    parser.add_argument("--print-dvc", action="store_true", help="print the grid as dvc exp run commands and stop")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+
+    if args.print_dvc:
+        print("\n".join(dvc_commands(SCALES["full"])))
+        return
+    scale_name = "tiny" if args.tiny else "quick" if args.quick else "full"
+    names = args.only or (list(VARIANTS)[:2] if args.tiny else list(VARIANTS))
+    variants = {name: VARIANTS[name] for name in names}
+    base = with_overrides(base_parameters(), SCALES[scale_name])
+    jobs = [(name, overrides, with_overrides(base, overrides)) for name, overrides in variants.items()]
+    started = time.perf_counter()
+    if args.workers == 1:
+        entries = [run_variant(job) for job in jobs]
+    else:
+        with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn")) as pool:
+            entries = list(pool.map(run_variant, jobs))
+    result = {
+        "scale": scale_name,
+        "scale_overrides": SCALES[scale_name],
+        "sweep_factor_ranges": [list(r) for r in SWEEP_RANGES],
+        "seconds": round(time.perf_counter() - started, 1),
+        "variants": entries,
+    }
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    (args.output_dir / "generator_variants.json").write_text(json.dumps(result, indent=2) + "\n")
+    (args.output_dir / "generator_variants.md").write_text(variants_markdown(entries))
+    logger.info("%d variants (%s scale) in %.0f s -> %s", len(entries), scale_name, result["seconds"], args.output_dir)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""Generator variants side by side: overrides, one entry per variant, and the script's tiny run end to end."""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from fdsml.losses.candidates import FILTERS
+from fdsml.validation.agreement import SAME_POSITION_GROUPS
+from fdsml.validation.variants import AGREEMENT_KEYS, SWEEP_KEYS, with_overrides
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "generator_variants.py"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("generator_variants", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_overrides_set_dotted_keys_without_touching_the_original():
+    params = {"fractals": {"perturbation": {"scope": "every_map", "max_attempts": 100}}}
+    changed = with_overrides(params, {"fractals.perturbation.scope": "one_map"})
+    assert changed["fractals"]["perturbation"] == {"scope": "one_map", "max_attempts": 100}
+    assert params["fractals"]["perturbation"]["scope"] == "every_map"
+
+
+@pytest.mark.parametrize("key", ["fractals.perturbation.scop", "fractals.perturbation.scope.deeper", "fractal.seed"])
+def test_an_override_of_no_parameter_is_refused_naming_it(key):
+    with pytest.raises(KeyError, match=key.replace(".", r"\.")):
+        with_overrides({"fractals": {"perturbation": {"scope": "every_map"}}, "validate_descriptor": {}}, {key: 1})
+
+
+def test_every_variant_names_existing_parameters_and_each_choice_changes_alone():
+    script = load_script()
+    base = script.base_parameters()
+    for overrides in [*script.VARIANTS.values(), *script.SCALES.values()]:
+        with_overrides(base, overrides)
+    variants = script.VARIANTS
+    assert len(variants) >= 10 and variants["default"] == {}
+    assert {key for overrides in variants.values() for key in overrides} >= {
+        "fractals.perturbation.scope",
+        "fractals.perturbation.factor",
+        "fractals.perturbation.positions_per_class",
+        "fractals.sampler",
+        "fractals.class_filter.min_fill",
+    }
+
+
+def test_the_tiny_run_writes_every_figure_for_two_variants(tmp_path, monkeypatch):
+    script = load_script()
+    monkeypatch.setattr(sys, "argv", ["generator_variants.py", "--tiny", "--output-dir", str(tmp_path)])
+    script.main()
+    result = json.loads((tmp_path / "generator_variants.json").read_text())
+    entries = result["variants"]
+    assert [entry["name"] for entry in entries] == ["default", "one map"]
+    assert entries[1]["overrides"] == {"fractals.perturbation.scope": "one_map"}
+    for entry in entries:
+        assert set(AGREEMENT_KEYS) <= set(entry)
+        assert set(entry["agreement"]) == set(FILTERS)
+        assert all(low <= entry["agreement"][f] <= high for f, (low, high) in entry["agreement_ci95"].items())
+        assert set(entry["label_rule_agreement"]) == {"each"} and "each" in entry["same_positive_rate"]
+        assert set(entry["same_by_position"]) == set(SAME_POSITION_GROUPS)
+        assert set(entry["sweeps"]) == {"[0.6, 1.4]", "[0.2, 1.8]"}
+        for block in entry["sweeps"].values():
+            assert set(SWEEP_KEYS) <= set(block)
+        assert 0 < entry["class_filter_acceptance_rate"] <= 1
+    table = (tmp_path / "generator_variants.md").read_text()
+    assert "| one map | `fractals.perturbation.scope=one_map` |" in table
+    assert "s in [0.2, 1.8]" in table
+
+
+def test_the_grid_prints_as_dvc_experiments_on_the_validate_descriptor_stage():
+    script = load_script()
+    commands = script.dvc_commands(script.SCALES["full"])
+    assert len(commands) == len(script.VARIANTS)
+    assert all(command.startswith("dvc exp run validate_descriptor ") for command in commands)
+    assert "-S 'conf/base/parameters_fractals.yml:fractals.perturbation.scope=\"one_map\"'" in commands[1]
+    assert "-S 'conf/base/parameters_validate_descriptor.yml:validate_descriptor.n_triplets=3000'" in commands[0]
