@@ -1,8 +1,10 @@
 """Honest measurements of device work: wall time after the device finished, and peak memory.
 
 CUDA kernels run asynchronously, so a timer read without synchronising measures the launch,
-not the work. Host peak memory is read from Linux's resident-set high-water mark (VmHWM), which
-this process resets on entry; elsewhere it is reported as unknown (None).
+not the work. :class:`Stopwatch` times device work without stalling the host (CUDA events, read
+later, when the loop synchronises anyway at a log interval). Host peak memory is read from
+Linux's resident-set high-water mark (VmHWM), which this process resets on entry; elsewhere it
+is reported as unknown (None).
 """
 
 from __future__ import annotations
@@ -28,6 +30,41 @@ def _status_kib(field: str) -> int:
         if line.startswith(field + ":"):
             return int(line.split()[1])
     raise KeyError(field)
+
+
+class Stopwatch:
+    """Elapsed time of a stretch of work, started on creation and ended by :meth:`stop`.
+
+    On CUDA two events on the current stream; reading :attr:`seconds` waits for the second one,
+    so read it only where the host may wait. On the CPU the host clock, which is exact there.
+    """
+
+    def __init__(self, device: torch.device | str):
+        self._cuda = torch.device(device).type == "cuda"
+        if self._cuda:
+            self._start, self._end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            self._start.record()
+        else:
+            self._start, self._end = time.perf_counter(), None
+
+    def stop(self) -> Stopwatch:
+        if self._cuda:
+            self._end.record()
+        else:
+            self._end = time.perf_counter()
+        return self
+
+    @property
+    def seconds(self) -> float:
+        if self._end is None:
+            raise RuntimeError("Stopwatch read before stop()")
+        if self._cuda:
+            self._end.synchronize()
+            return self._start.elapsed_time(self._end) / 1e3
+        return self._end - self._start
+
+    def __float__(self) -> float:
+        return self.seconds
 
 
 class Measured:
