@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from scipy import stats
 
 from fdsml.losses.pa_triplet import (
     PATripletLoss,
@@ -13,6 +14,7 @@ from fdsml.losses.pa_triplet import (
     mine_batch_triplets,
     triplets_per_anchor,
 )
+from fdsml.measure import Measured
 
 FILTERS = ("all", "each", "same", "diff")
 
@@ -117,6 +119,38 @@ def test_subsampling_is_a_reproducible_subset(batch):
     assert draws[0] == draws[1] != draws[2]
     with pytest.raises(ValueError, match="torch.Generator"):
         mine_batch_triplets(labels, psi, "all", max_triplets=20)
+
+
+SKEWED_LABELS = torch.tensor([0, 0, 0, 0, 1, 1, 1, 2])  # anchors allow unequal numbers of triplets
+
+
+@pytest.mark.parametrize(("filter_name", "fraction"), [("all", 0.25), ("each", 0.25), ("same", 0.25), ("diff", 0.6)])
+def test_subsampling_is_uniform_over_the_allowed_triplets(filter_name, fraction):
+    """Each allowed triplet is kept equally often (chi-square), every draw is exact and in order."""
+    psi = torch.zeros(SKEWED_LABELS.shape[0], 6)  # all ties: positives stay candidate 1, order is visible
+    allowed = _triplets(mine_batch_triplets(SKEWED_LABELS, psi, filter_name))
+    count = max(1, int(fraction * len(allowed)))
+    generator = torch.Generator().manual_seed(7)
+    frequency = dict.fromkeys(allowed, 0)
+    trials = 600
+    for _ in range(trials):
+        mined = mine_batch_triplets(SKEWED_LABELS, psi, filter_name, max_triplets=count, generator=generator)
+        drawn = list(zip(*(t.tolist() for t in mined)))
+        assert len(drawn) == count and drawn == sorted(set(drawn))
+        for triplet in drawn:
+            frequency[triplet] += 1  # KeyError for a triplet the filter does not allow
+    observed = np.array(list(frequency.values()))
+    assert stats.chisquare(observed).pvalue > 1e-3
+
+
+def test_subsampling_a_large_batch_never_builds_the_triplet_cube():
+    labels = torch.arange(256).repeat_interleave(4)  # B = 1,024: 5e8 triplets for "all", 12 GB as index triples
+    with Measured() as measured:
+        generator = torch.Generator().manual_seed(0)
+        anchors, _, _ = mine_batch_triplets(labels, torch.randn(1024, 6), "all", max_triplets=5000, generator=generator)
+    assert anchors.shape[0] == 5000
+    if measured.peak_bytes is not None:
+        assert measured.peak_bytes < 100 * 2**20
 
 
 def test_unknown_filter_is_refused(batch):

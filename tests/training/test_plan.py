@@ -63,7 +63,7 @@ def test_the_numbers_match_hand_computed_values():
     plan = plan_pretrain(pretrain, 100, 3).check()
     # B = 12: 100 // 12 = 8 global batches, 2 per replica; filter same: C(2, 2) = 1 triplet per anchor, 12 per batch
     assert (plan.batches_per_replica, plan.total_steps, plan.triplets_per_batch) == (2, 4, 12)
-    assert plan.triplet_mining_bytes == 2 * 12**3 + (24 + 48) * 12
+    assert plan.triplet_mining_bytes == 72 * 12**2 + 104 * 12
     assert plan_pretrain(pretrain, 20, 8).batches_per_replica == 1  # at least one rendered batch per replica
 
 

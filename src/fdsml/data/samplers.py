@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import numpy as np
 from torch.utils.data import Sampler
 
-from fdsml.losses.candidates import sample_explicit_triplets
+from fdsml.losses.candidates import TripletPools
 
 
 def _epoch_rng(seed: int, epoch: int, *key: int) -> np.random.Generator:
@@ -117,7 +117,7 @@ class ExplicitTripletBatchSampler(_RankSharded):
     """Batches ``[anchors | first | second]`` of T triplets drawn per the filter (explicit mode).
 
     Global batch b of an epoch is drawn with its own generator (seed, epoch, b) through
-    ``sample_explicit_triplets``, so a rank draws only its own batches. Default
+    ``TripletPools`` (built once), so a rank draws only its own batches. Default
     ``batches_per_epoch``: about one pass of images, ``n // (3 * T)``.
     """
 
@@ -136,9 +136,8 @@ class ExplicitTripletBatchSampler(_RankSharded):
             raise ValueError(f"triplets_per_batch must be positive, got {triplets_per_batch}")
         self.labels = np.asarray(labels)
         self.triplets_per_batch = triplets_per_batch
-        self.filter_name = filter_name
-        # One probe triplet: data that cannot serve the filter fails here, not in the middle of an epoch.
-        sample_explicit_triplets(self.labels, 1, filter_name, np.random.default_rng(0))
+        # Built once (data that cannot serve the filter fails here, not in the middle of an epoch).
+        self.pools = TripletPools(self.labels, filter_name)
         if batches_per_epoch is None:
             batches_per_epoch = max(self.labels.shape[0] // (3 * triplets_per_batch), 1)
         super().__init__(batches_per_epoch, seed=seed, num_replicas=num_replicas, rank=rank)
@@ -146,7 +145,7 @@ class ExplicitTripletBatchSampler(_RankSharded):
     def batch(self, position: int) -> list[int]:
         """Global batch ``position`` of the current epoch."""
         rng = _epoch_rng(self.seed, self.epoch, position)
-        anchors, first, second = sample_explicit_triplets(self.labels, self.triplets_per_batch, self.filter_name, rng)
+        anchors, first, second = self.pools.sample(self.triplets_per_batch, rng)
         return np.concatenate([anchors, first, second]).tolist()
 
     def __iter__(self) -> Iterator[list[int]]:

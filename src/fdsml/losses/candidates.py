@@ -55,22 +55,38 @@ def _draw_from(pool_by_class, class_ids, anchors, same_class, exclude, rng):
     return picks
 
 
+class TripletPools:
+    """What explicit sampling needs from a labelled dataset, built once: eligible anchors, per-class pools.
+
+    Building scans every label (``np.unique``, one pool per class); drawing a batch then touches
+    only the drawn items, so a sampler over a million images builds it once, not per batch.
+    Raises ValueError when the data cannot serve the filter.
+    """
+
+    def __init__(self, class_ids: np.ndarray, filter_name: str):
+        self.rule = check_filter(filter_name)
+        self.class_ids = np.asarray(class_ids)
+        labels, inverse, counts = np.unique(self.class_ids, return_inverse=True, return_counts=True)
+        needs_same = sum(r is True for r in self.rule)
+        if needs_same and counts.max() < needs_same + 1:
+            raise ValueError(f"filter {filter_name!r} needs classes with at least {needs_same + 1} items")
+        if any(r is False for r in self.rule) and labels.shape[0] < 2:
+            raise ValueError(f"filter {filter_name!r} needs at least two classes")
+        self.eligible = np.flatnonzero(counts[inverse] >= needs_same + 1)
+        order = np.argsort(inverse, kind="stable")
+        self.pool_by_class = dict(zip(labels.tolist(), np.split(order, np.cumsum(counts)[:-1])))
+
+    def sample(self, n_triplets: int, rng: np.random.Generator):
+        """``(anchors, first, second)``: candidates are never the anchor and never each other."""
+        anchors = self.eligible[rng.integers(self.eligible.shape[0], size=n_triplets)]
+        first = _draw_from(self.pool_by_class, self.class_ids, anchors, self.rule[0], (), rng)
+        second = _draw_from(self.pool_by_class, self.class_ids, anchors, self.rule[1], (first,), rng)
+        return anchors, first, second
+
+
 def sample_explicit_triplets(class_ids: np.ndarray, n_triplets: int, filter_name: str, rng: np.random.Generator):
-    """Anchors and two candidates per the filter, drawn from a labelled dataset.
+    """Anchors and two candidates per the filter, drawn from a labelled dataset (see :class:`TripletPools`).
 
     Candidates are never the anchor and never each other. Returns ``(anchors, first, second)``.
     """
-    rule = check_filter(filter_name)
-    class_ids = np.asarray(class_ids)
-    labels, counts = np.unique(class_ids, return_counts=True)
-    needs_same = sum(r is True for r in rule)
-    if needs_same and counts.max() < needs_same + 1:
-        raise ValueError(f"filter {filter_name!r} needs classes with at least {needs_same + 1} items")
-    if any(r is False for r in rule) and labels.shape[0] < 2:
-        raise ValueError(f"filter {filter_name!r} needs at least two classes")
-    eligible = np.flatnonzero(counts[np.searchsorted(labels, class_ids)] >= needs_same + 1)
-    pool_by_class = {label: np.flatnonzero(class_ids == label) for label in labels}
-    anchors = eligible[rng.integers(eligible.shape[0], size=n_triplets)]
-    first = _draw_from(pool_by_class, class_ids, anchors, rule[0], (), rng)
-    second = _draw_from(pool_by_class, class_ids, anchors, rule[1], (first,), rng)
-    return anchors, first, second
+    return TripletPools(class_ids, filter_name).sample(n_triplets, rng)

@@ -50,21 +50,80 @@ def _candidate_pairs(same_class: torch.Tensor, distinct: torch.Tensor, rule: boo
     return distinct & (same_class if rule else ~same_class)
 
 
-def candidate_mask(labels: torch.Tensor, filter_name: str) -> torch.Tensor:
-    """(B, B, B) boolean mask over (anchor, candidate 1, candidate 2) of the triplets the filter allows.
+def _pools(allowed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per anchor (row), its allowed candidates in ascending order (first ``counts[a]`` entries) and their count."""
+    order = torch.sort((~allowed).to(torch.uint8), dim=1, stable=True).indices
+    return order, allowed.sum(dim=1)
+
+
+def _unrank_pairs(ranks: torch.Tensor, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Positions ``(i, j)``, i < j, of the pair of lexicographic rank ``ranks`` among ``sizes`` items.
+
+    Row i holds ``sizes - 1 - i`` pairs and starts at ``i (2 sizes - i - 1) / 2``; the float64
+    square root finds the row, one integer step either way corrects its rounding.
+    """
+    width = 2 * sizes - 1
+    row = ((width - torch.sqrt((width * width - 8 * ranks).to(torch.float64))) / 2).floor().to(torch.long)
+
+    def start(i):
+        return i * (width - i) // 2
+
+    row = row + (start(row + 1) <= ranks).long()
+    row = row - (start(row) > ranks).long()
+    return row, row + 1 + ranks - start(row)
+
+
+def _uniform_ranks(total: int, count: int | None, generator: torch.Generator | None) -> torch.Tensor:
+    """Ascending ranks: all of ``[0, total)``, or a uniform random subset of ``count`` of them.
+
+    Never materialises ``[0, total)`` when ``count`` is much smaller: distinct draws are collected
+    by rejection; the procedure treats every rank alike, so every subset is equally likely.
+    """
+    if count is None or total <= count:
+        return torch.arange(total)
+    device = generator.device
+    if total <= 2 * count:
+        return torch.randperm(total, generator=generator, device=device)[:count].sort().values
+    chosen = torch.empty(0, dtype=torch.long, device=device)
+    while chosen.shape[0] < count:
+        missing = count - chosen.shape[0]
+        draws = torch.randint(total, (missing + missing // 4 + 16,), generator=generator, device=device)
+        chosen = torch.cat([chosen, draws]).unique()
+    keep = torch.zeros(chosen.shape[0], dtype=torch.bool, device=device)
+    keep[torch.randperm(chosen.shape[0], generator=generator, device=device)[:count]] = True
+    return chosen[keep]  # unique() sorted them
+
+
+def allowed_triplets(
+    labels: torch.Tensor, filter_name: str, max_triplets: int | None = None, generator: torch.Generator | None = None
+) -> IndicesTuple:
+    """``(anchors, candidates 1, candidates 2)`` the filter allows, in lexicographic order.
 
     Candidates differ from the anchor and from each other. Filters whose two candidates obey the
-    same rule (all, same, diff) keep each unordered pair once (candidate 1 has the lower index).
-    The per-rule work is done on (B, B) pairs; only two passes touch the (B, B, B) cube.
+    same rule (all, same, diff) keep each unordered pair once (candidate 1 has the lower index);
+    ``each`` draws its candidates from disjoint pools (same class, other classes). Triplets are
+    numbered in lexicographic order and produced from their rank, so memory is O(B^2) for the
+    per-anchor pools plus the triplets returned: with ``max_triplets``, a uniform random subset.
     """
     rule_first, rule_second = check_filter(filter_name)
     size = labels.shape[0]
     same_class = labels[:, None] == labels[None, :]
     distinct = ~torch.eye(size, dtype=torch.bool, device=labels.device)
-    first = _candidate_pairs(same_class, distinct, rule_first)
-    second = _candidate_pairs(same_class, distinct, rule_second)
-    between = distinct.triu(diagonal=1) if rule_first == rule_second else distinct
-    return first[:, :, None] & second[:, None, :] & between[None, :, :]
+    first_pool, first_count = _pools(_candidate_pairs(same_class, distinct, rule_first))
+    if rule_first == rule_second:
+        second_pool, counts = first_pool, first_count * (first_count - 1) // 2
+    else:
+        second_pool, second_count = _pools(_candidate_pairs(same_class, distinct, rule_second))
+        counts = first_count * second_count
+    ends = counts.cumsum(0)
+    ranks = _uniform_ranks(int(ends[-1]) if size else 0, max_triplets, generator).to(labels.device)
+    anchors = torch.searchsorted(ends, ranks, right=True)
+    local = ranks - (ends - counts)[anchors]
+    if rule_first == rule_second:
+        first, second = _unrank_pairs(local, first_count[anchors])
+    else:
+        first, second = local // second_count[anchors], local % second_count[anchors]
+    return anchors, first_pool[anchors, first], second_pool[anchors, second]
 
 
 def triplets_per_anchor(filter_name: str, classes_per_batch: int, instances_per_class: int) -> int:
@@ -101,18 +160,14 @@ def mine_batch_triplets(
     ``labels`` (B,) class ids, ``psi`` (B, 6) descriptors, on the same device. For ``each``,
     candidate 1 is the same-class one. Returns LongTensors ``(anchors, positives, negatives)``
     in (anchor, candidate 1, candidate 2) order; with ``max_triplets`` a uniform random subset of
-    that many (drawn with ``generator``, required then, kept in the same order). Memory is O(B^3) booleans plus
-    the triplets themselves (about B^3 / 2 for ``all``): subsample for batches beyond a few hundred.
+    that many (drawn with ``generator``, required then, kept in the same order). Memory is O(B^2)
+    plus the triplets returned (about B^3 / 2 for ``all``): subsample for batches beyond a few hundred.
     """
     if labels.ndim != 1 or psi.ndim != 2 or psi.shape[0] != labels.shape[0]:
         raise ValueError(f"labels (B,) and psi (B, D) must agree, got {tuple(labels.shape)} and {tuple(psi.shape)}")
     if max_triplets is not None and (max_triplets < 1 or generator is None):
         raise ValueError(f"max_triplets ({max_triplets}) must be positive and come with a torch.Generator")
-    anchors, first, second = candidate_mask(labels, filter_name).nonzero(as_tuple=True)
-    if max_triplets is not None and anchors.shape[0] > max_triplets:
-        chosen = torch.randperm(anchors.shape[0], generator=generator, device=generator.device)[:max_triplets]
-        chosen = chosen.sort().values.to(labels.device)
-        anchors, first, second = anchors[chosen], first[chosen], second[chosen]
+    anchors, first, second = allowed_triplets(labels, filter_name, max_triplets, generator)
     return order_by_descriptor(descriptor_distances(psi), anchors, first, second)
 
 

@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 from fdsml.config import ConfigError, require_fraction, require_positive
 from fdsml.reuse import non_defining
 from fdsml.training import distributed
+from fdsml.measure import Stopwatch
 from fdsml.models.checkpoint import load_checkpoint_file, save_checkpoint
 from fdsml.run_events import StepReport, report_step
 from fdsml.seeds import step_seed
@@ -85,6 +86,8 @@ class LoopConfig:
 
     ``num_workers`` cannot change the result (every image is drawn from (seed, epoch, index)),
     nor can the log and checkpoint intervals or ``resume``: they are not part of a run's fingerprint.
+    ``compile`` runs the model through ``torch.compile`` (worth it on GPUs for long runs; off by
+    default, as compiling costs minutes and fused kernels round differently).
     """
 
     epochs: int = 1
@@ -98,6 +101,7 @@ class LoopConfig:
     checkpoint_every: int = non_defining(default=100)
     resume: bool = non_defining(default=True)
     deterministic: bool = False
+    compile: bool = False
     freeze_backbone_steps: int = 0
     freeze_batchnorm: bool = False
 
@@ -113,23 +117,38 @@ class LoopConfig:
             raise ConfigError(f"num_workers: must be >= 0, got {self.num_workers}")
 
 
+NO_DECAY_NAMES = ("pos_embed", "cls_token", "dist_token", "reg_token")
+
+
+def exempt_from_decay(name: str, parameter: nn.Parameter) -> bool:
+    """Norm weights, biases (every 0-d or 1-d parameter), position embeddings and class tokens."""
+    return parameter.ndim <= 1 or name.rsplit(".", 1)[-1] in NO_DECAY_NAMES
+
+
 def build_optimizer(model: nn.Module, objective: nn.Module, config: OptimizerConfig, learning_rate: float):
     """SGD (momentum) or AdamW: group 0 the trunk, group 1 the rest of the model, then the objective's groups.
 
     ``learning_rate`` is the plan's (already scaled by the global batch). An objective's group may
-    carry ``lr_multiplier`` (e.g. proxies at 100x the model's rate).
+    carry ``lr_multiplier`` (e.g. proxies at 100x the model's rate). Each group says whether it is
+    the trunk's (``trunk``), for the trunk's own schedule. AdamW (the ViT recipe) keeps norms,
+    biases, position embeddings and class tokens out of weight decay, the DeiT / MoCo v3
+    convention, in two more groups (trunk, rest) with ``weight_decay`` 0.
     """
     trunk = getattr(model, "backbone", None)
     trunk_ids = {id(p) for p in trunk.parameters()} if trunk is not None else set()
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    groups = [
-        {"params": [p for p in trainable if id(p) in trunk_ids]},
-        {"params": [p for p in trainable if id(p) not in trunk_ids]},
-    ]
+    trainable = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+    exempt = {id(p) for name, p in trainable if config.name == "adamw" and exempt_from_decay(name, p)}
+
+    def members(in_trunk: bool, exempted: bool) -> list[nn.Parameter]:
+        return [p for _, p in trainable if (id(p) in trunk_ids) == in_trunk and (id(p) in exempt) == exempted]
+
+    groups = [{"params": members(in_trunk, False), "trunk": in_trunk} for in_trunk in (True, False)]
     for group in objective.param_groups():
         group = dict(group)
         group["lr"] = learning_rate * group.pop("lr_multiplier", 1.0)
-        groups.append(group)
+        groups.append({**group, "trunk": False})
+    if exempt:
+        groups += [{"params": members(in_trunk, True), "trunk": in_trunk, "weight_decay": 0.0} for in_trunk in (True, False)]
     if config.name == "sgd":
         return torch.optim.SGD(groups, lr=learning_rate, momentum=config.momentum, weight_decay=config.weight_decay)
     return torch.optim.AdamW(groups, lr=learning_rate, weight_decay=config.weight_decay)
@@ -170,8 +189,34 @@ def _to_device(batch: dict[str, Any], device: torch.device, channels_last: bool)
     return moved
 
 
-def _scalar(value) -> float:
-    return float(value.item()) if torch.is_tensor(value) else float(value)
+def configure_cuda(deterministic: bool) -> None:
+    """Fast CUDA defaults: cuDNN picks the fastest kernels (unless determinism is asked), TF32 matmuls."""
+    torch.backends.cudnn.benchmark = not deterministic
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+
+
+def settle_rows(rows: list[dict[str, Any]], context: distributed.DistContext) -> list[dict[str, Any]]:
+    """History rows with every tensor and timing read to a float, in one device sync.
+
+    The loop keeps detached tensors and :class:`~fdsml.measure.Stopwatch` timings per step and
+    reads them here, at log intervals and checkpoints, so steps never wait for the device. The
+    losses are averaged over replicas in one all-reduce.
+    """
+    if not rows:
+        return []
+    losses = distributed.mean_across_ranks(torch.stack([row["loss"] for row in rows]), context)
+    rows = [{**row, "loss": loss} for row, loss in zip(rows, losses)]
+    slots = [(row, key) for row in rows for key, value in row.items() if torch.is_tensor(value)]
+    values = torch.stack([row[key].detach().to(torch.float64) for row, key in slots]).tolist()
+    for (row, key), value in zip(slots, values):
+        row[key] = value
+    for row in rows:
+        for key, value in row.items():
+            if isinstance(value, Stopwatch):
+                row[key] = value.seconds
+        row["images_per_s"] = row.pop("batch_images") / max(row["data_s"] + row["step_s"], 1e-9)
+    return rows
 
 
 @dataclass
@@ -220,6 +265,8 @@ def train(
         )
     torch.use_deterministic_algorithms(loop.deterministic, warn_only=True)
     cuda = context.device.type == "cuda"
+    if cuda:
+        configure_cuda(loop.deterministic)
     channels_last = loop.channels_last and cuda
     torch.manual_seed(loop.seed)
     model.to(context.device)
@@ -227,6 +274,8 @@ def train(
     if channels_last:
         model.to(memory_format=torch.channels_last)
     wrapped = DistributedDataParallel(model, device_ids=[context.device] if cuda else None) if context.distributed else model
+    if loop.compile:
+        wrapped = torch.compile(wrapped)
 
     steps_per_epoch, total_steps, global_batch = plan.batches_per_replica, plan.total_steps, plan.global_batch
     optimizer = build_optimizer(model, objective, optimizer_config, plan.learning_rate)
@@ -236,7 +285,8 @@ def train(
         constant_fraction=optimizer_config.constant_fraction,
         warmup_steps=plan.warmup_steps,
     )
-    multipliers = [frozen_trunk(multiplier, loop.freeze_backbone_steps)] + [multiplier] * (len(optimizer.param_groups) - 1)
+    trunk_multiplier = frozen_trunk(multiplier, loop.freeze_backbone_steps)
+    multipliers = [trunk_multiplier if group["trunk"] else multiplier for group in optimizer.param_groups]
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, multipliers)
 
     step, history = 0, []
@@ -254,7 +304,16 @@ def train(
         logger.info("Resuming from %s at step %d of %d", checkpoint_path, step, total_steps)
     resumed_at = step
 
+    pending: list[dict[str, Any]] = []  # this interval's rows, read at the next log or checkpoint
+
+    def settle() -> None:
+        history.extend(settle_rows(pending, context))
+        pending.clear()
+        if history:
+            progress.set_postfix(loss=f"{history[-1]['loss']:.4f}")
+
     def checkpoint() -> None:
+        settle()
         if context.is_main:
             save_checkpoint(
                 checkpoint_path,
@@ -293,6 +352,7 @@ def train(
         fetched = time.perf_counter()
         for batch in loader:
             started = time.perf_counter()
+            watch = Stopwatch(context.device)
             torch.manual_seed(step_seed(loop.seed, step))
             batch = _to_device(batch, context.device, channels_last)
             with torch.autocast(device_type=context.device.type, dtype=torch.bfloat16, enabled=loop.amp and cuda):
@@ -304,22 +364,24 @@ def train(
             lr = optimizer.param_groups[1]["lr"]
             scheduler.step()
             step += 1
-            finished = time.perf_counter()
-            row = {
-                "step": step,
-                "epoch": epoch,
-                "loss": _scalar(distributed.mean_across_ranks(loss.detach(), context)),
-                "lr": lr,
-                **{name: _scalar(value) for name, value in parts.items()},
-                "data_s": started - fetched,
-                "step_s": finished - started,
-                "images_per_s": global_batch / max(finished - fetched, 1e-9),
-            }
-            history.append(row)
+            pending.append(
+                {
+                    "step": step,
+                    "epoch": epoch,
+                    "loss": loss.detach(),
+                    "lr": lr,
+                    **parts,
+                    "data_s": started - fetched,
+                    "step_s": watch.stop(),
+                    "batch_images": global_batch,
+                }
+            )
             progress.update()
-            progress.set_postfix(loss=f"{row['loss']:.4f}")
-            if context.is_main and (step % loop.log_every == 0 or step == total_steps):
-                logger.info("step %d/%d loss %.4f lr %.3g %.1f img/s", step, total_steps, row["loss"], lr, row["images_per_s"])
+            if step % loop.log_every == 0 or step == total_steps:
+                settle()
+                row = history[-1]
+                if context.is_main:
+                    logger.info("step %d/%d loss %.4f lr %.3g %.1f img/s", step, total_steps, row["loss"], lr, row["images_per_s"])
             if step % loop.checkpoint_every == 0 or step == total_steps:
                 checkpoint()
             if step >= total_steps:

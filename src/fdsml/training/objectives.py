@@ -1,14 +1,14 @@
 """Training objectives: what one batch costs. The loop calls ``objective(model, batch)`` and nothing else.
 
-An objective returns the loss and a dict of named parts (0-d tensors or numbers) that the loop
-logs. Extra trainable parameters (proxies) are the objective's own, with their own optimiser
+An objective returns the loss and a dict of named parts (0-d tensors, numbers or
+:class:`~fdsml.measure.Stopwatch` timings) that the loop logs, reading them at log intervals.
+Extra trainable parameters (proxies) are the objective's own, with their own optimiser
 settings in ``param_groups``. The model's forward runs under the loop's autocast; every loss
 runs in float32 (:mod:`fdsml.losses.precision`).
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any, Literal
 
 import torch
@@ -18,6 +18,7 @@ from torch import nn
 from fdsml.losses.candidates import check_filter
 from fdsml.losses.pa_triplet import PATripletLoss, explicit_indices_tuple, mine_batch_triplets
 from fdsml.losses.precision import full_precision
+from fdsml.measure import Stopwatch
 from fdsml.seeds import step_seed
 
 TRIPLET_MODES = ("batch", "explicit")
@@ -64,11 +65,11 @@ class PATripletObjective(nn.Module):
 
     def forward(self, model: nn.Module, batch: dict[str, Any], step: int = 0):
         embeddings = model(batch["image"])
-        started = time.perf_counter()
+        mining = Stopwatch(embeddings.device)
         indices = self.indices(batch["label"], batch["psi"], step)
-        mining_seconds = time.perf_counter() - started
+        mining.stop()
         loss, parts = self.loss(embeddings, indices)
-        return loss, {**parts, "mining_s": mining_seconds}
+        return loss, {**parts, "mining_s": mining}
 
     def param_groups(self) -> list[dict]:
         return []

@@ -161,7 +161,7 @@ def plan_training(
         warmup_steps=optimizer.warmup_for(total),
         learning_rates={group: rate * multiplier for group, multiplier in groups.items()},
         triplets_per_batch=None if triplets is None else triplets[1],
-        triplet_mining_bytes=None if triplets is None else triplet_mining_bytes(batch_per_replica, *triplets),
+        triplet_mining_bytes=None if triplets is None else triplet_mining_bytes(batch_per_replica, triplets[1]),
         keys=keys,
         notes=notes,
     )
@@ -172,15 +172,16 @@ def mined_triplets(filter_name: str, classes_per_batch: int, instances_per_class
     return classes_per_batch * instances_per_class * triplets_per_anchor(filter_name, classes_per_batch, instances_per_class)
 
 
-def triplet_mining_bytes(batch: int, mined: int, kept: int) -> int:
+def triplet_mining_bytes(batch: int, kept: int) -> int:
     """Estimated peak bytes of mining one batch of ``batch`` images in PA-Triplet's batch mode.
 
-    The (B, B, B) boolean candidate mask and the temporary of the same size it is combined from
-    (2 B^3), 24 bytes per mined triplet (three int64 indices from ``nonzero``), and 48 per kept
-    triplet (the reordered positive and negative indices, the two candidate distances, the
-    triplet's anchor-positive and anchor-negative distances and its loss, in float32).
+    Per (anchor, candidate) pair 72 bytes: the two per-anchor candidate pools (int64 sort
+    indices) and the float64 descriptor differences and distances. Per kept triplet 104 bytes:
+    the drawn ranks (int64, with the spare draws of rejection sampling), the anchor and
+    candidate indices unranked from them, and the ordered triplet with its distances and loss.
+    The mined triplets are never materialised, so their number does not count.
     """
-    return 2 * batch**3 + 24 * mined + 48 * kept
+    return 72 * batch**2 + 104 * kept
 
 
 def format_plans(plans: list[TrainingPlan], title: str = "") -> str:

@@ -1,0 +1,256 @@
+"""Ready for the first GPU: every CUDA path of the project in a few minutes, printed as one table.
+
+    python benchmarks/gpu_check.py            # on one GPU, under 5 minutes
+    python benchmarks/gpu_check.py --quick    # tiny sizes, a few seconds; runs on the CPU too
+
+Each row runs the project's own code: ``train`` (bf16 autocast, channels-last, cuDNN benchmark,
+TF32, optionally ``torch.compile``) for pre-training steps of ResNet-50 and ViT-Tiny, PA-Triplet
+(batch mode) images/s against cross-entropy on the same backbone and batch (target >= 90 %),
+batch mining at B = 512, a CouCE fine-tuning step, a one-process ``torchrun`` with NCCL, and a
+checkpoint with an exact resume. Without CUDA the CUDA rows are skipped with the reason; with
+``--quick`` the others run on the CPU at tiny sizes (the test suite does that).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS for the exact-resume row
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+from fdsml.losses.couce import CouCESettings, build_couce_objective  # noqa: E402
+from fdsml.losses.pa_triplet import mine_batch_triplets  # noqa: E402
+from fdsml.measure import Measured  # noqa: E402
+from fdsml.models import build_model  # noqa: E402
+from fdsml.training.loop import LoopConfig, OptimizerConfig, train  # noqa: E402
+from fdsml.training.objectives import CrossEntropyObjective, PATripletObjective  # noqa: E402
+from fdsml.training.plan import PlanKeys, plan_training  # noqa: E402
+
+TRIPLET_TARGET = 0.9
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Image side, classes x instances per batch, training steps (the first two are warm-up)."""
+
+    image: int
+    classes: int
+    instances: int
+    steps: int
+    mining_batch: int
+
+    @property
+    def batch(self) -> int:
+        return self.classes * self.instances
+
+
+FULL = Sizes(image=224, classes=32, instances=4, steps=8, mining_batch=512)
+QUICK = Sizes(image=16, classes=2, instances=3, steps=3, mining_batch=512)
+
+
+class SyntheticImages(torch.utils.data.Dataset):
+    """Random images with P x K labels and descriptors: the model's speed, not the renderer's."""
+
+    def __init__(self, sizes: Sizes, count: int, seed: int = 0):
+        generator = torch.Generator().manual_seed(seed)
+        self.bank = torch.rand(8, 3, sizes.image, sizes.image, generator=generator)
+        self.psi = torch.randn(count, 6, generator=generator)
+        self.batch, self.instances = sizes.batch, sizes.instances
+
+    def __len__(self) -> int:
+        return self.psi.shape[0]
+
+    def __getitem__(self, index: int) -> dict:
+        label = (index % self.batch) // self.instances
+        return {"image": self.bank[index % self.bank.shape[0]], "label": label, "psi": self.psi[index]}
+
+
+class Interrupted(Exception):
+    """Raised by :class:`StopAfter` to kill a run mid-way."""
+
+
+class StopAfter:
+    """A batch sampler that fails after ``limit`` batches: a run killed between checkpoints."""
+
+    def __init__(self, batches: list[list[int]], limit: int | None = None):
+        self.batches, self.limit = batches, limit
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __iter__(self):
+        for position, batch in enumerate(self.batches):
+            if self.limit is not None and position >= self.limit:
+                raise Interrupted
+            yield batch
+
+
+def run_training(model, objective, sizes: Sizes, device: str, folder: Path, *, compile_model=False, optimizer="sgd",
+                 deterministic=False, stop_after=None, checkpoint_every=100):
+    """``train`` on synthetic batches; the history (per-step device time in ``step_s``)."""
+    batches = [list(range(step * sizes.batch, (step + 1) * sizes.batch)) for step in range(sizes.steps)]
+    loop = LoopConfig(max_steps=sizes.steps, device=device, compile=compile_model, deterministic=deterministic,
+                      checkpoint_every=checkpoint_every, log_every=sizes.steps)
+    config = OptimizerConfig(name=optimizer, base_lr=0.01, schedule="constant")
+    plan = plan_training("gpu_check", images=sizes.batch * sizes.steps, batch_per_replica=sizes.batch, world_size=1,
+                         optimizer=config, loop=loop, keys=PlanKeys(batch="--quick", warmup="-"))
+    dataset = SyntheticImages(sizes, sizes.batch * sizes.steps)
+    return train(model, objective, dataset, StopAfter(batches, stop_after), loop, config, folder / "last.pt", plan=plan).history
+
+
+def images_per_second(history, sizes: Sizes) -> float:
+    """Median images/s of the steps after warm-up, from the device-timed step."""
+    timed = history["step_s"].iloc[min(2, len(history) - 1):]
+    return sizes.batch / statistics.median(timed)
+
+
+def check_pretraining(device, sizes, folder, backbone, compile_model):
+    model = build_model(backbone, embedding_dim=64, img_size=sizes.image)
+    history = run_training(model, PATripletObjective("all", "batch", max_triplets=65536), sizes, device, folder,
+                           compile_model=compile_model, optimizer="adamw" if "vit" in backbone else "sgd")
+    loss = history["loss"].iloc[-1]
+    status = "ok" if torch.isfinite(torch.tensor(loss)) else "FAIL"
+    return status, f"{images_per_second(history, sizes):,.0f} img/s, last loss {loss:.4f}"
+
+
+def check_triplet_against_cross_entropy(device, sizes, folder, backbone):
+    """PA-Triplet (batch mode) images/s as a share of cross-entropy's on the same backbone and batch."""
+    speeds = {}
+    for name, objective, head in (
+        ("triplet", PATripletObjective("all", "batch", max_triplets=65536), {"embedding_dim": 64}),
+        ("ce", CrossEntropyObjective(), {"head": "classifier", "num_classes": sizes.classes}),
+    ):
+        model = build_model(backbone, img_size=sizes.image, **head)
+        speeds[name] = images_per_second(run_training(model, objective, sizes, device, folder / name), sizes)
+    ratio = speeds["triplet"] / speeds["ce"]
+    status = "ok" if ratio >= TRIPLET_TARGET else "BELOW TARGET"
+    return status, f"{ratio:.0%} ({speeds['triplet']:,.0f} vs {speeds['ce']:,.0f} img/s; target >= {TRIPLET_TARGET:.0%})"
+
+
+def check_mining(device, sizes, folder):
+    labels = torch.arange(sizes.mining_batch // 4, device=device).repeat_interleave(4)
+    psi = torch.randn(labels.shape[0], 6, device=device)
+    generator = torch.Generator(device=device).manual_seed(0)
+    mine_batch_triplets(labels, psi, "all", max_triplets=65536, generator=generator)
+    with Measured(device) as measured:
+        kept = mine_batch_triplets(labels, psi, "all", max_triplets=65536, generator=generator)[0].shape[0]
+    peak = "n/a" if measured.peak_bytes is None else f"{measured.peak_bytes / 2**20:.1f} MiB"
+    return "ok", f"B = {labels.shape[0]}, {kept:,} triplets in {measured.seconds * 1e3:.1f} ms, peak {peak}"
+
+
+def check_couce(device, sizes, folder):
+    model = build_model("resnet50" if sizes is FULL else "resnet18", embedding_dim=64, img_size=sizes.image)
+    objective = build_couce_objective(CouCESettings(), "proxy_anchor", sizes.classes, 64)
+    history = run_training(model, objective, sizes, device, folder, optimizer="adamw")
+    return "ok", f"{images_per_second(history, sizes):,.0f} img/s, last loss {history['loss'].iloc[-1]:.4f}"
+
+
+def check_resume(device, sizes, folder):
+    """Killed after a checkpoint, restarted: the weights must equal an uninterrupted run's, bit for bit."""
+
+    def weights(stop_after, where):
+        torch.manual_seed(0)
+        model = build_model("resnet18", embedding_dim=16, img_size=sizes.image)
+        objective = PATripletObjective("all", "batch")
+        run = lambda limit: run_training(model, objective, sizes, device, where, deterministic=True,  # noqa: E731
+                                         stop_after=limit, checkpoint_every=1)
+        if stop_after is not None:
+            try:
+                run(stop_after)
+            except Interrupted:
+                pass
+        run(None)
+        return {name: value.detach().cpu() for name, value in model.state_dict().items()}
+
+    whole, resumed = weights(None, folder / "whole"), weights(sizes.steps - 1, folder / "resumed")
+    worst = max((whole[name].double() - resumed[name].double()).abs().max().item() for name in whole)
+    return ("ok" if worst == 0 else "FAIL"), f"max |difference| {worst:.3g} after {sizes.steps} steps, resumed at {sizes.steps - 1}"
+
+
+def check_torchrun_nccl(device, sizes, folder):
+    """``torchrun`` with one process: the NCCL group forms, all-reduces and a DDP step runs."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "1", __file__, "--nccl-worker"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240)
+    if done.returncode != 0 or "NCCL OK" not in done.stdout:
+        return "FAIL", (done.stdout + done.stderr).strip().splitlines()[-1][:100]
+    return "ok", done.stdout.strip().splitlines()[-1]
+
+
+def nccl_worker() -> None:
+    dist.init_process_group("nccl")
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    torch.cuda.set_device(device)
+    value = torch.ones(4, device=device)
+    dist.all_reduce(value)
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 2).to(device), device_ids=[device])
+    model(torch.randn(4, 8, device=device)).sum().backward()
+    dist.barrier()
+    print(f"NCCL OK: world {dist.get_world_size()}, all_reduce {value.sum().item():.0f}, DDP backward done")
+    dist.destroy_process_group()
+
+
+def checks(sizes: Sizes, cuda: bool) -> list[tuple[str, bool, callable]]:
+    """(row, needs CUDA, function(device, sizes, folder)); compiling on the CPU is not checked."""
+    backbones = ("resnet50", "vit_tiny_patch16_224") if sizes is FULL else ("resnet18", "vit_tiny_patch4")
+    rows = []
+    for backbone in backbones:
+        rows.append((f"pre-training {backbone}", False, lambda d, s, f, b=backbone: check_pretraining(d, s, f, b, False)))
+        rows.append((f"pre-training {backbone}, compiled", True, lambda d, s, f, b=backbone: check_pretraining(d, s, f, b, True)))
+    rows += [
+        (f"PA-Triplet vs CE img/s, {backbones[0]}", False, lambda d, s, f: check_triplet_against_cross_entropy(d, s, f, backbones[0])),
+        (f"batch mining B = {sizes.mining_batch}", False, check_mining),
+        ("CouCE fine-tuning step", False, check_couce),
+        ("torchrun, one process, NCCL", True, check_torchrun_nccl),
+        ("checkpoint + exact resume", False, check_resume),
+    ]
+    return rows
+
+
+def main(argv: list[str] | None = None) -> list[tuple[str, str, str]]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes; on a CPU-only machine the non-CUDA rows run on the CPU")
+    parser.add_argument("--nccl-worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.nccl_worker:
+        nccl_worker()
+        return []
+    cuda = torch.cuda.is_available()
+    sizes = QUICK if args.quick else FULL
+    device = "cuda" if cuda else "cpu"
+    if not cuda:
+        print("No CUDA device (torch.cuda.is_available() is False): the CUDA rows are skipped.")
+        if not args.quick:
+            print("Only --quick runs the other rows on the CPU (at tiny sizes).")
+    results = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for index, (name, needs_cuda, function) in enumerate(checks(sizes, cuda)):
+            if not cuda and (needs_cuda or not args.quick):
+                results.append((name, "skipped", "needs a CUDA device" if needs_cuda else "no CUDA device; use --quick on the CPU"))
+                continue
+            with Measured(device) as measured:
+                try:
+                    status, detail = function(device, sizes, Path(scratch) / str(index))
+                except Exception as error:  # one broken path must not hide the others
+                    traceback.print_exc()
+                    status, detail = "FAIL", f"{type(error).__name__}: {error}"[:100]
+            results.append((name, status, f"{detail} [{measured.seconds:.1f} s]"))
+    width = max(len(name) for name, _, _ in results)
+    print(f"\n{'check':<{width}}  {'status':<12}  detail   (device {device}, {'quick' if args.quick else 'full'} sizes)")
+    for name, status, detail in results:
+        print(f"{name:<{width}}  {status:<12}  {detail}")
+    return results
+
+
+if __name__ == "__main__":
+    outcome = main()
+    sys.exit(1 if any(status == "FAIL" for _, status, _ in outcome) else 0)
