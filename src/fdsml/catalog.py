@@ -39,7 +39,7 @@ class RankAwareDataCatalog(DataCatalog):
             raise UnreadableArtefactError(
                 f"{ds_name}: {path} cannot be read, it is truncated or garbled ({type(cause).__name__}: "
                 f"{str(cause).splitlines()[0]}); delete it and run the pipeline that writes it again "
-                "(`dvc repro`, or `kedro run --pipeline=...`)"
+                "(`dvc repro`, or `kedro run --pipelines=...`)"
             ) from error
 
     def save(self, ds_name: str, data: Any) -> None:

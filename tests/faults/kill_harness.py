@@ -84,7 +84,7 @@ def make_project(folder: Path) -> Path:
 
 
 def run_pipeline(project: Path, pipeline: str) -> None:
-    """The body of a child: what ``kedro run --pipeline=NAME`` does, in ``project``."""
+    """The body of a child: what ``kedro run --pipelines=NAME`` does, in ``project``."""
     from kedro.framework.session import KedroSession
 
     os.chdir(project)

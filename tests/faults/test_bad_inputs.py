@@ -57,7 +57,7 @@ def test_a_hand_edited_table_is_refused_before_pretraining_writes_anything(table
         pytest.skip("the edit did not change the row")
     run_dir = tmp_path / "run"
     pretrain = {"train": {"max_steps": 1, "device": "cpu"}, "run_dir": str(run_dir)}
-    with pytest.raises(CodesTableError, match=f"fractal_codes: {message}.*kedro run --pipeline=fractals"):
+    with pytest.raises(CodesTableError, match=f"fractal_codes: {message}.*kedro run --pipelines=fractals"):
         pretrain_model(bad, {"materialized": False}, FRACTALS, pretrain)
     assert not run_dir.exists()
 

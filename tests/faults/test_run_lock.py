@@ -43,7 +43,7 @@ def test_a_second_kedro_run_refuses_naming_the_running_process_and_writes_nothin
     project = make_project(tmp_path / "project")
     holders.append(first := hold(project))
     env = os.environ | {"KEDRO_DISABLE_TELEMETRY": "1", "PYTHONPATH": str(ROOT / "src"), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    second = subprocess.run(["kedro", "run", "--pipeline=fractals"], cwd=project, env=env, capture_output=True, text=True)
+    second = subprocess.run(["kedro", "run", "--pipelines=fractals"], cwd=project, env=env, capture_output=True, text=True)
     output = " ".join((second.stdout + second.stderr).split())
     assert second.returncode != 0
     assert f"another run is writing to this project (PID {first.pid}" in output

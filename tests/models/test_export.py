@@ -113,5 +113,5 @@ def test_wrong_export_parameters_name_the_key(tmp_path):
     payload = _payload(build_model("resnet18", embedding_dim=8, img_size=32))
     with pytest.raises(ConfigError, match=r"export.preprocessing.mean: give 1 or 3 values"):
         export_trunk(payload, parse_export_params({"preprocessing": {"mean": [0.1, 0.2]}}), "").save(tmp_path / "bad")
-    with pytest.raises(Exception, match="kedro run --pipeline=export"):
+    with pytest.raises(Exception, match="kedro run --pipelines=export"):
         TimmFolderDataset(str(tmp_path / "nothing")).load()

@@ -25,6 +25,7 @@ import torch
 
 from fdsml import reuse
 from fdsml.config import ConfigError, parse, require_positive
+from fdsml.errors import MissingInputError
 from fdsml.data import ImageRecords, ImageTransform
 from fdsml.data.classification_datasets import read_classification_dataset
 from fdsml.evaluation.classification import robustness_errors
@@ -202,12 +203,15 @@ def evaluate_robustness(
     """
     payloads = {p["metadata"]["start"]: p for p in models if p["metadata"]["dataset"] == dataset.name}
     if not payloads:
-        raise ValueError(
-            f"no fine-tuned classifier for {dataset.name!r}: run kedro run --pipeline=classification "
+        raise MissingInputError(
+            f"no fine-tuned classifier for {dataset.name!r}: run `kedro run --pipelines=classification` "
             "with it among classification.datasets"
         )
     if stored["benchmark"] != config.benchmark or stored["dataset"] != dataset.name:
-        raise ValueError("the stored corrupted test set belongs to another benchmark or dataset: rerun prepare_corrupted_test_set_node")
+        raise MissingInputError(
+            "the stored corrupted test set belongs to another benchmark or dataset: "
+            "run `kedro run --pipelines=robustness` to make it again"
+        )
     clean, corrupted = _clean_and_corrupted(stored, dataset, split_seed)
     errors, clean_errors = {}, {}
     for start, payload in payloads.items():

@@ -14,7 +14,7 @@ from fdsml.config import ConfigError
 from fdsml.ifs.codes import determinant_probabilities, is_contractive
 from fdsml.ifs.finefractaldb import TABLE_COLUMNS
 
-FIX = "fix that row, or delete the table and run `kedro run --pipeline=fractals` to generate it again"
+FIX = "fix that row, or delete the table and run `kedro run --pipelines=fractals` to generate it again"
 PROBABILITY_TOLERANCE = 1e-6
 
 
@@ -26,9 +26,9 @@ def check_codes_table(table: pd.DataFrame, name: str = "fractal_codes") -> None:
     """Raise :class:`CodesTableError` naming ``name``, the row and the fix, for the first invalid row."""
     missing = [column for column in TABLE_COLUMNS if column not in table.columns]
     if missing:
-        raise CodesTableError(f"{name}: missing column(s) {', '.join(missing)}; delete the table and run `kedro run --pipeline=fractals`")
+        raise CodesTableError(f"{name}: missing column(s) {', '.join(missing)}; delete the table and run `kedro run --pipelines=fractals`")
     if table.empty:
-        raise CodesTableError(f"{name}: the table has no rows; run `kedro run --pipeline=fractals`")
+        raise CodesTableError(f"{name}: the table has no rows; run `kedro run --pipelines=fractals`")
     for position, (_, row) in enumerate(table.iterrows()):
         problem = _row_problem(row)
         if problem:

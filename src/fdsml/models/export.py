@@ -20,6 +20,7 @@ import timm
 from torch import nn
 
 from fdsml.config import ConfigError, parse, require_fraction, require_positive
+from fdsml.errors import MissingInputError
 from fdsml.models.checkpoint import model_from_payload
 
 CARD = "README.md"
@@ -107,5 +108,5 @@ def load_exported(folder: str | os.PathLike, **kwargs: Any) -> nn.Module:
     """The model timm builds from an exported folder (``num_classes=0``: pooled features), in eval mode."""
     folder = Path(folder).resolve()
     if not (folder / "config.json").is_file():
-        raise FileNotFoundError(f"no exported model at {folder} (config.json missing): run `kedro run --pipeline=export` first")
+        raise MissingInputError(f"no exported model at {folder} (config.json missing): run `kedro run --pipelines=export` first")
     return timm.create_model(f"local-dir:{folder}", pretrained=True, **kwargs).eval()

@@ -105,7 +105,7 @@ def _metrics(history: pd.DataFrame | None, downstream: str | None) -> str:
     if downstream:
         lines.append("Retrieval after fine-tuning (fdsml's retrieval pipeline):\n\n" + downstream.strip())
     else:
-        lines.append("No downstream evaluation was run with this model yet (`kedro run --pipeline=retrieval`).")
+        lines.append("No downstream evaluation was run with this model yet (`kedro run --pipelines=retrieval`).")
     return "\n\n".join(lines)
 
 

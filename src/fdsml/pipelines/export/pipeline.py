@@ -1,4 +1,4 @@
-"""The ``export`` pipeline: ``kedro run --pipeline=export`` (after ``pretrain``; ``retrieval`` adds its metrics to the card)."""
+"""The ``export`` pipeline: ``kedro run --pipelines=export`` (after ``pretrain``; ``retrieval`` adds its metrics to the card)."""
 
 from kedro.pipeline import Node, Pipeline
 
