@@ -26,6 +26,7 @@ import torch
 from fdsml import reuse
 from fdsml.config import ConfigError, parse, require_positive
 from fdsml.errors import MissingInputError
+from fdsml.run_events import StepReport, report_step
 from fdsml.data import ImageRecords, ImageTransform
 from fdsml.data.classification_datasets import read_classification_dataset
 from fdsml.evaluation.classification import robustness_errors
@@ -149,10 +150,14 @@ def corrupted_test_set(
     clean = clean_test_images(splits.test, *view, max_images=config.max_images, seed=config.seed)
     key = fingerprint(config, clean)
     if stored is not None and stored.get("source") == "generated" and stored.get("fingerprint") == key:
-        logger.info("The corrupted test set is up to date (fingerprint %s): reusing it", key[:12])
+        step = StepReport("corrupted test set", "corrupted_test_set", reused=True)
+        report_step(logger, step, "The corrupted test set is up to date (fingerprint %s): reusing it", key[:12])
         return {k: v for k, v in stored.items() if k not in ("folder", "count")}
     corruptions = benchmark_corruptions(config.benchmark)
-    logger.info("Corrupting %d test images: %d corruptions x %d severities", len(clean), len(corruptions), len(config.severities))
+    step = StepReport("corrupted test set", "corrupted_test_set", reused=False)
+    report_step(
+        logger, step, "Corrupting %d test images: %d corruptions x %d severities", len(clean), len(corruptions), len(config.severities)
+    )
     return {
         "shards": generated_shards(clean, corruptions, config.seed, config.severities),
         "keys": shard_keys(corruptions, config.severities),
