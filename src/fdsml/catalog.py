@@ -1,8 +1,11 @@
-"""A data catalog for ``torchrun``: only rank 0 writes artefacts; the other replicas keep theirs in memory.
+"""A data catalog for ``torchrun``: only rank 0 writes artefacts; every rank gets what a load would give.
 
 Under ``torchrun -m kedro run`` every replica runs the whole pipeline. Without this, N processes
 would race to write the same files; with it, ranks above 0 compute the same values (every node
-is deterministic) and hand them to their next node in memory.
+is deterministic) and hand them to their next node in memory. A dataset whose load differs from
+what it saved (``RELOAD_AFTER_SAVE``, e.g. a generator of shards in, memory-mapped shards and
+their folder out) is instead left to rank 0: the other ranks wait for its save, then load the
+same file, so that file must be on storage every rank sees.
 """
 
 from __future__ import annotations
@@ -12,11 +15,19 @@ from typing import Any
 
 from kedro.io import DataCatalog, MemoryDataset
 
+from fdsml.training import distributed
+
 
 class RankAwareDataCatalog(DataCatalog):
-    """``DataCatalog`` whose saves on ranks other than 0 go to memory instead of files."""
+    """``DataCatalog`` whose saves on ranks other than 0 go to memory, or wait for rank 0's file."""
 
     def save(self, ds_name: str, data: Any) -> None:
-        if int(os.environ.get("RANK", "0")) != 0:
+        main = int(os.environ.get("RANK", "0")) == 0
+        if getattr(self.get(ds_name), "RELOAD_AFTER_SAVE", False):
+            if main:
+                super().save(ds_name, data)
+            distributed.await_main_rank()
+            return
+        if not main:
             self[ds_name] = MemoryDataset(copy_mode="assign")
         super().save(ds_name, data)

@@ -22,6 +22,10 @@ class ArrayShardsDataset(AbstractDataset[dict[str, Any], dict[str, Any]]):
     no shard (nothing materialised); the manifest still says so, so the output exists for DVC.
     """
 
+    # What load gives is not what save took: under torchrun, ranks above 0 load rank 0's folder
+    # (fdsml.catalog) instead of keeping the generator.
+    RELOAD_AFTER_SAVE = True
+
     def __init__(self, filepath: str, metadata: dict[str, Any] | None = None):
         self._filepath = Path(filepath)
         self.metadata = metadata
