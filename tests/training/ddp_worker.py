@@ -1,7 +1,7 @@
 """Replicas of two-process gloo runs: spawned by test_distributed, or started as a "node" of its own.
 
 ``python -m tests.training.ddp_worker RANK WORLD_SIZE PORT RUN_DIR OUT THREADS`` pre-trains the
-tiny configuration for 8 steps as one replica, with its own run folder (nodes share no disk).
+tiny configuration for 6 steps as one replica, with its own run folder (nodes share no disk).
 """
 
 import os
@@ -15,19 +15,6 @@ def join(rank: int, world_size: int, port: int) -> None:
     os.environ.update(
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size)
     )
-
-
-def run_replica(rank: int, world_size: int, port: int, folder: str, table, render) -> None:
-    join(rank, world_size, port)
-    from fdsml.training.pretrain import pretrain
-
-    from .helpers import tiny_config
-
-    torch.manual_seed(1000 + rank)  # replicas must not depend on their own global state
-    config = tiny_config(folder, train={"max_steps": 4, "checkpoint_every": 2})
-    payload, history = pretrain(table, render, config)
-    torch.save({"state_dict": payload["state_dict"], "loss": history["loss"].tolist()}, f"{folder}/rank{rank}.pt")
-    torch.distributed.destroy_process_group()
 
 
 class DropoutProbe(torch.nn.Module):
@@ -76,9 +63,10 @@ def main(rank: str, world_size: str, port: str, run_dir: str, out: str, threads:
     from .helpers import tiny_config
 
     table, _ = generate_finefractaldb(TINY_FRACTALS)
-    config = tiny_config(run_dir, train={"max_steps": 8, "checkpoint_every": 2})
+    torch.manual_seed(1000 + int(rank))  # replicas must not depend on their own global state
+    config = tiny_config(run_dir, train={"max_steps": 6, "checkpoint_every": 2})
     payload, history = pretrain(table, TINY_FRACTALS.render, config)
-    torch.save({"state_dict": payload["state_dict"], "steps": history["step"].tolist()}, out)
+    torch.save({"state_dict": payload["state_dict"], "steps": history["step"].tolist(), "loss": history["loss"].tolist()}, out)
     torch.distributed.destroy_process_group()
 
 
