@@ -1,6 +1,5 @@
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +9,7 @@ import yaml
 from kedro_datasets.pandas import CSVDataset
 
 from fdsml.catalog import RankAwareDataCatalog
+from .scratch import copy_tracked
 
 
 def test_only_rank_zero_writes_files(tmp_path, monkeypatch):
@@ -40,11 +40,7 @@ TINY_SHARDED_RUN = {
 
 def test_two_ranks_pretrain_on_the_shards_rank_zero_materialised(tmp_path):
     """Under torchrun every rank runs the fractals pipeline; rank 0 writes the shards, the others load them."""
-    root = Path(__file__).resolve().parents[1]
-    listed = subprocess.run(["git", "ls-files", "conf", "src", "pyproject.toml"], cwd=root, capture_output=True, text=True)
-    for name in listed.stdout.splitlines():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(root / name, tmp_path / name)
+    copy_tracked(tmp_path, "conf", "src", "pyproject.toml")
     (tmp_path / "conf/local/parameters.yml").write_text(yaml.safe_dump(TINY_SHARDED_RUN))
     env = os.environ | {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "OMP_NUM_THREADS": "1"}
     run = subprocess.run(
