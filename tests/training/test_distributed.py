@@ -58,10 +58,17 @@ def _finish(nodes: list[subprocess.Popen]) -> None:
 
 
 @pytest.fixture(scope="module")
-def two_node_runs(tmp_path_factory):
-    """An uninterrupted 2-replica run, and one killed after a checkpoint and started again."""
-    straight, killed = tmp_path_factory.mktemp("straight"), tmp_path_factory.mktemp("killed")
+def straight_run(tmp_path_factory):
+    """An uninterrupted 2-replica run."""
+    straight = tmp_path_factory.mktemp("straight")
     _finish(_start_nodes(straight, _free_port()))
+    return straight
+
+
+@pytest.fixture(scope="module")
+def two_node_runs(straight_run, tmp_path_factory):
+    """The uninterrupted run, and one killed after a checkpoint and started again."""
+    straight, killed = straight_run, tmp_path_factory.mktemp("killed")
     nodes = _start_nodes(killed, _free_port())
     checkpoint = killed / "node0" / "last.pt"
     deadline = time.monotonic() + 120
@@ -75,8 +82,8 @@ def two_node_runs(tmp_path_factory):
     return straight, killed
 
 
-def test_two_gloo_replicas_end_with_identical_weights(two_node_runs):
-    straight = two_node_runs[0]
+def test_two_gloo_replicas_end_with_identical_weights(straight_run):
+    straight = straight_run
     first, second = (torch.load(straight / f"result{rank}.pt", weights_only=True) for rank in range(2))
     assert first["loss"] == second["loss"]  # the logged loss is the mean over replicas
     for name, tensor in first["state_dict"].items():
