@@ -1,7 +1,15 @@
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pandas as pd
+import yaml
 from kedro_datasets.pandas import CSVDataset
 
 from fdsml.catalog import RankAwareDataCatalog
+from .scratch import copy_tracked
 
 
 def test_only_rank_zero_writes_files(tmp_path, monkeypatch):
@@ -12,3 +20,34 @@ def test_only_rank_zero_writes_files(tmp_path, monkeypatch):
         catalog.save("history", frame)
         assert catalog.load("history").equals(frame)
     assert not (tmp_path / "replica.csv").exists() and (tmp_path / "main.csv").exists()
+
+
+TINY_SHARDED_RUN = {
+    "fractals": {
+        "n_classes": 3,
+        "instances_per_class": 6,
+        "class_filter": {"size": 96, "points": 4000},
+        "render": {"size": 32, "points": 600},
+        "outputs": {"materialize": True, "shard_size": 8},
+    },
+    "pretrain": {
+        "data": {"source": "shards", "classes_per_batch": 3, "instances_per_class": 3},
+        "model": {"embedding_dim": 8},
+        "train": {"max_steps": 2, "checkpoint_every": 1, "device": "cpu"},
+    },
+}
+
+
+def test_two_ranks_pretrain_on_the_shards_rank_zero_materialised(tmp_path):
+    """Under torchrun every rank runs the fractals pipeline; rank 0 writes the shards, the others load them."""
+    copy_tracked(tmp_path, "conf", "src", "pyproject.toml")
+    (tmp_path / "conf/local/parameters.yml").write_text(yaml.safe_dump(TINY_SHARDED_RUN))
+    env = os.environ | {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "OMP_NUM_THREADS": "1"}
+    run = subprocess.run(
+        ["torchrun", "--nproc_per_node=2", "--standalone", "-m", "kedro", "run", "--pipelines=pretrain"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    manifest = json.loads((tmp_path / "data/03_primary/fractal_images/manifest.json").read_text())
+    assert manifest["count"] == 18 and len(manifest["shards"]) == 3
+    assert (tmp_path / "data/06_models/pretrain_run/last.pt").exists() and (tmp_path / "data/06_models/pretrained_model.pt").exists()

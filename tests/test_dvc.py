@@ -9,7 +9,6 @@ parameter; and a local remote carries every output to a fresh clone.
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,8 @@ import pytest
 import yaml
 from kedro.framework.project import pipelines
 from kedro.framework.startup import bootstrap_project
+
+from .scratch import copy_tracked
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -88,9 +89,7 @@ def _outputs(folder: Path) -> list[Path]:
 @pytest.fixture(scope="module")
 def repository(tmp_path_factory):
     copy = tmp_path_factory.mktemp("repo")
-    for name in _run(["git", "ls-files"], ROOT).splitlines():
-        (copy / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / name, copy / name)
+    copy_tracked(copy)
     (copy / "conf/local/parameters.yml").write_text(yaml.safe_dump(TINY))
     _run(["git", "init", "-q"], copy)
     _run(["git", "add", "-A"], copy)

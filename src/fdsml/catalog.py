@@ -5,7 +5,11 @@ would leave a truncated file that the next run reads. Here each local, unversion
 saves into a temporary beside its target, which is then renamed over it (:mod:`fdsml.atomic`).
 
 Under ``torchrun -m kedro run`` every replica runs the whole pipeline. Ranks above 0 compute the
-same values (every node is deterministic) and hand them to their next node in memory.
+same values (every node is deterministic) and hand them to their next node in memory. A dataset
+whose load differs from what it saved (one with ``verify_reload``, e.g. a generator of shards in,
+memory-mapped shards and their folder out) is instead left to rank 0: the other ranks wait for its
+save, check that they see what it wrote, and load the same file, so that file must be on storage
+every rank sees.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from kedro.io import DataCatalog, DatasetError, MemoryDataset
 
 from fdsml.atomic import atomic_path
 from fdsml.config import ConfigError
+from fdsml.errors import UserFixableError
+from fdsml.training import distributed
 
 
 class UnreadableArtefactError(ConfigError):
@@ -26,14 +32,14 @@ class UnreadableArtefactError(ConfigError):
 
 
 class RankAwareDataCatalog(DataCatalog):
-    """``DataCatalog`` with atomic file saves, whose saves on ranks other than 0 go to memory."""
+    """``DataCatalog`` with atomic file saves, whose saves on ranks other than 0 go to memory or wait for rank 0's file."""
 
     def load(self, ds_name: str, version: str | None = None) -> Any:
         try:
             return super().load(ds_name, version)
         except DatasetError as error:
             dataset, cause = self[ds_name], error.__cause__ or error
-            if isinstance(cause, ConfigError) or not dataset.exists():
+            if isinstance(cause, UserFixableError) or not dataset.exists():
                 raise
             path = local_file_target(getattr(dataset, "_dataset", dataset)) or "the stored file"
             raise UnreadableArtefactError(
@@ -43,7 +49,16 @@ class RankAwareDataCatalog(DataCatalog):
             ) from error
 
     def save(self, ds_name: str, data: Any) -> None:
-        if int(os.environ.get("RANK", "0")) != 0:
+        main = int(os.environ.get("RANK", "0")) == 0
+        dataset = self.get(ds_name)
+        if hasattr(dataset, "verify_reload"):
+            if main:
+                super().save(ds_name, data)
+            distributed.await_main_rank()
+            if not main:
+                dataset.verify_reload(data)
+            return
+        if not main:
             self[ds_name] = MemoryDataset(copy_mode="assign")
         dataset = self[ds_name]
         target = local_file_target(dataset)

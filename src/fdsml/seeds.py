@@ -17,3 +17,16 @@ def step_seed(seed: int, step: int, rank: int | None = None) -> int:
     """
     base = seed * 1_000_003 + step
     return (base if rank is None else base * 1_009 + rank) % SEED_LIMIT
+
+
+def replica_rank() -> int | None:
+    """This process's rank among several ``torch.distributed`` replicas, for :func:`step_seed`; None in one process.
+
+    None keeps a single process on the seeds it always had; replicas each get their own dropout,
+    drop-path, mixing and subsampling draws instead of identical ones.
+    """
+    import torch.distributed as dist  # here: fdsml.config and the IFS generator import this module without torch
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        return dist.get_rank()
+    return None

@@ -27,3 +27,13 @@ def test_a_failed_save_keeps_the_previous_folder_and_leaves_no_temporary(tmp_pat
         dataset.save({"shards": broken()})
     assert [p.name for p in tmp_path.iterdir()] == ["shards"]
     assert dataset.load()["count"] == 2
+
+
+def test_a_reload_checks_the_folder_holds_what_was_saved(tmp_path):
+    rank_zero, replica = (ArrayShardsDataset(filepath=str(tmp_path / "shards")) for _ in range(2))
+    with pytest.raises(DatasetError, match="does not hold the renderings rank 0 just wrote.*storage every node sees"):
+        replica.verify_reload({"shards": iter(()), "fingerprint": "abc"})  # nothing there (a node-local disk)
+    rank_zero.save({"shards": [np.zeros((2, 3, 3), np.uint8)], "fingerprint": "abc", "render": {"size": 3}})
+    replica.verify_reload({"shards": iter(()), "fingerprint": "abc", "render": {"size": 3}})
+    with pytest.raises(DatasetError, match="does not hold"):
+        replica.verify_reload({"shards": iter(()), "fingerprint": "another run", "render": {"size": 3}})

@@ -35,7 +35,7 @@ class ArrayShardsDataset(AbstractDataset[dict[str, Any], dict[str, Any]]):
         return {**manifest, "folder": str(self._filepath)}
 
     def save(self, data: dict[str, Any]) -> None:
-        metadata = {key: value for key, value in data.items() if key not in ("shards", "folder")}
+        metadata = _metadata(data)
         with atomic_path(self._filepath, directory=True) as folder:
             names, count = [], 0
             for index, shard in enumerate(data["shards"]):
@@ -45,8 +45,27 @@ class ArrayShardsDataset(AbstractDataset[dict[str, Any], dict[str, Any]]):
             manifest = {**metadata, "shards": names, "count": count}
             (folder / MANIFEST).write_text(json.dumps(manifest, indent=2))
 
+    def verify_reload(self, data: dict[str, Any]) -> None:
+        """Raise unless the folder holds what ``save(data)`` writes, saved by another process (rank 0).
+
+        What load gives is not what save took (a generator in, memory-mapped shards out), so under
+        torchrun ranks above 0 load rank 0's folder (:mod:`fdsml.catalog`) and check it first: a
+        node-local folder from another run must not be trained on.
+        """
+        found = json.loads((self._filepath / MANIFEST).read_text()) if self._exists() else {}
+        expected = json.loads(json.dumps(_metadata(data)))
+        if {key: found.get(key) for key in expected} != expected:
+            raise DatasetError(
+                f"{self._filepath}: does not hold the renderings rank 0 just wrote (this process cannot see its folder); "
+                "put it on storage every node sees, or materialise on each node first (kedro run --pipeline=fractals)"
+            )
+
     def _exists(self) -> bool:
         return (self._filepath / MANIFEST).exists()
 
     def _describe(self) -> dict[str, Any]:
         return {"filepath": str(self._filepath)}
+
+
+def _metadata(data: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in data.items() if key not in ("shards", "folder")}

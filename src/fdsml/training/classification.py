@@ -29,6 +29,7 @@ from fdsml.data.classification_datasets import (
 )
 from fdsml.errors import MissingInputError
 from fdsml.models import model_from_payload, model_payload
+from fdsml.seeds import replica_rank, step_seed
 from fdsml.models.backbones import MODEL_REGISTRY
 from fdsml.models.starting_points import PRETRAINED, StartingPoint, build_from_start, start_payload, trunk_digest
 from fdsml.training import distributed
@@ -213,8 +214,8 @@ def mix_batch(
 class MixupObjective(nn.Module):
     """Cross-entropy against soft targets: label-smoothed one-hot, mixed by :func:`mix_batch`.
 
-    Each step's mixing is drawn from a generator seeded by (seed, step): reproducible, and the
-    same after a resume.
+    Each step's mixing is drawn from a generator seeded by (seed, step, rank): reproducible, the
+    same after a resume, and its own on every DDP replica.
     """
 
     def __init__(self, num_classes: int, settings: MixupSettings, *, label_smoothing: float = 0.0, seed: int = 0):
@@ -225,7 +226,7 @@ class MixupObjective(nn.Module):
         self.seed = seed
 
     def forward(self, model: nn.Module, batch: dict[str, Any], step: int = 0):
-        rng = np.random.default_rng([self.seed, step])
+        rng = np.random.default_rng(step_seed(self.seed, step, replica_rank()))
         targets = smooth_one_hot(batch["label"], self.num_classes, self.label_smoothing)
         images, targets = mix_batch(batch["image"], targets, self.settings, rng)
         logits = model(images).float()

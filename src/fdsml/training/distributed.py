@@ -1,14 +1,15 @@
 """Device and torch.distributed context: one process per GPU under ``torchrun``, or a single process.
 
 ``torchrun`` sets RANK, WORLD_SIZE and LOCAL_RANK; without them training runs in one process.
-GPUs use NCCL, CPUs gloo.
+CUDA tensors travel over NCCL, CPU tensors (and Python objects) over gloo.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Literal
+from datetime import timedelta
+from typing import Any, Literal
 
 import torch
 import torch.distributed as dist
@@ -46,6 +47,25 @@ def resolve_device(preference: Literal["auto", "cpu", "cuda"], local_rank: int =
     return torch.device("cpu")
 
 
+# How long ranks above 0 wait for rank 0 to write a shared artefact (rendering a million images
+# takes longer than the process group's 30 minutes); training collectives keep the default.
+ARTEFACT_TIMEOUT = timedelta(hours=12)
+_artefact_group: dist.ProcessGroup | None = None
+
+
+def join_process_group() -> None:
+    """Join torchrun's process group once: gloo for CPU tensors, plus NCCL for CUDA ones where torch sees a GPU.
+
+    The backend does not depend on ``device``, so the data catalog can join before training
+    knows where it runs.
+    """
+    global _artefact_group
+    if dist.is_initialized():
+        return
+    dist.init_process_group(backend="cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
+    _artefact_group = dist.new_group(backend="gloo", timeout=ARTEFACT_TIMEOUT)
+
+
 def setup(preference: Literal["auto", "cpu", "cuda"] = "auto") -> DistContext:
     """Join the process group when launched by torchrun; return this process's context."""
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -54,9 +74,24 @@ def setup(preference: Literal["auto", "cpu", "cuda"] = "auto") -> DistContext:
         return DistContext(device)
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    if not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+    join_process_group()
     return DistContext(device, dist.get_rank(), dist.get_world_size(), local_rank)
+
+
+def await_main_rank() -> None:
+    """Under torchrun, wait until every replica, rank 0 included, gets here (up to ``ARTEFACT_TIMEOUT``)."""
+    if launched_by_torchrun():
+        join_process_group()
+        dist.barrier(group=_artefact_group)
+
+
+def from_main_rank(value: Any, context: DistContext) -> Any:
+    """Rank 0's ``value`` on every replica (pickled over gloo; other ranks' ``value`` is ignored)."""
+    if not context.distributed:
+        return value
+    holder = [value if context.is_main else None]
+    dist.broadcast_object_list(holder, src=0, device=torch.device("cpu"))
+    return holder[0]
 
 
 def barrier(context: DistContext) -> None:

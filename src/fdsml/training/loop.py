@@ -2,9 +2,11 @@
 
 One function for every objective (PA-Triplet, cross-entropy, proxy losses). It runs on the CPU
 or a GPU (bf16 autocast, channels-last, pinned memory, non-blocking copies), in one process or
-one per GPU under ``torchrun`` (DDP). Every ``checkpoint_every`` steps and at the end it writes
-its full state atomically; ``resume`` continues from there, and because every random draw is a
-function of (seed, epoch, step), a resumed run ends with the weights of an uninterrupted one.
+one per GPU under ``torchrun`` (DDP). Every ``checkpoint_every`` steps and at the end rank 0
+writes its full state atomically; ``resume`` continues from there, and because every random draw
+is a function of (seed, epoch, step, rank), a resumed run ends with the weights of an
+uninterrupted one. Rank 0 alone decides whether to resume, from its own run folder, and sends the
+state to every replica before DDP wraps the model, so node-local run folders resume alike.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from fdsml.training import distributed
 from fdsml.measure import Stopwatch
 from fdsml.models.checkpoint import load_checkpoint_file, save_checkpoint
 from fdsml.run_events import StepReport, report_step
-from fdsml.seeds import step_seed
+from fdsml.seeds import replica_rank, step_seed
 from fdsml.training.schedules import build_schedule
 
 if TYPE_CHECKING:
@@ -88,6 +90,8 @@ class LoopConfig:
     nor can the log and checkpoint intervals or ``resume``: they are not part of a run's fingerprint.
     ``compile`` runs the model through ``torch.compile`` (worth it on GPUs for long runs; off by
     default, as compiling costs minutes and fused kernels round differently).
+    ``sync_batchnorm`` normalises over the global batch under DDP (CUDA only: torch's
+    SyncBatchNorm has no CPU kernel); otherwise each replica uses its own batch's statistics.
     """
 
     epochs: int = 1
@@ -104,6 +108,7 @@ class LoopConfig:
     compile: bool = False
     freeze_backbone_steps: int = 0
     freeze_batchnorm: bool = False
+    sync_batchnorm: bool = False
 
     def __post_init__(self):
         require_positive("epochs", self.epochs)
@@ -180,6 +185,54 @@ class _FromBatch:
 
     def __len__(self) -> int:
         return len(self.sampler) - self.offset
+
+
+def synchronised_batchnorm(model: nn.Module, loop: LoopConfig, context: distributed.DistContext) -> nn.Module:
+    """``model`` with every BatchNorm a SyncBatchNorm when ``sync_batchnorm`` is on under DDP (same weights and keys)."""
+    if not (loop.sync_batchnorm and context.distributed):
+        return model
+    if context.device.type != "cuda":
+        raise ConfigError("train.sync_batchnorm: torch's SyncBatchNorm runs on CUDA devices only; set it false for CPU replicas")
+    return nn.SyncBatchNorm.convert_sync_batchnorm(model)
+
+
+def prepare_model(model: nn.Module, loop: LoopConfig, context: distributed.DistContext) -> nn.Module:
+    """``model`` ready to wrap: BatchNorm synchronised if asked, on the context's device, channels-last on CUDA."""
+    model = synchronised_batchnorm(model, loop, context)
+    model.to(context.device)
+    if loop.channels_last and context.device.type == "cuda":
+        model.to(memory_format=torch.channels_last)
+    return model
+
+
+def resume_state(
+    checkpoint_path: Path, loop: LoopConfig, fingerprint: str, context: distributed.DistContext, step_name: str
+) -> dict | None:
+    """The state every replica resumes from, as rank 0 finds it in its own run folder (None: start over).
+
+    A checkpoint of another configuration is started over; one written at another world size is
+    refused, since its learning rate was scaled for another global batch and the batches per epoch
+    and data order differ. Rank 0 sends its decision and the state (on the CPU) to every replica.
+    """
+    outcome: dict[str, Any] = {"state": None, "refusal": None}
+    if context.is_main and loop.resume and checkpoint_path.exists():
+        state = load_checkpoint_file(checkpoint_path, map_location="cpu")
+        written_by = state.get("world_size", context.world_size)
+        if written_by != context.world_size:
+            outcome["refusal"] = (
+                f"{checkpoint_path}: written by {written_by} process(es), this run has {context.world_size}; "
+                f"resuming would keep the learning rate scaled for the old global batch while the steps per epoch "
+                f"and data order change. Relaunch with {written_by} process(es) to continue, or start over at "
+                f"{context.world_size}: remove {checkpoint_path.parent} or set {step_name.split('/')[0]}.train.resume: false"
+            )
+        elif state.get("fingerprint") != fingerprint:
+            logger.warning("%s belongs to another configuration: starting over instead of resuming", checkpoint_path)
+        else:
+            outcome["state"] = state
+    outcome = distributed.from_main_rank(outcome, context)
+    if outcome["refusal"]:
+        raise ConfigError(outcome["refusal"])
+    return outcome["state"]
 
 
 def _to_device(batch: dict[str, Any], device: torch.device, channels_last: bool) -> dict[str, Any]:
@@ -269,13 +322,8 @@ def train(
         configure_cuda(loop.deterministic)
     channels_last = loop.channels_last and cuda
     torch.manual_seed(loop.seed)
-    model.to(context.device)
+    model = prepare_model(model, loop, context)
     objective.to(context.device)
-    if channels_last:
-        model.to(memory_format=torch.channels_last)
-    wrapped = DistributedDataParallel(model, device_ids=[context.device] if cuda else None) if context.distributed else model
-    if loop.compile:
-        wrapped = torch.compile(wrapped)
 
     steps_per_epoch, total_steps, global_batch = plan.batches_per_replica, plan.total_steps, plan.global_batch
     optimizer = build_optimizer(model, objective, optimizer_config, plan.learning_rate)
@@ -291,10 +339,7 @@ def train(
 
     step, history = 0, []
     checkpoint_path = Path(checkpoint_path)
-    state = load_checkpoint_file(checkpoint_path, map_location=context.device) if loop.resume and checkpoint_path.exists() else None
-    if state is not None and state.get("fingerprint") != fingerprint:
-        logger.warning("%s belongs to another configuration: starting over instead of resuming", checkpoint_path)
-        state = None
+    state = resume_state(checkpoint_path, loop, fingerprint, context, plan.step)
     if state is not None:
         model.load_state_dict(state["state_dict"])
         objective.load_state_dict(state["objective"])
@@ -303,6 +348,9 @@ def train(
         step, history = state["step"], list(state["history"])
         logger.info("Resuming from %s at step %d of %d", checkpoint_path, step, total_steps)
     resumed_at = step
+    wrapped = DistributedDataParallel(model, device_ids=[context.device] if cuda else None) if context.distributed else model
+    if loop.compile:
+        wrapped = torch.compile(wrapped)
 
     pending: list[dict[str, Any]] = []  # this interval's rows, read at the next log or checkpoint
 
@@ -328,6 +376,7 @@ def train(
                     "loop": asdict(loop),
                     "optimizer_config": asdict(optimizer_config),
                     "fingerprint": fingerprint,
+                    "world_size": context.world_size,
                 },
             )
         distributed.barrier(context)
@@ -353,7 +402,7 @@ def train(
         for batch in loader:
             started = time.perf_counter()
             watch = Stopwatch(context.device)
-            torch.manual_seed(step_seed(loop.seed, step))
+            torch.manual_seed(step_seed(loop.seed, step, replica_rank()))
             batch = _to_device(batch, context.device, channels_last)
             with torch.autocast(device_type=context.device.type, dtype=torch.bfloat16, enabled=loop.amp and cuda):
                 loss, parts = objective(wrapped, batch, step)

@@ -19,7 +19,7 @@ from fdsml.losses.candidates import check_filter
 from fdsml.losses.pa_triplet import PATripletLoss, explicit_indices_tuple, mine_batch_triplets
 from fdsml.losses.precision import full_precision
 from fdsml.measure import Stopwatch
-from fdsml.seeds import step_seed
+from fdsml.seeds import replica_rank, step_seed
 
 TRIPLET_MODES = ("batch", "explicit")
 cross_entropy = full_precision(F.cross_entropy)
@@ -60,7 +60,7 @@ class PATripletObjective(nn.Module):
             return explicit_indices_tuple(psi)
         generator = None
         if self.max_triplets is not None:
-            generator = torch.Generator(device=labels.device).manual_seed(step_seed(self.seed, step))
+            generator = torch.Generator(device=labels.device).manual_seed(step_seed(self.seed, step, replica_rank()))
         return mine_batch_triplets(labels, psi, self.filter_name, max_triplets=self.max_triplets, generator=generator)
 
     def forward(self, model: nn.Module, batch: dict[str, Any], step: int = 0):
