@@ -212,3 +212,19 @@ def test_a_fresh_clone_pulls_every_output_from_the_remote(repository, tmp_path):
     _run(["dvc", "pull"], clone)
     assert all(path.exists() for path in _outputs(clone))
     assert "up to date" in _run(["dvc", "status"], clone)
+
+
+def test_experiments_over_the_pretraining_filter_report_their_own_retrieval_numbers(repository):
+    """Each experiment fine-tunes from its own pre-trained model: a finished fine-tuning of another
+    model in the persistent run folders is not reused (it was, when runs were keyed by start name)."""
+    copy, _ = repository
+    metrics = {}
+    for name in ("all", "diff"):
+        setting = f"conf/base/parameters_pretrain.yml:pretrain.pa_triplet.filter={name}"
+        output = _run(["dvc", "exp", "run", "retrieval", "-n", f"filter-{name}", "-S", setting], copy)
+        assert {"pretrain", "retrieval"} <= _ran(output)
+        metrics[name] = json.loads((copy / "data/08_reporting/retrieval_metrics.json").read_text())
+    pretrained = [start for start in metrics["all"] if start != "scratch"]
+    assert pretrained, "the default retrieval configuration fine-tunes a pre-trained start"
+    for start in pretrained:
+        assert metrics["all"][start] != metrics["diff"][start], f"{start}: the same numbers for two pre-trained models"

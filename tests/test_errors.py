@@ -59,7 +59,16 @@ MISTAKES = {  # error type: (files to put in the clone first, the command, what 
 }
 
 
-A_REAL_BUG = ({"data/02_intermediate/fractal_codes.parquet": b"not a parquet file"}, "kedro run --pipelines=validate_descriptor", "")
+A_REAL_BUG = ({}, "kedro run --pipelines=fractals", "")
+FRACTALS_NODE_START = "    config = parse_fractals_params(params)\n    up_to_date"
+
+
+def _inject_a_bug(clone):
+    """A real bug, not the user's: the clone's fractals node divides by zero before anything else."""
+    nodes = clone / "src/fdsml/pipelines/fractals/nodes.py"
+    text = nodes.read_text()
+    assert FRACTALS_NODE_START in text
+    nodes.write_text(text.replace(FRACTALS_NODE_START, "    1 / 0\n" + FRACTALS_NODE_START, 1))
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +79,8 @@ def answers(tmp_path_factory):
         clone = fresh_clone(tmp_path_factory.mktemp(kind))
         for name, payload in files.items():
             _write(clone / name, payload)
+        if kind == "bug":
+            _inject_a_bug(clone)
         started[kind] = clone, start(command, clone)
     return {kind: (clone, *finish(process)) for kind, (clone, process) in started.items()}
 
@@ -90,4 +101,4 @@ def test_a_fixable_mistake_gets_a_few_lines_naming_it(kind, answers):
 def test_a_real_bug_still_shows_its_traceback(answers):
     _, code, output = answers["bug"]
     assert code != 0
-    assert "Traceback" in output and len(output.splitlines()) > 10
+    assert "Traceback" in output and "ZeroDivisionError" in output and len(output.splitlines()) > 10

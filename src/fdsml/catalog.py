@@ -23,7 +23,7 @@ from kedro.io import DataCatalog, DatasetError, MemoryDataset
 
 from fdsml.atomic import atomic_path
 from fdsml.config import ConfigError
-from fdsml.errors import UserFixableError
+from fdsml.errors import find_user_error
 from fdsml.training import distributed
 
 
@@ -39,7 +39,7 @@ class RankAwareDataCatalog(DataCatalog):
             return super().load(ds_name, version)
         except DatasetError as error:
             dataset, cause = self[ds_name], error.__cause__ or error
-            if isinstance(cause, UserFixableError) or not dataset.exists():
+            if find_user_error(error) is not None or not dataset.exists():
                 raise
             path = local_file_target(getattr(dataset, "_dataset", dataset)) or "the stored file"
             raise UnreadableArtefactError(

@@ -58,8 +58,8 @@ TINY = {
         "train": {"max_steps": 3, "checkpoint_every": 1, "freeze_backbone_steps": 1, "device": "cpu"},
         "n_example_queries": 2,
     },
-    "classification": {"image_size": 16, "batch_size": 16, "eval_batch_size": 512, "train": {"max_steps": 3, "checkpoint_every": 1, "device": "cpu"}},
-    "robustness": {"image_size": 32, "max_images": 4, "severities": [1, 5], "device": "cpu"},
+    "classification": {"image_size": 32, "batch_size": 16, "eval_batch_size": 512, "train": {"max_steps": 3, "checkpoint_every": 1, "device": "cpu"}},
+    "robustness": {"max_images": 4, "severities": [1, 5], "device": "cpu"},
     "analysis": {
         "device": "cpu",
         "embedding_map": {"n_classes": 3, "max_instances_per_class": 4, "sweep_points": 3, "thumbnails": 2, "n_neighbors": 3},
