@@ -10,13 +10,16 @@ export DO_NOT_TRACK := 1
 export DVC_NO_ANALYTICS := 1
 export HF_HUB_OFFLINE := 1
 
-.PHONY: run test install fractals benchmarks viz clean
+.PHONY: run test test-slow install fractals benchmarks viz clean
 
 run: $(STAMP)
 	$(BIN)/kedro run --pipelines=pretrain
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m "not slow"
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -m slow
 
 install: $(STAMP)
 

@@ -20,6 +20,8 @@ from kedro.framework.startup import bootstrap_project
 
 from .scratch import copy_tracked
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 

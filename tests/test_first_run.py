@@ -14,6 +14,8 @@ import yaml
 
 from .fresh_clone import BIN, ROOT, finish, fresh_clone, run, start
 
+pytestmark = pytest.mark.slow
+
 README = (ROOT / "README.md").read_text()
 README_COMMANDS = re.findall(r"`(kedro run --pipeline=([a-z_]+)[^`]*)`", README) + re.findall(
     r"^(kedro run --pipeline=([a-z_]+)[^#\n]*?)\s*(?:#.*)?$", README, flags=re.MULTILINE

@@ -16,6 +16,8 @@ import pytest
 import yaml
 from nbclient import NotebookClient
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
