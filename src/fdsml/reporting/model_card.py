@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from fdsml.ifs.finefractaldb import FineFractalDBConfig
+from fdsml.reporting.history import loss_trend
 from fdsml.training.pretrain import PretrainConfig
 
 
@@ -97,8 +98,7 @@ def _recipe(model: dict[str, Any], pretrain: PretrainConfig, metadata: dict[str,
 def _metrics(history: pd.DataFrame | None, downstream: str | None) -> str:
     lines = ["## Metrics"]
     if history is not None and len(history):
-        tenth = max(len(history) // 10, 1)
-        first, last = history["loss"].iloc[:tenth].mean(), history["loss"].iloc[-tenth:].mean()
+        first, last = loss_trend(history)
         lines.append(f"Pre-training loss {first:.4f} (first tenth of the steps) -> {last:.4f} (last tenth), {len(history)} steps.")
     else:
         lines.append("No pre-training history was recorded.")

@@ -12,6 +12,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from fdsml.reporting.history import loss_trend  # noqa: E402
+
 
 def training_curves(history: pd.DataFrame, title: str):
     """Loss (smoothed) and learning rate against the step."""
@@ -54,10 +56,9 @@ def fractals_section(summary: dict) -> str:
 
 
 def pretrain_section(history: pd.DataFrame) -> str:
-    tail = history.tail(max(len(history) // 10, 1))
-    head = history.head(max(len(history) // 10, 1))
+    first, last = loss_trend(history)
     text = (
-        f"{len(history)} steps; loss {head['loss'].mean():.4f} (first tenth) -> {tail['loss'].mean():.4f} (last tenth); "
+        f"{len(history)} steps; loss {first:.4f} (first tenth) -> {last:.4f} (last tenth); "
         f"{history['images_per_s'].median():.0f} images/s (median).\n"
     )
     return "## Pre-training\n\n" + text + "\n" + _picture("pre-training curves", "pretrain_curves.png")

@@ -9,6 +9,7 @@ import pandas as pd
 
 from fdsml.ifs.table_check import check_codes_table
 from fdsml.pipelines.fractals.nodes import parse_fractals_params
+from fdsml.reporting.history import loss_trend
 from fdsml.training.pretrain import parse_pretrain_params, pretrain
 
 logger = logging.getLogger(__name__)
@@ -36,6 +37,6 @@ def pretrain_model(
         shards=fractal_images if fractal_images.get("materialized") else None,
     )
     if len(history):
-        first, last = history["loss"].iloc[: max(len(history) // 10, 1)].mean(), history["loss"].iloc[-max(len(history) // 10, 1) :].mean()
+        first, last = loss_trend(history)
         logger.info("Pre-training loss %.4f -> %.4f over %d steps", first, last, len(history))
     return payload, history
