@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from .scratch import ROOT, copy_tracked
+
 BIN = Path(sys.executable).parent
 ENV = os.environ | {
     "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
@@ -20,15 +20,8 @@ ENV = os.environ | {
 
 
 def fresh_clone(folder: Path) -> Path:
-    """Copy every file git tracks (or would track) into ``folder``; data and local settings stay behind."""
-    names = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout.splitlines()
-    for name in names:
-        if (ROOT / name).is_file():
-            (folder / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, folder / name)
-    return folder
+    """Every file git tracks (or would track) copied into ``folder``: data and local settings stay behind."""
+    return copy_tracked(folder)
 
 
 def start(command: str, folder: Path) -> subprocess.Popen:

@@ -6,7 +6,6 @@ Notebooks are stored without outputs.
 """
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,9 +15,10 @@ import pytest
 import yaml
 from nbclient import NotebookClient
 
+from .scratch import ROOT, copy_tracked
+
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 TINY = {
@@ -39,11 +39,7 @@ def _run(args, cwd):
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    copy = tmp_path_factory.mktemp("notebook_project")
-    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.splitlines()
-    for name in listed + [str(path.relative_to(ROOT)) for path in NOTEBOOKS]:
-        (copy / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / name, copy / name)
+    copy = copy_tracked(tmp_path_factory.mktemp("notebook_project"))
     (copy / "conf/local/parameters.yml").write_text(yaml.safe_dump(TINY))
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
     _run(["git", "init", "-q"], copy)
