@@ -1,0 +1,304 @@
+"""Does pre-training help, and does it help more with more of it? Recall@1 on digits against the pre-training budget.
+
+    python benchmarks/pretraining_budget.py                   # the whole study (about 1.5 h on 2 CPU cores)
+    python benchmarks/pretraining_budget.py --arms each:800   # one arm (scratch is the arm 'scratch:0')
+    python benchmarks/pretraining_budget.py --dvc             # the same arms as `dvc exp run --queue` commands
+
+Every arm pre-trains from conf/base with the overrides below and nothing tuned per method: the
+rendering at 32 px (the digits are 8 x 8 scans; 32 px is their natural upsampling), a ResNet-18,
+``budget`` steps of each method (FDSL cross-entropy, PA-Triplet with each filter, PA-Triplet
+``each`` on fresh instances). Each checkpoint, and scratch, is then scored twice on digits:
+(a) the frozen trunk's k-NN Recall@1 (:mod:`fdsml.evaluation.frozen_probe`), (b) Recall@1 and
+MAP@R after the standard fine-tuning recipe (conf/base ``retrieval``) with 3 seeds.
+
+Each arm's result is stored in ``<out>/arms/<method>_<budget>.json`` with the digest of the
+code that computed it; a stored arm is reused only while its definition (overrides, study
+settings) and that code are unchanged. The table and the picture are drawn from the stored
+arms and name the code each one ran with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import multiprocessing
+import os
+import subprocess
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+DEFAULT_METHODS = ("fdsl", "all", "each", "same", "diff", "fresh_each")
+METHOD_OVERRIDES = {
+    "fdsl": {"objective": "fdsl"},
+    "all": {"objective": "pa_triplet", "pa_triplet": {"filter": "all"}},
+    "each": {"objective": "pa_triplet", "pa_triplet": {"filter": "each"}},
+    "same": {"objective": "pa_triplet", "pa_triplet": {"filter": "same"}},
+    "diff": {"objective": "pa_triplet", "pa_triplet": {"filter": "diff"}},
+    "fresh_each": {"objective": "pa_triplet", "pa_triplet": {"filter": "each"}, "data": {"instances": "fresh"}},
+}
+CODE_MODULES = ("fdsml.training.pretrain", "fdsml.training.retrieval", "fdsml.evaluation.frozen_probe", "fdsml.ifs.finefractaldb")
+
+
+@dataclass(frozen=True)
+class Study:
+    """What every arm shares: the data, the backbone and the fine-tuning seeds."""
+
+    size: int = 32
+    points: int = 1000
+    classes: int = 100
+    instances: int = 40
+    backbone: str = "resnet18"
+    seeds: tuple[int, ...] = (0, 1, 2)
+
+    def fractals_overrides(self) -> dict:
+        return {"n_classes": self.classes, "instances_per_class": self.instances, "render": {"size": self.size, "points": self.points}}
+
+    def pretrain_overrides(self, method: str, budget: int) -> dict:
+        return _merge(METHOD_OVERRIDES[method], {"model": {"backbone": self.backbone}, "train": {"max_steps": budget}})
+
+    def retrieval_overrides(self) -> dict:
+        return {"data": {"image_size": self.size}, "seeds": list(self.seeds)}
+
+
+def _merge(base: dict, extra: dict) -> dict:
+    merged = dict(base)
+    for key, value in extra.items():
+        merged[key] = _merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+    return merged
+
+
+def _dotted(prefix: str, tree: dict) -> list[tuple[str, object]]:
+    items = []
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            items += _dotted(f"{prefix}.{key}", value)
+        else:
+            items.append((f"{prefix}.{key}", value))
+    return items
+
+
+def dvc_commands(study: Study, arms: list[tuple[str, int]]) -> list[str]:
+    """One ``dvc exp run --queue`` per pre-trained arm: the same overrides on conf/base's parameter files.
+
+    Each experiment's retrieval stage fine-tunes scratch and the arm's model; the frozen probe
+    is the pre-training validation's ``probe`` columns.
+    """
+    files = {
+        "fractals": "conf/base/parameters_fractals.yml",
+        "pretrain": "conf/base/parameters_pretrain.yml",
+        "retrieval": "conf/base/parameters_retrieval.yml",
+    }
+    shared = _dotted("fractals", study.fractals_overrides()) + _dotted("retrieval", study.retrieval_overrides())
+    commands = []
+    for method, budget in arms:
+        if method == "scratch":
+            continue
+        pairs = shared + _dotted("pretrain", study.pretrain_overrides(method, budget))
+        flags = " ".join(f"-S '{files[key.split('.')[0]]}:{key}={json.dumps(value)}'" for key, value in pairs)
+        commands.append(f"dvc exp run --queue -n budget-{method.replace('_', '-')}-{budget} {flags}")
+    return commands + ["dvc queue start -j 1", "dvc exp show --only-changed"]
+
+
+def code_version() -> str:
+    """The digest of the code an arm runs (pre-training, fine-tuning, probe, generator and all they import)."""
+    from fdsml import reuse
+
+    return hashlib.sha256("".join(reuse.code_digest(module) for module in CODE_MODULES).encode()).hexdigest()[:16]
+
+
+def arm_definition(study: Study, method: str, budget: int) -> dict:
+    return {"study": {**study.__dict__, "seeds": list(study.seeds)}, "method": method, "budget": budget}
+
+
+def run_arm(task: tuple[Study, str, int, str, int]) -> dict:
+    """Pre-train one arm (none for scratch), probe it frozen, fine-tune it with every seed; store the result."""
+    study, method, budget, out, threads = task
+    import torch
+
+    torch.set_num_threads(threads)
+    from kedro.config import OmegaConfigLoader
+
+    from fdsml.evaluation.frozen_probe import frozen_probe
+    from fdsml.ifs.finefractaldb import generate_finefractaldb
+    from fdsml.models import build_model, model_from_payload, save_checkpoint
+    from fdsml.models.starting_points import StartingPoint
+    from fdsml.pipelines.fractals.nodes import parse_fractals_params
+    from fdsml.training.pretrain import parse_pretrain_params, pretrain
+    from fdsml.training.retrieval import compare_starting_points, load_splits, parse_retrieval_params
+
+    work = Path(out) / "runs" / f"{method}_{budget}"
+    params = OmegaConfigLoader("conf", base_env="base", default_run_env="base")["parameters"]
+    retrieval = parse_retrieval_params(_merge(params["retrieval"], study.retrieval_overrides()) | {"run_dir": str(work / "finetune")})
+    started = time.perf_counter()
+    if method == "scratch":
+        torch.manual_seed(0)
+        model = build_model(study.backbone, img_size=study.size)
+        start = StartingPoint("scratch", backbone=study.backbone)
+        pretrain_seconds, steps = 0.0, 0
+    else:
+        fractals = parse_fractals_params(_merge(params["fractals"], study.fractals_overrides()))
+        table, _ = generate_finefractaldb(fractals)
+        config = parse_pretrain_params(_merge(params["pretrain"], study.pretrain_overrides(method, budget)) | {"run_dir": str(work / "pretrain")})
+        payload, history = pretrain(table, fractals.render, config)
+        save_checkpoint(work / "model.pt", payload)
+        model = model_from_payload(payload)
+        start = StartingPoint(method, str(work / "model.pt"), study.backbone)
+        pretrain_seconds, steps = time.perf_counter() - started, len(history)
+    splits = load_splits(retrieval)
+    frozen = frozen_probe(model, splits, study.size, crop_fraction=retrieval.data.crop_fraction)
+    finetune_started = time.perf_counter()
+    metrics, _, _ = compare_starting_points(replace(retrieval, starts=(start,)))
+    result = {
+        "definition": arm_definition(study, method, budget),
+        "code": code_version(),
+        "commit": _git_commit(),
+        "pretrain_steps": steps,
+        "pretrain_seconds": round(pretrain_seconds, 1),
+        "finetune_seconds": round(time.perf_counter() - finetune_started, 1),
+        "frozen": frozen,
+        "finetuned": metrics[start.name],
+    }
+    _write_json(Path(out) / "arms" / f"{method}_{budget}.json", result)
+    logging.info("%s %d: frozen R@1 %.3f, fine-tuned R@1 %.3f", method, budget, frozen["recall@1"], metrics[start.name]["mean"]["recall@1"])
+    return result
+
+
+def _git_commit() -> str:
+    found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return found.stdout.strip() or "unknown"
+
+
+def _write_json(path: Path, value: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(value, indent=2))
+    os.replace(temporary, path)
+
+
+def stored_arm(out: Path, study: Study, method: str, budget: int, code: str) -> dict | None:
+    """The stored result of an arm, when its definition and code are this run's."""
+    path = out / "arms" / f"{method}_{budget}.json"
+    if not path.exists():
+        return None
+    result = json.loads(path.read_text())
+    return result if result["definition"] == arm_definition(study, method, budget) and result["code"] == code else None
+
+
+def summarise(results: list[dict], code: str) -> tuple[str, list[dict]]:
+    """The Markdown table of every arm (mean ± std over fine-tuning seeds, in %), and its rows."""
+    rows = []
+    for result in sorted(results, key=lambda r: (r["definition"]["method"] != "scratch", r["definition"]["method"], r["definition"]["budget"])):
+        tuned = result["finetuned"]
+        rows.append(
+            {
+                "method": result["definition"]["method"],
+                "budget": result["definition"]["budget"],
+                "frozen_recall@1": result["frozen"]["recall@1"],
+                "frozen_map@r": result["frozen"]["map@r"],
+                "recall@1": tuned["mean"]["recall@1"],
+                "recall@1_std": tuned["std"]["recall@1"],
+                "map@r": tuned["mean"]["map@r"],
+                "map@r_std": tuned["std"]["map@r"],
+                "seeds": len(tuned["seeds"]),
+                "pretrain_minutes": result["pretrain_seconds"] / 60,
+                "commit": result["commit"] + ("" if result["code"] == code else " (older code)"),
+            }
+        )
+    lines = [
+        "| method | steps | frozen R@1 | frozen MAP@R | fine-tuned R@1 | fine-tuned MAP@R | seeds | pre-training min | commit |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['method']} | {row['budget']} | {100 * row['frozen_recall@1']:.1f} | {100 * row['frozen_map@r']:.1f} | "
+            f"{100 * row['recall@1']:.1f} ± {100 * row['recall@1_std']:.1f} | {100 * row['map@r']:.1f} ± {100 * row['map@r_std']:.1f} | "
+            f"{row['seeds']} | {row['pretrain_minutes']:.1f} | {row['commit']} |"
+        )
+    return "\n".join(lines) + "\n", rows
+
+
+def draw(rows: list[dict], path: Path) -> None:
+    """Recall@1 against pre-training steps per method: fine-tuned (mean ± std over seeds) and frozen; scratch as a band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (tuned_axis, frozen_axis) = plt.subplots(1, 2, figsize=(11, 4.2))
+    scratch = [row for row in rows if row["method"] == "scratch"]
+    for row in scratch:
+        low, high = row["recall@1"] - row["recall@1_std"], row["recall@1"] + row["recall@1_std"]
+        tuned_axis.axhspan(100 * low, 100 * high, color="grey", alpha=0.2)
+        tuned_axis.axhline(100 * row["recall@1"], color="grey", linestyle="--", label="scratch")
+        frozen_axis.axhline(100 * row["frozen_recall@1"], color="grey", linestyle="--", label="scratch (random trunk)")
+    for method in sorted({row["method"] for row in rows} - {"scratch"}):
+        mine = sorted((row for row in rows if row["method"] == method), key=lambda row: row["budget"])
+        steps = [row["budget"] for row in mine]
+        tuned_axis.errorbar(steps, [100 * r["recall@1"] for r in mine], yerr=[100 * r["recall@1_std"] for r in mine], marker="o", capsize=3, label=method)
+        frozen_axis.plot(steps, [100 * r["frozen_recall@1"] for r in mine], marker="o", label=method)
+    for axis, title in ((tuned_axis, "fine-tuned Recall@1 on digits (mean ± std, seeds)"), (frozen_axis, "frozen trunk k-NN Recall@1 on digits")):
+        axis.set_xscale("log")
+        axis.set_xlabel("pre-training steps")
+        axis.set_ylabel("Recall@1 (%)")
+        axis.set_title(title, fontsize=10)
+        axis.grid(alpha=0.3)
+    tuned_axis.legend(fontsize=8)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
+
+
+def parse_arms(text: list[str] | None, budgets: list[int], methods: list[str], fresh_budgets: list[int]) -> list[tuple[str, int]]:
+    if text:
+        arms = [(item.split(":")[0], int(item.split(":")[1])) for item in text]
+    else:
+        arms = [("scratch", 0)] + [
+            (method, budget) for method in methods for budget in (fresh_budgets if method == "fresh_each" else budgets)
+        ]
+    unknown = sorted({method for method, _ in arms} - set(METHOD_OVERRIDES) - {"scratch"})
+    if unknown:
+        raise SystemExit(f"unknown method(s) {', '.join(unknown)}; choose from scratch, {', '.join(METHOD_OVERRIDES)}")
+    return arms
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budgets", type=int, nargs="+", default=[50, 200, 800], help="pre-training steps (1x, 4x, 16x)")
+    parser.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS))
+    parser.add_argument("--fresh-budgets", type=int, nargs="+", default=[800], help="budgets of the fresh-instance arm")
+    parser.add_argument("--arms", nargs="+", help="method:steps pairs to run (default: every method x budget, and scratch)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="fine-tuning seeds")
+    parser.add_argument("--jobs", type=int, default=2, help="arms run in parallel, one torch thread each")
+    parser.add_argument("--out", default="benchmarks/results/pretraining_budget")
+    parser.add_argument("--dvc", action="store_true", help="print the arms as DVC experiments instead of running them")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(processName)s %(message)s")
+    for noisy in ("fdsml", "kedro", "pytorch_metric_learning", "faiss"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+    study = Study(seeds=tuple(args.seeds))
+    arms = parse_arms(args.arms, args.budgets, args.methods, args.fresh_budgets)
+    if args.dvc:
+        print("\n".join(dvc_commands(study, arms)))
+        return
+    out, code = Path(args.out), code_version()
+    todo = [arm for arm in arms if stored_arm(out, study, *arm, code) is None]
+    logging.info("%d arm(s) to run, %d stored: %s", len(todo), len(arms) - len(todo), todo)
+    todo.sort(key=lambda arm: -arm[1])  # longest first, so the parallel jobs end together
+    started = time.perf_counter()
+    with multiprocessing.get_context("spawn").Pool(args.jobs, maxtasksperchild=1) as pool:
+        for _ in pool.imap_unordered(run_arm, [(study, method, budget, str(out), 1) for method, budget in todo]):
+            pass
+    stored = [json.loads(path.read_text()) for path in sorted((out / "arms").glob("*.json"))]
+    table, rows = summarise(stored, code)
+    (out / "budget.md").write_text(table)
+    draw(rows, out / "budget.png")
+    print(table)
+    print(f"{len(todo)} arm(s) ran in {(time.perf_counter() - started) / 60:.1f} min; table {out / 'budget.md'}, picture {out / 'budget.png'}")
+
+
+if __name__ == "__main__":
+    main()
