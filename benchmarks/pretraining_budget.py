@@ -2,7 +2,7 @@
 
     python benchmarks/pretraining_budget.py                   # the whole study (about 1.5 h on 2 CPU cores)
     python benchmarks/pretraining_budget.py --arms each:800   # one arm (scratch is the arm 'scratch:0')
-    python benchmarks/pretraining_budget.py --dvc             # the same arms as `dvc exp run --queue` commands
+    python benchmarks/pretraining_budget.py --print-dvc       # the same arms as `dvc exp run --queue` commands
 
 Every arm pre-trains from conf/base with the overrides below and nothing tuned per method: the
 rendering at 32 px (the digits are 8 x 8 scans; 32 px is their natural upsampling), a ResNet-18,
@@ -220,6 +220,21 @@ def summarise(results: list[dict], code: str) -> tuple[str, list[dict]]:
     return "\n".join(lines) + "\n", rows
 
 
+def report_markdown(study: Study, table: str) -> str:
+    """The study as the report shows it: the setup, the table, the picture, how to reproduce it."""
+    return (
+        "# Pre-training budget study\n\n"
+        f"FineFractalDB of {study.classes} classes x {study.instances} instances at {study.size} px "
+        f"({study.points} points), {study.backbone}, conf/base recipes otherwise. Frozen: k-NN on the "
+        "trunk's pooled features of the digits test classes, no fine-tuning. Fine-tuned: the standard "
+        f"retrieval recipe (conf/base) at {study.size} px, mean ± std over seeds {list(study.seeds)}. In %.\n\n"
+        + table
+        + "\n![Recall@1 against pre-training steps](pretraining_budget.png)\n\n"
+        "Reproduce: `python benchmarks/pretraining_budget.py` (arms already stored with the same code are reused); "
+        "`--print-dvc` prints the same arms as DVC experiments.\n"
+    )
+
+
 def draw(rows: list[dict], path: Path) -> None:
     """Recall@1 against pre-training steps per method: fine-tuned (mean ± std over seeds) and frozen; scratch as a band."""
     import matplotlib
@@ -272,8 +287,9 @@ def main() -> None:
     parser.add_argument("--arms", nargs="+", help="method:steps pairs to run (default: every method x budget, and scratch)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="fine-tuning seeds")
     parser.add_argument("--jobs", type=int, default=2, help="arms run in parallel, one torch thread each")
-    parser.add_argument("--out", default="benchmarks/results/pretraining_budget")
-    parser.add_argument("--dvc", action="store_true", help="print the arms as DVC experiments instead of running them")
+    parser.add_argument("--out", default="benchmarks/results/pretraining_budget", help="the stored arms and their runs")
+    parser.add_argument("--report-dir", default="data/08_reporting", help="where the table and picture go (the report reads them)")
+    parser.add_argument("--print-dvc", action="store_true", help="print the arms as DVC experiments instead of running them")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(processName)s %(message)s")
     for noisy in ("fdsml", "kedro", "pytorch_metric_learning", "faiss"):
@@ -281,7 +297,7 @@ def main() -> None:
 
     study = Study(seeds=tuple(args.seeds))
     arms = parse_arms(args.arms, args.budgets, args.methods, args.fresh_budgets)
-    if args.dvc:
+    if args.print_dvc:
         print("\n".join(dvc_commands(study, arms)))
         return
     out, code = Path(args.out), code_version()
@@ -294,10 +310,11 @@ def main() -> None:
             pass
     stored = [json.loads(path.read_text()) for path in sorted((out / "arms").glob("*.json"))]
     table, rows = summarise(stored, code)
-    (out / "budget.md").write_text(table)
-    draw(rows, out / "budget.png")
+    report = Path(args.report_dir)
+    draw(rows, report / "pretraining_budget.png")
+    (report / "pretraining_budget.md").write_text(report_markdown(study, table))
     print(table)
-    print(f"{len(todo)} arm(s) ran in {(time.perf_counter() - started) / 60:.1f} min; table {out / 'budget.md'}, picture {out / 'budget.png'}")
+    print(f"{len(todo)} arm(s) ran in {(time.perf_counter() - started) / 60:.1f} min; {report / 'pretraining_budget.md'}, {report / 'pretraining_budget.png'}")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
-"""The report's generator-variants section: the measured table when present, how to make it otherwise."""
+"""The report's sections for studies a benchmark writes: the measured table when present, how to make it otherwise."""
 
 from pathlib import Path
 
 import yaml
 from kedro.io import DataCatalog
 
-from fdsml.reporting.report import generator_variants_section
+import pytest
+
+from fdsml.reporting.report import generator_variants_section, pretraining_budget_section
 from fdsml.validation.report import variants_markdown
 
 CATALOG = Path(__file__).resolve().parents[2] / "conf/base/catalog_report.yml"
@@ -18,16 +20,29 @@ def test_the_section_shows_the_measured_table_under_its_own_heading():
     assert "\n# " not in section
 
 
-def test_without_the_table_the_section_says_how_to_make_it():
-    section = generator_variants_section(None)
-    assert "python benchmarks/generator_variants.py" in section and "--quick" in section
+STUDIES = [
+    (generator_variants_section, "generator_variants", "python benchmarks/generator_variants.py"),
+    (pretraining_budget_section, "pretraining_budget", "python benchmarks/pretraining_budget.py"),
+]
 
 
-def test_the_catalog_reads_the_table_when_present_and_none_before(tmp_path):
-    entry = yaml.safe_load(CATALOG.read_text())["generator_variants_table"]
-    assert entry["dataset"]["filepath"] == "data/08_reporting/generator_variants.md"
-    entry["dataset"]["filepath"] = str(tmp_path / "generator_variants.md")
-    catalog = DataCatalog.from_config({"generator_variants_table": entry})
-    assert catalog.load("generator_variants_table") is None
-    (tmp_path / "generator_variants.md").write_text("# table\n")
-    assert catalog.load("generator_variants_table") == "# table\n"
+@pytest.mark.parametrize(("section", "name", "command"), STUDIES)
+def test_without_the_table_the_section_says_how_to_make_it(section, name, command):
+    text = section(None)
+    assert command in text and f"data/08_reporting/{name}." in text
+
+
+def test_the_budget_section_shows_the_study_under_its_own_heading():
+    text = pretraining_budget_section("# Pre-training budget study\n\n| method | steps |\n|---|---|\n| each | 800 |\n")
+    assert text.startswith("## Pre-training budget study\n") and "| each | 800 |" in text and "\n# " not in text
+
+
+@pytest.mark.parametrize(("section", "name", "command"), STUDIES)
+def test_the_catalog_reads_the_table_when_present_and_none_before(tmp_path, section, name, command):
+    entry = yaml.safe_load(CATALOG.read_text())[f"{name}_table"]
+    assert entry["dataset"]["filepath"] == f"data/08_reporting/{name}.md"
+    entry["dataset"]["filepath"] = str(tmp_path / f"{name}.md")
+    catalog = DataCatalog.from_config({f"{name}_table": entry})
+    assert catalog.load(f"{name}_table") is None
+    (tmp_path / f"{name}.md").write_text("# table\n")
+    assert catalog.load(f"{name}_table") == "# table\n"

@@ -76,21 +76,33 @@ def validation_section(table: str) -> str:
     return "## Descriptor validation\n\n" + _strip_title(table) + "\n" + pictures
 
 
-def generator_variants_section(table: str | None) -> str:
-    """The generator variants side by side (``benchmarks/generator_variants.py``), or how to measure them.
+def _study_section(heading: str, table: str | None, how_to_make_it: str) -> str:
+    """A study that a benchmark writes (too long for a pipeline): its table when present, how to make it otherwise."""
+    heading = f"## {heading}\n\n"
+    return heading + (how_to_make_it if table is None else _strip_title(table))
 
-    The study takes about half an hour on 2 CPU cores, so the report reads its table when present
-    and never runs it.
-    """
-    heading = "## FineFractalDB generator variants\n\n"
-    if table is None:
-        return heading + (
-            "Not measured yet: `python benchmarks/generator_variants.py --workers 2` writes "
-            "`data/08_reporting/generator_variants.{json,md}` (about half an hour on 2 CPU cores; `--quick` "
-            "for a smaller check), then run the report again. The README gives the same grid as DVC "
-            "experiments.\n"
-        )
-    return heading + _strip_title(table)
+
+def generator_variants_section(table: str | None) -> str:
+    """The generator variants side by side (``benchmarks/generator_variants.py``, about half an hour on 2 CPU cores)."""
+    return _study_section(
+        "FineFractalDB generator variants",
+        table,
+        "Not measured yet: `python benchmarks/generator_variants.py --workers 2` writes "
+        "`data/08_reporting/generator_variants.{json,md}` (about half an hour on 2 CPU cores; `--quick` "
+        "for a smaller check), then run the report again. The README gives the same grid as DVC "
+        "experiments.\n",
+    )
+
+
+def pretraining_budget_section(table: str | None) -> str:
+    """Recall@1 on digits against the pre-training budget per method (``benchmarks/pretraining_budget.py``, about 1.5 h)."""
+    return _study_section(
+        "Pre-training budget study",
+        table,
+        "Not measured yet: `python benchmarks/pretraining_budget.py` writes "
+        "`data/08_reporting/pretraining_budget.{md,png}` (about 1.5 h on 2 CPU cores; `--print-dvc` prints the "
+        "same arms as DVC experiments), then run the report again.\n",
+    )
 
 
 def retrieval_section(table: str) -> str:

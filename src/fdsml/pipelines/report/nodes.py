@@ -11,6 +11,7 @@ from fdsml.reporting.report import (
     fractals_section,
     generator_variants_section,
     pretrain_section,
+    pretraining_budget_section,
     retrieval_section,
     training_curves,
     validation_section,
@@ -27,20 +28,22 @@ def write_report(
     pretrain_history: pd.DataFrame,
     descriptor_validation_table: str,
     generator_variants_table: str | None,
+    pretraining_budget_table: str | None,
     retrieval_table: str,
     classification_table: str,
     robustness_table: str,
     analysis_metrics: dict,
 ) -> str:
     """The report (``report``): FineFractalDB, pre-training, descriptor validation, the generator
-    variants (their table when ``benchmarks/generator_variants.py`` has written it, else how to make
-    it), retrieval, classification and robustness, and pictures of the embeddings."""
+    variants and the pre-training budget study (their tables when their benchmarks have written them,
+    else how to make them), retrieval, classification and robustness, and pictures of the embeddings."""
     return assemble(
         [
             fractals_section(fractal_summary),
             pretrain_section(pretrain_history),
             validation_section(descriptor_validation_table),
             generator_variants_section(generator_variants_table),
+            pretraining_budget_section(pretraining_budget_table),
             retrieval_section(retrieval_table),
             classification_section(classification_table, robustness_table),
             analysis_section(analysis_metrics),

@@ -16,6 +16,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "pretrain_history",
                     "descriptor_validation_table",
                     "generator_variants_table",
+                    "pretraining_budget_table",
                     "retrieval_table",
                     "classification_table",
                     "robustness_table",
