@@ -289,6 +289,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="arms run in parallel, one torch thread each")
     parser.add_argument("--out", default="benchmarks/results/pretraining_budget", help="the stored arms and their runs")
     parser.add_argument("--report-dir", default="data/08_reporting", help="where the table and picture go (the report reads them)")
+    parser.add_argument("--summarise-only", action="store_true", help="draw the table and picture from the stored arms, run nothing")
     parser.add_argument("--print-dvc", action="store_true", help="print the arms as DVC experiments instead of running them")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(processName)s %(message)s")
@@ -301,7 +302,7 @@ def main() -> None:
         print("\n".join(dvc_commands(study, arms)))
         return
     out, code = Path(args.out), code_version()
-    todo = [arm for arm in arms if stored_arm(out, study, *arm, code) is None]
+    todo = [] if args.summarise_only else [arm for arm in arms if stored_arm(out, study, *arm, code) is None]
     logging.info("%d arm(s) to run, %d stored: %s", len(todo), len(arms) - len(todo), todo)
     todo.sort(key=lambda arm: -arm[1])  # longest first, so the parallel jobs end together
     started = time.perf_counter()
