@@ -42,6 +42,7 @@ def measure(name, objective, model, dataset, sampler, device, steps):
         batch = collate(dataset, next(batches))
         loaded = time.perf_counter()
         batch = {k: v.to(device) for k, v in batch.items()}
+        batch["image"] = dataset.model_input(batch["image"])
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
             loss, parts = objective(model, batch, step)
         optimizer.zero_grad()

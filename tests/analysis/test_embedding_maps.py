@@ -56,7 +56,7 @@ def test_fractals_enter_the_model_exactly_as_in_pre_training(tiny_table, img_siz
     params = {"model": {"backbone": "resnet18", "img_size": img_size}, "data": {"fresh_noise": False}, "run_dir": str(tmp_path)}
     config = parse_pretrain_params(params)  # the table's own rendering seeds, as the analysis renders
     dataset = build_fractal_dataset(tiny_table.iloc[:3], RENDER, config, None)
-    trained_on = torch.stack([dataset[i]["image"] for i in range(3)])
+    trained_on = dataset.model_input(torch.stack([dataset[i]["image"] for i in range(3)]))
     seen = []
     monkeypatch.setattr(pictures, "embed", lambda model, images, batch_size: seen.append(images) or np.zeros((len(images), 2)))
     model = SimpleNamespace(spec=SimpleNamespace(img_size=img_size, in_chans=3))

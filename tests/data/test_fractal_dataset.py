@@ -1,14 +1,20 @@
-"""On-the-fly FineFractalDB dataset: reproducible items, fresh noise per epoch, DataLoader workers, shards."""
+"""On-the-fly FineFractalDB dataset: reproducible items, fresh noise per epoch, DataLoader workers (kept across
+epochs: the epoch travels with the index), shards."""
 
+import gc
 import json
+import types
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
-from fdsml.data.fractal_dataset import FractalCodesDataset, ShardedImagesDataset
+from fdsml.data import ShuffledBatchSampler
+from fdsml.data.epoch_items import EpochBatches, EpochItems
+from fdsml.data.fractal_dataset import FractalCodesDataset, ShardedImagesDataset, fractal_input
 from fdsml.ifs import RenderSettings, determinant_probabilities, psi, random_perturbation, sample_sigma_factor_code
 
 RENDER = RenderSettings(size=24, points=1500)
@@ -31,15 +37,77 @@ def table():
     return pd.DataFrame(rows)
 
 
-def test_item_is_the_table_row_rendered_with_its_seed(table):
-    item = FractalCodesDataset(table, RENDER, seed=0, channels=3)[4]
-    row = table.iloc[4]
-    expected = RENDER.render(np.reshape(row["coefficients"], (-1, 6)), row["probabilities"], int(row["seed"]))
-    assert item["image"].shape == (3, 24, 24) and item["image"].dtype == torch.float32
-    assert torch.equal(item["image"][1], torch.from_numpy(expected).float() / 255)
-    assert 0 <= item["image"].min() and item["image"].max() <= 1 and item["image"].max() > 0
-    assert item["label"] == 1 and item["index"] == 4
-    assert torch.allclose(item["psi"], torch.tensor(row["psi"], dtype=torch.float32))
+def _rendered_as_rows(table, index, seed=None):
+    """Row ``index`` rendered from its own arrays, as the table stores them."""
+    row = table.iloc[index]
+    return RENDER.render(np.reshape(row["coefficients"], (-1, 6)), row["probabilities"], int(row["seed"]) if seed is None else seed)
+
+
+def test_item_is_the_uint8_rendering_of_the_table_row_with_its_seed(table):
+    dataset = FractalCodesDataset(table, RENDER, seed=0, channels=3)
+    for index in range(len(table)):
+        item = dataset[index]
+        assert item["image"].shape == (1, 24, 24) and item["image"].dtype == torch.uint8
+        assert torch.equal(item["image"][0], torch.from_numpy(_rendered_as_rows(table, index)))
+    assert item["image"].max() > 0
+    assert item["label"] == 1 and item["index"] == len(table) - 1
+    assert torch.allclose(item["psi"], torch.tensor(table.iloc[-1]["psi"], dtype=torch.float32))
+
+
+def test_fresh_noise_renders_the_row_codes_with_the_epoch_seed(table):
+    dataset = FractalCodesDataset(table, RENDER, seed=5, fresh_noise=True)
+    dataset.set_epoch(2)
+    for index in range(len(table)):
+        expected = _rendered_as_rows(table, index, dataset.rendering_seed(index))
+        assert torch.equal(dataset[index]["image"][0], torch.from_numpy(expected))
+
+
+def _reachable_objects(root) -> int:
+    """How many Python objects ``root`` holds, directly or not (types, modules and functions aside)."""
+    seen, stack = set(), [root]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, (type, types.ModuleType, types.FunctionType)):
+            continue
+        seen.add(id(obj))
+        stack.extend(gc.get_referents(obj))
+    return len(seen)
+
+
+def test_codes_are_held_in_flat_arrays_whatever_the_number_of_rows(table):
+    """Forked workers copy on write every object they touch: a million rows must not be a million objects."""
+    larger = pd.concat([table] * 10, ignore_index=True)
+    small, large = FractalCodesDataset(table, RENDER, seed=0), FractalCodesDataset(larger, RENDER, seed=0)
+    assert _reachable_objects(large) == _reachable_objects(small)
+    assert torch.equal(large[len(table) + 4]["image"], small[4]["image"])
+
+
+def test_codes_with_mismatched_maps_are_refused_naming_the_row(table):
+    broken = table.copy()
+    broken.at[3, "probabilities"] = broken.at[3, "probabilities"][:-1]
+    with pytest.raises(ValueError, match="row 3"):
+        FractalCodesDataset(broken, RENDER, seed=0)
+
+
+def _old_per_item_input(image: np.ndarray, img_size: int, channels: int) -> torch.Tensor:
+    """What a worker shipped before, per item: float32 / 255, resized alone, replicated over channels."""
+    single = torch.from_numpy(image.astype(np.float32)).div_(255.0).reshape(1, 1, *image.shape)
+    if image.shape != (img_size, img_size):
+        single = F.interpolate(single, size=(img_size, img_size), mode="bilinear", antialias=True, align_corners=False)
+    return single.expand(-1, channels, -1, -1).contiguous()[0]
+
+
+@pytest.mark.parametrize("img_size", [24, 16, 32])
+def test_a_batch_converted_at_once_is_bit_identical_to_the_old_per_item_input(table, img_size):
+    dataset = FractalCodesDataset(table, RENDER, seed=3, fresh_noise=True, img_size=img_size)
+    dataset.set_epoch(1)
+    batch = next(iter(DataLoader(dataset, batch_size=len(dataset))))
+    converted = dataset.model_input(batch["image"])
+    expected = torch.stack([_old_per_item_input(dataset[i]["image"][0].numpy(), img_size, 3) for i in range(len(dataset))])
+    assert converted.shape == (len(dataset), 3, img_size, img_size) and converted.dtype == torch.float32
+    assert torch.equal(converted, expected)
+    assert torch.equal(fractal_input(batch["image"][:, 0].numpy(), img_size), expected)
+    assert torch.equal(fractal_input(batch["image"][2, 0].numpy(), img_size), expected[2])
 
 
 def test_same_seed_epoch_and_index_give_the_same_image(table):
@@ -68,18 +136,45 @@ def test_renders_inside_dataloader_workers(table):
     loader = DataLoader(dataset, batch_size=2, num_workers=2, sampler=[0, 5, 3, 1])
     batches = list(loader)
     assert [b["index"].tolist() for b in batches] == [[0, 5], [3, 1]]
-    assert batches[0]["image"].shape == (2, 1, 24, 24) and batches[0]["psi"].shape == (2, 6)
+    assert batches[0]["image"].shape == (2, 1, 24, 24) and batches[0]["image"].dtype == torch.uint8
+    assert batches[0]["psi"].shape == (2, 6)
     assert torch.equal(batches[1]["image"][0], dataset[3]["image"])
+
+
+def _epochs(dataset, num_workers: int, offsets=(0, 0)) -> list[list[tuple[bytes, list[int]]]]:
+    """Each epoch's batches (image bytes, indices), read through one loader whose workers live for all epochs."""
+    batches = EpochBatches(ShuffledBatchSampler(len(dataset), 2, seed=3))
+    loader = DataLoader(EpochItems(dataset), batch_sampler=batches, num_workers=num_workers, persistent_workers=num_workers > 0)
+    epochs = []
+    for epoch, offset in enumerate(offsets):
+        batches.start(epoch, offset)
+        epochs.append([(batch["image"].numpy().tobytes(), batch["index"].tolist()) for batch in loader])
+    return epochs
+
+
+def test_persistent_workers_give_the_bytes_of_no_workers_across_epochs(table):
+    dataset = FractalCodesDataset(table, RENDER, seed=7, fresh_noise=True)
+    without = _epochs(dataset, num_workers=0)
+    assert _epochs(dataset, num_workers=2) == without
+    first, second = ([images for images, _ in epoch] for epoch in without)
+    assert first != second  # fresh noise: the epochs differ, so a worker stuck at epoch 0 would show
+
+
+def test_an_offset_skips_the_first_batches_of_its_epoch_only(table):
+    dataset = FractalCodesDataset(table, RENDER, seed=7, fresh_noise=True)
+    full, resumed = _epochs(dataset, num_workers=0), _epochs(dataset, num_workers=0, offsets=(2, 1))
+    assert resumed[0] == full[0][2:] and resumed[1] == full[1][1:]
+    assert len(full[0]) == 3
 
 
 def test_sharded_images_read_back_in_table_order(table, tmp_path):
     plain = FractalCodesDataset(table, RENDER, seed=0)
-    images = np.stack([(plain[i]["image"][0] * 255).round().to(torch.uint8).numpy() for i in range(len(plain))])
+    images = np.stack([plain[i]["image"][0].numpy() for i in range(len(plain))])
     np.save(tmp_path / "shard_00000.npy", images[:4])
     np.save(tmp_path / "shard_00001.npy", images[4:])
     (tmp_path / "manifest.json").write_text(json.dumps({"shards": ["shard_00000.npy", "shard_00001.npy"], "size": 24, "count": 6}))
-    sharded = ShardedImagesDataset(tmp_path, table)
-    assert len(sharded) == 6
+    sharded = ShardedImagesDataset(tmp_path, table, img_size=16)
+    assert len(sharded) == 6 and sharded.model_input(sharded[0]["image"][None]).shape == (1, 3, 16, 16)
     for index in (0, 3, 4, 5):
         item, expected = sharded[index], plain[index]
         assert torch.equal(item["image"], expected["image"])

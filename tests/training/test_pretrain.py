@@ -9,7 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from torch.utils.data import DataLoader
 
+import fdsml.training.loop as loop_module
 from fdsml.config import ConfigError
 from fdsml.models import build_model, load_checkpoint, save_checkpoint
 from fdsml.training.pretrain import parse_pretrain_params, pretrain
@@ -170,3 +172,28 @@ def test_fdsl_trains_on_p_by_k_batches_as_an_option(tiny_table, tmp_path):
 def test_fdsl_batch_options_are_validated(params, message):
     with pytest.raises(ConfigError, match=message):
         parse_pretrain_params(params)
+
+
+def test_workers_kept_across_epochs_train_the_weights_of_no_workers(tiny_table, tmp_path, monkeypatch):
+    """Fresh noise over two epochs: workers started once must still render each epoch's images."""
+    loaders = []
+
+    class RecordedLoader(DataLoader):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            loaders.append(self)
+
+    monkeypatch.setattr(loop_module, "DataLoader", RecordedLoader)
+    payloads = {}
+    for workers in (0, 2):
+        config = tiny_config(
+            tmp_path / f"workers{workers}",
+            data={"fresh_noise": True},
+            model={"img_size": 24},
+            train={"max_steps": 4, "num_workers": workers, "checkpoint_every": 100},
+        )
+        payloads[workers], history = pretrain(tiny_table, RENDER, config)
+        assert history["epoch"].tolist() == [0, 0, 1, 1]
+    assert len(loaders) == 2 and loaders[1].persistent_workers  # one loader, its workers kept, for both epochs
+    for name, value in _weights(payloads[0]).items():
+        assert torch.equal(value, _weights(payloads[2])[name]), name

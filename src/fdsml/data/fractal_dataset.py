@@ -2,9 +2,12 @@
 
 Both take the fractal codes table (one row per instance: ``class_id``, ``coefficients``,
 ``probabilities``, ``psi``, ``seed``, ...) and return the same item, a dict with
-``image`` (:func:`fractal_input` of the rendering), ``label`` (int class id),
-``psi`` (float32 (6,)) and ``index`` (int row). Only NumPy arrays are kept, so the datasets
-pickle cheaply into DataLoader worker processes.
+``image`` (the rendering as rendered, uint8 (1, S, S)), ``label`` (int class id),
+``psi`` (float32 (6,)) and ``index`` (int row). Workers ship these uint8 images, 1/12 of the
+bytes of float32 RGB; ``model_input`` (:func:`fractal_input`) turns a batch into what the model
+sees, on the device. Only flat NumPy arrays are kept (no per-row Python objects), so the
+datasets pickle cheaply into DataLoader workers, and forked workers do not copy a million
+small objects on write when they touch their reference counts.
 """
 
 from __future__ import annotations
@@ -21,19 +24,22 @@ from torch.utils.data import Dataset
 from fdsml.ifs import RenderSettings
 
 
-def fractal_input(images: np.ndarray, img_size: int | None = None, channels: int = 3) -> torch.Tensor:
+def fractal_input(images, img_size: int | None = None, channels: int = 3) -> torch.Tensor:
     """Renderings as a model sees them, the one image pipeline of pre-training and of its analysis.
 
-    uint8 (S, S) or (n, S, S) -> float32 (channels, s, s) or (n, channels, s, s): grey level / 255
-    in [0, 1], resized to ``img_size`` x ``img_size`` (bilinear, antialiased, so thin fractal
-    strokes are averaged rather than skipped; ``None`` or the rendered size: unchanged), then
-    replicated over ``channels``.
+    uint8 renderings, a NumPy array or a tensor on any device, (S, S) -> float32
+    (channels, s, s); (n, S, S) or a loader's batch (n, 1, S, S) -> float32 (n, channels, s, s):
+    grey level / 255 in [0, 1], resized to ``img_size`` x ``img_size`` (bilinear, antialiased, so
+    thin fractal strokes are averaged rather than skipped; ``None`` or the rendered size:
+    unchanged), then replicated over ``channels``. Each image is converted alone, so a batch
+    gives, on the CPU, exactly the images converted one by one.
     """
-    images = np.asarray(images)
-    if images.ndim not in (2, 3):
-        raise ValueError(f"expected (S, S) or (n, S, S) renderings, got shape {images.shape}")
-    batch = torch.from_numpy(images.astype(np.float32)).div_(255.0).reshape(-1, 1, *images.shape[-2:])
-    if img_size is not None and images.shape[-2:] != (img_size, img_size):
+    if not torch.is_tensor(images):
+        images = torch.from_numpy(np.asarray(images).astype(np.float32))
+    if images.ndim not in (2, 3, 4) or (images.ndim == 4 and images.shape[1] != 1):
+        raise ValueError(f"expected (S, S), (n, S, S) or (n, 1, S, S) renderings, got shape {tuple(images.shape)}")
+    batch = images.to(torch.float32).div(255.0).reshape(-1, 1, *images.shape[-2:])
+    if img_size is not None and tuple(images.shape[-2:]) != (img_size, img_size):
         batch = F.interpolate(batch, size=(img_size, img_size), mode="bilinear", antialias=True, align_corners=False)
     batch = batch.expand(-1, channels, -1, -1).contiguous()
     return batch[0] if images.ndim == 2 else batch
@@ -55,15 +61,51 @@ class _CodesTable:
         self.labels = table["class_id"].to_numpy(dtype=np.int64)
         self.psi = np.asarray(table["psi"].tolist(), dtype=np.float32).reshape(len(table), -1)
 
-    def item(self, index: int, image: np.ndarray, channels: int, img_size: int | None) -> dict:
-        tensor = fractal_input(image, img_size, channels)
-        return {"image": tensor, "label": int(self.labels[index]), "psi": torch.from_numpy(self.psi[index].copy()), "index": index}
+    def item(self, index: int, image: np.ndarray) -> dict:
+        return {
+            "image": torch.from_numpy(image).unsqueeze(0),
+            "label": int(self.labels[index]),
+            "psi": torch.from_numpy(self.psi[index].copy()),
+            "index": index,
+        }
+
+
+class FlatCodes:
+    """Every instance's IFS code in two flat arrays: row i's maps are ``offsets[i]:offsets[i + 1]``.
+
+    ``coefficients`` (total maps, 6) and ``probabilities`` (total maps,) float64: three arrays
+    whatever the number of rows, instead of two small arrays per row.
+    """
+
+    def __init__(self, coefficients, probabilities):
+        probabilities = [np.asarray(p, dtype=np.float64).ravel() for p in probabilities]
+        coefficients = [np.asarray(c, dtype=np.float64).reshape(-1, 6) for c in coefficients]
+        for row, (code, weights) in enumerate(zip(coefficients, probabilities)):
+            if code.shape[0] != weights.shape[0]:
+                raise ValueError(
+                    f"fractal codes table row {row}: {code.shape[0]} maps in 'coefficients' but "
+                    f"{weights.shape[0]} in 'probabilities'; regenerate the table"
+                )
+        lengths = [weights.shape[0] for weights in probabilities]
+        self.offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)
+        self.coefficients = np.concatenate(coefficients) if coefficients else np.zeros((0, 6))
+        self.probabilities = np.concatenate(probabilities) if probabilities else np.zeros(0)
+
+    def __len__(self) -> int:
+        return self.offsets.shape[0] - 1
+
+    def code(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        """Row ``index``'s (coefficients (m, 6), probabilities (m,)), views into the flat arrays."""
+        start, stop = self.offsets[index], self.offsets[index + 1]
+        return self.coefficients[start:stop], self.probabilities[start:stop]
 
 
 class _TableItems(Dataset):
-    """Labels and descriptors from the codes table, shared by both FineFractalDB datasets."""
+    """Labels and descriptors from the codes table, and the model's view of a batch, shared by both datasets."""
 
     _table: _CodesTable
+    channels: int
+    img_size: int | None
 
     @property
     def labels(self) -> np.ndarray:
@@ -75,6 +117,10 @@ class _TableItems(Dataset):
         """Descriptor of every item, (n, 6) float32."""
         return self._table.psi
 
+    def model_input(self, images: torch.Tensor) -> torch.Tensor:
+        """A batch of items' uint8 images (n, 1, S, S), on any device, as the model sees them (:func:`fractal_input`)."""
+        return fractal_input(images, self.img_size, self.channels)
+
 
 class FractalCodesDataset(_TableItems):
     """Renders each instance from its IFS code when asked (Numba, inside the worker process).
@@ -82,8 +128,8 @@ class FractalCodesDataset(_TableItems):
     Without ``fresh_noise`` item i is rendered with the table's ``seed`` (the same image every
     epoch, the one the fractals pipeline checked for occupancy). With ``fresh_noise`` the seed is
     :func:`fresh_noise_seed` (``seed``, epoch, i): new points and patches every epoch, the same
-    for the same triple. Call ``set_epoch`` before iterating; with DataLoader workers keep
-    ``persistent_workers=False`` so each epoch's workers receive the new epoch.
+    for the same triple. Call ``set_epoch`` before iterating; DataLoader workers that persist
+    across epochs learn the epoch from their indices (:class:`fdsml.data.epoch_items.EpochItems`).
     """
 
     def __init__(
@@ -102,8 +148,7 @@ class FractalCodesDataset(_TableItems):
         if channels < 1:
             raise ValueError(f"channels must be positive, got {channels}")
         self._table = _CodesTable(table)
-        self.codes = [np.asarray(c, dtype=np.float64).reshape(-1, 6) for c in table["coefficients"]]
-        self.probabilities = [np.asarray(p, dtype=np.float64) for p in table["probabilities"]]
+        self.codes = FlatCodes(table["coefficients"], table["probabilities"])
         self.seeds = table["seed"].to_numpy(dtype=np.int64)
         self.render_settings = render
         self.seed = seed
@@ -127,8 +172,8 @@ class FractalCodesDataset(_TableItems):
 
     def __getitem__(self, index: int) -> dict:
         index = int(index)
-        image = self.render_settings.render(self.codes[index], self.probabilities[index], self.rendering_seed(index))
-        return self._table.item(index, image, self.channels, self.img_size)
+        image = self.render_settings.render(*self.codes.code(index), self.rendering_seed(index))
+        return self._table.item(index, image)
 
 
 class ShardedImagesDataset(_TableItems):
@@ -180,5 +225,5 @@ class ShardedImagesDataset(_TableItems):
         if self._arrays is None:
             self._arrays = [np.load(self.folder / name, mmap_mode="r") for name in self.shards]
         shard = int(np.searchsorted(self.offsets, index, side="right")) - 1
-        image = self._arrays[shard][index - self.offsets[shard]]
-        return self._table.item(index, image, self.channels, self.img_size)
+        image = np.array(self._arrays[shard][index - self.offsets[shard]])  # a copy: the memory map is read-only
+        return self._table.item(index, image)

@@ -25,6 +25,7 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from fdsml.config import ConfigError, require_fraction, require_positive
+from fdsml.data.epoch_items import EpochBatches, EpochItems
 from fdsml.reuse import non_defining
 from fdsml.training import distributed
 from fdsml.measure import Stopwatch
@@ -171,22 +172,6 @@ def freeze_batchnorm(model: nn.Module) -> None:
             module.eval()
 
 
-class _FromBatch:
-    """The sampler's batches from position ``offset`` on (to resume mid-epoch without rendering skipped ones)."""
-
-    def __init__(self, sampler, offset: int):
-        self.sampler = sampler
-        self.offset = offset
-
-    def __iter__(self):
-        for position, batch in enumerate(self.sampler):
-            if position >= self.offset:
-                yield batch
-
-    def __len__(self) -> int:
-        return len(self.sampler) - self.offset
-
-
 def synchronised_batchnorm(model: nn.Module, loop: LoopConfig, context: distributed.DistContext) -> nn.Module:
     """``model`` with every BatchNorm a SyncBatchNorm when ``sync_batchnorm`` is on under DDP (same weights and keys)."""
     if not (loop.sync_batchnorm and context.distributed):
@@ -235,8 +220,11 @@ def resume_state(
     return outcome["state"]
 
 
-def _to_device(batch: dict[str, Any], device: torch.device, channels_last: bool) -> dict[str, Any]:
+def _to_device(batch: dict[str, Any], device: torch.device, channels_last: bool, model_input=None) -> dict[str, Any]:
+    """The batch on ``device``; ``model_input`` (a dataset's) turns its shipped images into the model's input there."""
     moved = {k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for k, v in batch.items()}
+    if model_input is not None:
+        moved["image"] = model_input(moved["image"])
     if channels_last:
         moved["image"] = moved["image"].contiguous(memory_format=torch.channels_last)
     return moved
@@ -305,9 +293,11 @@ def train(
 
     ``plan`` (checked) gives every count: steps per epoch and in total, warm-up, global batch,
     learning rate. ``dataset`` and ``batch_sampler`` may offer ``set_epoch``; the sampler must
-    already be sharded for this rank and yield the plan's batches. A checkpoint is resumed only
-    when its ``fingerprint`` (what defines the run) matches; a stale one from another
-    configuration is started over, not continued.
+    already be sharded for this rank and yield the plan's batches. ``dataset`` may offer
+    ``model_input``, applied to each batch's images on the device (e.g. uint8 renderings to float).
+    DataLoader workers persist across epochs: each index carries its epoch to them. A checkpoint
+    is resumed only when its ``fingerprint`` (what defines the run) matches; a stale one from
+    another configuration is started over, not continued.
     """
     context = distributed.setup(loop.device)
     plan.check()
@@ -387,23 +377,24 @@ def train(
             total_steps, steps_per_epoch, context.device, context.world_size, global_batch, optimizer.param_groups[1]["lr"],
         )
     progress = tqdm(total=total_steps, initial=step, desc="train", unit="step", disable=not context.is_main)
+    batches = EpochBatches(batch_sampler)
+    workers = loop.num_workers
+    loader = DataLoader(
+        EpochItems(dataset), batch_sampler=batches, num_workers=workers, pin_memory=cuda, persistent_workers=workers > 0
+    )
+    model_input = getattr(dataset, "model_input", None)
     model.train()
     if loop.freeze_batchnorm:
         freeze_batchnorm(model)
     while step < total_steps:
         epoch, offset = divmod(step, steps_per_epoch)
-        for part in (dataset, batch_sampler):
-            if hasattr(part, "set_epoch"):
-                part.set_epoch(epoch)
-        loader = DataLoader(
-            dataset, batch_sampler=_FromBatch(batch_sampler, offset), num_workers=loop.num_workers, pin_memory=cuda
-        )
+        batches.start(epoch, offset)
         fetched = time.perf_counter()
         for batch in loader:
             started = time.perf_counter()
             watch = Stopwatch(context.device)
             torch.manual_seed(step_seed(loop.seed, step, replica_rank()))
-            batch = _to_device(batch, context.device, channels_last)
+            batch = _to_device(batch, context.device, channels_last, model_input)
             with torch.autocast(device_type=context.device.type, dtype=torch.bfloat16, enabled=loop.amp and cuda):
                 loss, parts = objective(wrapped, batch, step)
             optimizer.zero_grad(set_to_none=True)

@@ -1,0 +1,164 @@
+"""Images/s of ONE DataLoader worker feeding pre-training, and how many workers keep one GPU fed.
+
+    python benchmarks/loader_throughput.py --size 256 --points 100000 --mode patch --img-size 224 --images 512 --model-speed 3000
+
+Reads FineFractalDB items through the training loop's own loader (one persistent worker,
+epoch-tagged indices) from the codes table (rendered in the worker, fresh noise) and from
+materialised shards, in two item formats: the uint8 rendering as rendered (shipped now; the
+device resizes, replicates channels and normalises) and float32 x 3 channels at the model's
+input size, converted in the worker (shipped before). Prints one table, every ratio measured in
+this run (best of ``--rounds`` interleaved rounds): images/s, bytes per item, the renderer alone
+for comparison, and the workers needed to feed a model training at ``--model-speed`` images/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+from torch.utils.data import DataLoader, Dataset  # noqa: E402
+
+from fdsml.data import FractalCodesDataset, ShardedImagesDataset, ShuffledBatchSampler, fractal_input  # noqa: E402
+from fdsml.data.epoch_items import EpochBatches, EpochItems  # noqa: E402
+from fdsml.ifs import RenderSettings, determinant_probabilities, psi, sample_sigma_factor_code  # noqa: E402
+
+
+class ConvertedInWorker(Dataset):
+    """The item as workers shipped it before: the rendering converted per item (float32, resized, channels)."""
+
+    def __init__(self, dataset):
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.dataset.set_epoch(epoch)
+
+    def __getitem__(self, index: int) -> dict:
+        item = self.dataset[index]
+        return {**item, "image": fractal_input(item["image"][0], self.dataset.img_size, self.dataset.channels)}
+
+
+def codes_table(rows: int, distinct: int, seed: int) -> pd.DataFrame:
+    """``rows`` instances cycling over ``distinct`` random codes (each row its own rendering seed)."""
+    rng = np.random.default_rng(seed)
+    codes = [sample_sigma_factor_code(rng, (2, 4), (5.0, 6.0), (-1.0, 1.0)) for _ in range(distinct)]
+    probabilities = [determinant_probabilities(code) for code in codes]
+    picks = np.arange(rows) % distinct
+    return pd.DataFrame({
+        "class_id": picks,
+        "coefficients": [codes[p].ravel() for p in picks],
+        "probabilities": [probabilities[p] for p in picks],
+        "psi": [psi(codes[p], probabilities[p]) for p in picks],
+        "seed": rng.integers(0, 2**62, size=rows),
+    })
+
+
+def write_shards(dataset: FractalCodesDataset, count: int, folder: Path, per_shard: int = 256) -> None:
+    """The first ``count`` renderings as uint8 shards with a manifest, as the fractals pipeline stores them."""
+    names = []
+    for start in range(0, count, per_shard):
+        name = f"shard_{start // per_shard:05d}.npy"
+        np.save(folder / name, np.stack([dataset[i]["image"][0].numpy() for i in range(start, min(start + per_shard, count))]))
+        names.append(name)
+    size = dataset.render_settings.size
+    (folder / "manifest.json").write_text(json.dumps({"shards": names, "size": size, "count": count}))
+
+
+def one_worker(dataset, images: int, batch: int) -> tuple[float, int]:
+    """(images/s after the first batch, bytes of one shipped image) through one persistent worker."""
+    batches = EpochBatches(ShuffledBatchSampler(len(dataset), batch, seed=0))
+    loader = DataLoader(EpochItems(dataset), batch_sampler=batches, num_workers=1, persistent_workers=True)
+    batches.start(epoch=0)
+    stream = iter(loader)
+    first = next(stream)  # worker start-up and Numba's first call are not throughput
+    started, seen = time.perf_counter(), 0
+    for _ in range(images // batch):
+        seen += next(stream)["image"].shape[0]
+    return seen / (time.perf_counter() - started), first["image"][0].nbytes
+
+
+def renderer_alone(dataset: FractalCodesDataset, images: int) -> float:
+    """Images/s of the renderer in this process, no dataset or loader around it."""
+    dataset[0]
+    started = time.perf_counter()
+    for index in range(images):
+        dataset.render_settings.render(*dataset.codes.code(index), dataset.rendering_seed(index))
+    return images / (time.perf_counter() - started)
+
+
+def device_conversion(dataset, batch: int, device: torch.device, repeats: int = 5) -> float:
+    """Images/s of ``model_input`` on ``device``: a loader batch of uint8 renderings to the model's floats."""
+    images = torch.stack([dataset[i]["image"] for i in range(batch)]).to(device)
+    dataset.model_input(images)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    started = time.perf_counter()
+    for _ in range(repeats):
+        dataset.model_input(images)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return repeats * batch / (time.perf_counter() - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=256, help="rendered size (px)")
+    parser.add_argument("--points", type=int, default=100_000)
+    parser.add_argument("--mode", choices=("point", "patch"), default="patch")
+    parser.add_argument("--img-size", type=int, default=224, help="the model's input size (px)")
+    parser.add_argument("--images", type=int, default=512, help="images timed per row")
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--rows", type=int, default=10_000, help="rows of the codes table")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved repetitions; each row reports its best")
+    parser.add_argument("--model-speed", type=float, default=3000.0, help="images/s the model trains at on one GPU")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+
+    render = RenderSettings(size=args.size, points=args.points, mode=args.mode)
+    table = codes_table(max(args.rows, args.images + 2 * args.batch), distinct=64, seed=0)
+    rendered = FractalCodesDataset(table, render, seed=0, fresh_noise=True, img_size=args.img_size)
+    with tempfile.TemporaryDirectory() as folder:
+        count = args.images + 2 * args.batch
+        write_shards(FractalCodesDataset(table.iloc[:count], render, seed=0), count, Path(folder))
+        sharded = ShardedImagesDataset(folder, table.iloc[:count], img_size=args.img_size)
+        sources = [("table", rendered), ("shards", sharded)]
+        items = {"uint8 (1, S, S)": lambda dataset: dataset, "float32 x 3, converted in worker": ConvertedInWorker}
+        rates, sizes, alone = defaultdict(float), {}, 0.0
+        for _ in range(args.rounds):  # interleaved rounds, best of each: a shared machine's load comes and goes
+            for name, dataset in sources:
+                for item, wrap in items.items():
+                    rate, sizes[name, item] = one_worker(wrap(dataset), args.images, args.batch)
+                    rates[name, item] = max(rates[name, item], rate)
+            alone = max(alone, renderer_alone(rendered, args.images))
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    converted = device_conversion(rendered, args.batch, device)
+
+    print(f"\nrendering {args.size} px, {args.points:,} points, {args.mode}; model input {args.img_size} px; "
+          f"model at {args.model_speed:,.0f} images/s")
+    header = f"{'source':<8} {'item shipped':<34} {'bytes/item':>10} {'1 worker img/s':>15} {'vs renderer':>12} {'workers to feed':>16}"
+    print(header)
+    print("-" * len(header))
+    for (name, item), rate in rates.items():
+        print(f"{name:<8} {item:<34} {sizes[name, item]:>10,} {rate:>15,.0f} {rate / alone:>11.2f}x {math.ceil(args.model_speed / rate):>16}")
+    print(f"{'':<8} {'renderer alone, no loader':<34} {'':>10} {alone:>15,.0f} {1:>11.2f}x {math.ceil(args.model_speed / alone):>16}")
+    for name, _ in sources:
+        new, old = (name, "uint8 (1, S, S)"), (name, "float32 x 3, converted in worker")
+        print(f"{name}: uint8 items {rates[new] / rates[old]:.2f}x the images/s of float ones, {sizes[old] / sizes[new]:.1f}x fewer bytes")
+    print(f"model_input on {device.type}: {converted:,.0f} images/s ({args.batch} per batch)")
+
+
+if __name__ == "__main__":
+    main()
