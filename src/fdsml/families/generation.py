@@ -128,6 +128,8 @@ def summarize(spec: FamilySpec, table: pd.DataFrame, totals: Counter, seconds: f
     occupancies = table["occupancy"].to_numpy()
     return {
         "family": spec.name,
+        "title": spec.family.title,
+        "definition": spec.family.describe(settings),
         "n_classes": settings.n_classes,
         "instances_per_class": settings.instances_per_class,
         "n_instances": int(len(table)),
