@@ -68,9 +68,9 @@ def noise_at(gradients, i, f, s):
 
 
 @nb.njit(cache=True)
-def _curve(key, stream, cells, t, out):
+def _curve(seed, stream, cells, t, out):
     gradients = np.empty(cells)
-    fill_gradients(key, stream, gradients)
+    fill_gradients(seed_key(seed), stream, gradients)
     index = np.empty(t.shape[0], np.int64)
     offset = np.empty(t.shape[0])
     blend = np.empty(t.shape[0])
@@ -85,5 +85,5 @@ def perlin_curve(seed: int, stream: int, cells: int, t) -> np.ndarray:
         raise ValueError(f"cells must be >= 1, got {cells}")
     t = np.ascontiguousarray(t, dtype=np.float64)
     out = np.empty_like(t)
-    _curve(seed_key(seed), stream, cells, t, out)
+    _curve(seed, stream, cells, t, out)
     return out

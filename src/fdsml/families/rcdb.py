@@ -16,19 +16,33 @@ background). The orbit geometry, with noise gain 2 and no wave (n1 = n2 = 0), is
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
 from fdsml.config import require_positive
 from fdsml.families.orbits import drawn_fraction, render_orbits
-from fdsml.families.parameters import check_orbit_settings, minmax, rescale_one
+from fdsml.families.parameters import OrbitSettings, middle, minmax, rescale_one, rescaled
 
 BACKGROUND = 255
 GREYS = (0, 254)
 NOISE_GAIN = 2.0
 CONTINUOUS = ("amplitude", "line_width")
 """The class parameters an instance may rescale; the integers (V, K) are kept."""
+
+
+@dataclass(frozen=True)
+class RCDBSettings(OrbitSettings):
+    """RCDB's settings; the ranges default to the original script's."""
+
+    vertices_mean: float = 100.0
+    vertices: tuple[int, int] = (3, 200)
+    radius: tuple[float, float] = (0.0, 100.0)
+    centre: tuple[float, float] = (56.0, 456.0)
+
+    def __post_init__(self):
+        super().__post_init__()
+        require_positive("vertices_mean", self.vertices_mean)
 
 
 @dataclass(frozen=True)
@@ -43,7 +57,8 @@ class ContourClass:
 
 @dataclass(frozen=True)
 class ContourInstance(ContourClass):
-    """A class's parameters after perturbation, the instance's own draws, and the rescaling applied."""
+    """A class's parameters after perturbation, the instance's own draws, and the rescaling: parameter
+    ``perturbed`` had value ``class_value`` in the class and was multiplied by ``factor`` (then clipped)."""
 
     radius: float
     oval_x: float
@@ -52,94 +67,107 @@ class ContourInstance(ContourClass):
     centre_y: float
     perturbed: str
     factor: float
+    class_value: float
 
 
-@dataclass(frozen=True)
-class RCDB:
-    """The RCDB family with its documented ranges (defaults: the original script's)."""
+def ranges(settings: RCDBSettings) -> dict[str, tuple[float, float]]:
+    """The documented range of every class-defining parameter, in descriptor order."""
+    return {"vertices": settings.vertices, "orbits": settings.orbits, "amplitude": settings.amplitude, "line_width": settings.line_width}
 
-    vertices_mean: float = 100.0
-    vertices: tuple[int, int] = (3, 200)
-    orbits: tuple[int, int] = (1, 200)
-    amplitude: tuple[float, float] = (0.0, 4.0)
-    line_width: tuple[float, float] = (0.0, 0.1)
-    radius: tuple[float, float] = (0.0, 100.0)
-    oval: tuple[float, float] = (1.0, 2.0)
-    centre: tuple[float, float] = (56.0, 456.0)
-    factor_range: tuple[float, float] = (0.6, 1.4)
-    noise_cells: int = 32
-    stroke: float = 1.0
 
-    def __post_init__(self):
-        require_positive("vertices_mean", self.vertices_mean)
-        check_orbit_settings(self)
+def sample_vertices(rng: np.random.Generator, settings: RCDBSettings) -> int:
+    """floor(E), E exponential with mean ``vertices_mean``, conditioned on floor(E) in ``vertices``."""
+    low, high = settings.vertices
+    top = math.exp(-low / settings.vertices_mean)
+    bottom = math.exp(-(high + 1) / settings.vertices_mean)
+    draw = -settings.vertices_mean * math.log(top - rng.uniform() * (top - bottom))
+    return int(min(max(math.floor(draw), low), high))
 
-    def ranges(self) -> dict[str, tuple[float, float]]:
-        """The documented range of every class-defining parameter, in descriptor order."""
-        return {"vertices": self.vertices, "orbits": self.orbits, "amplitude": self.amplitude, "line_width": self.line_width}
 
-    def sample_vertices(self, rng: np.random.Generator) -> int:
-        """floor(E), E exponential with mean ``vertices_mean``, conditioned on floor(E) in ``vertices``."""
-        low, high = self.vertices
-        top = math.exp(-low / self.vertices_mean)
-        bottom = math.exp(-(high + 1) / self.vertices_mean)
-        draw = -self.vertices_mean * math.log(top - rng.uniform() * (top - bottom))
-        return int(min(max(math.floor(draw), low), high))
+def sample_class(rng: np.random.Generator, settings: RCDBSettings) -> ContourClass:
+    """One class: every parameter drawn from its range."""
+    return ContourClass(
+        vertices=sample_vertices(rng, settings),
+        orbits=int(rng.integers(settings.orbits[0], settings.orbits[1] + 1)),
+        amplitude=float(rng.uniform(*settings.amplitude)),
+        line_width=float(rng.uniform(*settings.line_width)),
+    )
 
-    def sample_class(self, rng: np.random.Generator) -> ContourClass:
-        """One class: every parameter drawn from its range."""
-        return ContourClass(
-            vertices=self.sample_vertices(rng),
-            orbits=int(rng.integers(self.orbits[0], self.orbits[1] + 1)),
-            amplitude=float(rng.uniform(*self.amplitude)),
-            line_width=float(rng.uniform(*self.line_width)),
-        )
 
-    def perturb(self, shape: ContourClass, rng: np.random.Generator) -> ContourInstance:
-        """One instance of ``shape``: one continuous parameter rescaled; radius, ovals and centre drawn."""
-        perturbed, name, factor = rescale_one(shape, CONTINUOUS, self.ranges(), self.factor_range, rng)
-        radius = float(rng.uniform(*self.radius))
-        oval_x, oval_y = (float(o) for o in rng.uniform(self.oval[0], self.oval[1], size=2))
-        centre_x, centre_y = (float(c) for c in rng.uniform(self.centre[0], self.centre[1], size=2))
-        return ContourInstance(
-            **asdict(perturbed),
-            radius=radius,
-            oval_x=oval_x,
-            oval_y=oval_y,
-            centre_x=centre_x,
-            centre_y=centre_y,
-            perturbed=name,
-            factor=factor,
-        )
+def perturb(shape: ContourClass, rng: np.random.Generator, settings: RCDBSettings) -> ContourInstance:
+    """One instance of ``shape``: one continuous parameter rescaled; radius, ovals and centre drawn."""
+    perturbed, name, factor = rescale_one(shape, CONTINUOUS, ranges(settings), settings.factor_range, rng)
+    radius = float(rng.uniform(*settings.radius))
+    oval_x, oval_y = (float(o) for o in rng.uniform(settings.oval[0], settings.oval[1], size=2))
+    centre_x, centre_y = (float(c) for c in rng.uniform(settings.centre[0], settings.centre[1], size=2))
+    return ContourInstance(
+        **asdict(perturbed),
+        radius=radius,
+        oval_x=oval_x,
+        oval_y=oval_y,
+        centre_x=centre_x,
+        centre_y=centre_y,
+        perturbed=name,
+        factor=factor,
+        class_value=float(getattr(shape, name)),
+    )
 
-    def render(self, instance: ContourInstance, size: int, seed: int) -> np.ndarray:
-        """The instance as a ``(size, size)`` uint8 image, grey orbits on white."""
-        return render_orbits(
-            size=size,
-            seed=seed,
-            background=BACKGROUND,
-            greys=GREYS,
-            noise_gain=NOISE_GAIN,
-            noise_cells=self.noise_cells,
-            stroke=self.stroke,
-            vertices=instance.vertices,
-            orbits=instance.orbits,
-            amplitude=instance.amplitude,
-            line_width=instance.line_width,
-            radius=instance.radius,
-            oval_x=instance.oval_x,
-            oval_y=instance.oval_y,
-            n1=0,
-            n2=0,
-            centre_x=instance.centre_x,
-            centre_y=instance.centre_y,
-        )
 
-    def descriptor(self, instance: ContourClass) -> np.ndarray:
-        """The four class-defining parameters after perturbation, min-max scaled to [0, 1] (float32)."""
-        return minmax(instance, self.ranges())
+def rescaled_instance(shape: ContourClass, name: str, factor: float, settings: RCDBSettings) -> tuple[ContourInstance, bool]:
+    """``shape`` with ``name`` times ``factor`` (unclipped) and whether it stays in range; the
+    instance-level draws take the middles of their ranges (sweeps)."""
+    scaled, valid = rescaled(shape, name, factor, ranges(settings))
+    centre = middle(settings.centre)
+    oval = middle(settings.oval)
+    instance = ContourInstance(
+        **asdict(scaled),
+        radius=middle(settings.radius),
+        oval_x=oval,
+        oval_y=oval,
+        centre_x=centre,
+        centre_y=centre,
+        perturbed=name,
+        factor=factor,
+        class_value=float(getattr(shape, name)),
+    )
+    return instance, valid
 
-    @staticmethod
-    def occupancy(image: np.ndarray) -> float:
-        """Fraction of drawn (non-white) pixels."""
-        return drawn_fraction(image, BACKGROUND)
+
+def class_of(instance: ContourInstance) -> ContourClass:
+    """The class an instance was drawn from: its perturbation undone."""
+    values = {field.name: getattr(instance, field.name) for field in fields(ContourClass)}
+    return ContourClass(**{**values, instance.perturbed: instance.class_value})
+
+
+def render(instance: ContourInstance, settings: RCDBSettings, seed: int, size: int | None = None) -> np.ndarray:
+    """The instance as a ``(size, size)`` uint8 image (``settings.size`` by default), grey orbits on white."""
+    return render_orbits(
+        size=settings.size if size is None else size,
+        seed=seed,
+        background=BACKGROUND,
+        greys=GREYS,
+        noise_gain=NOISE_GAIN,
+        noise_cells=settings.noise_cells,
+        stroke=settings.stroke,
+        vertices=instance.vertices,
+        orbits=instance.orbits,
+        amplitude=instance.amplitude,
+        line_width=instance.line_width,
+        radius=instance.radius,
+        oval_x=instance.oval_x,
+        oval_y=instance.oval_y,
+        n1=0,
+        n2=0,
+        centre_x=instance.centre_x,
+        centre_y=instance.centre_y,
+    )
+
+
+def descriptor(instance: ContourClass, settings: RCDBSettings) -> np.ndarray:
+    """The four class-defining parameters after perturbation, min-max scaled to [0, 1] (float32)."""
+    return minmax(instance, ranges(settings))
+
+
+def occupancy(image: np.ndarray) -> float:
+    """Fraction of drawn (non-white) pixels."""
+    return drawn_fraction(image, BACKGROUND)

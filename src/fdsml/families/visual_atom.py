@@ -15,19 +15,38 @@ background). The orbit geometry, with noise gain 1, is :mod:`fdsml.families.orbi
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
 from fdsml.config import ConfigError, require_range
 from fdsml.families.orbits import drawn_fraction, render_orbits
-from fdsml.families.parameters import check_orbit_settings, minmax, rescale_one
+from fdsml.families.parameters import OrbitSettings, middle, minmax, rescale_one, rescaled
 
 BACKGROUND = 0
 GREYS = (1, 255)
 NOISE_GAIN = 1.0
 CONTINUOUS = ("amplitude", "line_width", "radius", "oval_x", "oval_y")
 """The class parameters an instance may rescale; the integers (V, K, n1, n2) are kept."""
+
+
+@dataclass(frozen=True)
+class VisualAtomSettings(OrbitSettings):
+    """VisualAtom's settings; the ranges default to the original script's."""
+
+    vertices: tuple[int, int] = (200, 1000)
+    radius: tuple[float, float] = (10.0, 60.0)
+    centre: tuple[float, float] = (0.0, 512.0)
+    frequency: tuple[int, int] = (0, 20)
+
+    def __post_init__(self):
+        super().__post_init__()
+        require_range("frequency", self.frequency, within=(0, math.inf))
+        if self.frequency[0] == self.frequency[1] != 0:
+            raise ConfigError(
+                f"frequency: [{self.frequency[0]}, {self.frequency[1]}] leaves no n2 != n1; "
+                "give at least two values, e.g. [0, 20], or [0, 0] for no wave"
+            )
 
 
 @dataclass(frozen=True)
@@ -47,108 +66,100 @@ class AtomClass:
 
 @dataclass(frozen=True)
 class AtomInstance(AtomClass):
-    """A class's parameters after perturbation, its centre, and which parameter was rescaled by what."""
+    """A class's parameters after perturbation, its centre, and the rescaling: parameter
+    ``perturbed`` had value ``class_value`` in the class and was multiplied by ``factor`` (then clipped)."""
 
     centre_x: float
     centre_y: float
     perturbed: str
     factor: float
+    class_value: float
 
 
-@dataclass(frozen=True)
-class VisualAtom:
-    """The VisualAtom family with its documented ranges (defaults: the original script's)."""
+def ranges(settings: VisualAtomSettings) -> dict[str, tuple[float, float]]:
+    """The documented range of every class-defining parameter, in descriptor order."""
+    return {
+        "vertices": settings.vertices,
+        "orbits": settings.orbits,
+        "amplitude": settings.amplitude,
+        "line_width": settings.line_width,
+        "radius": settings.radius,
+        "n1": settings.frequency,
+        "n2": settings.frequency,
+        "oval_x": settings.oval,
+        "oval_y": settings.oval,
+    }
 
-    vertices: tuple[int, int] = (200, 1000)
-    orbits: tuple[int, int] = (1, 200)
-    amplitude: tuple[float, float] = (0.0, 4.0)
-    line_width: tuple[float, float] = (0.0, 0.1)
-    radius: tuple[float, float] = (10.0, 60.0)
-    frequency: tuple[int, int] = (0, 20)
-    oval: tuple[float, float] = (1.0, 2.0)
-    centre: tuple[float, float] = (0.0, 512.0)
-    factor_range: tuple[float, float] = (0.6, 1.4)
-    noise_cells: int = 32
-    stroke: float = 1.0
 
-    def __post_init__(self):
-        check_orbit_settings(self)
-        require_range("frequency", self.frequency, within=(0, math.inf))
-        if self.frequency[0] == self.frequency[1] != 0:
-            raise ConfigError(
-                f"frequency: [{self.frequency[0]}, {self.frequency[1]}] leaves no n2 != n1; "
-                "give at least two values, e.g. [0, 20], or [0, 0] for no wave"
-            )
+def sample_class(rng: np.random.Generator, settings: VisualAtomSettings) -> AtomClass:
+    """One class: every parameter drawn from its range (n2 among the values other than n1 when n1 > 0)."""
+    low, high = settings.frequency
+    n1 = int(rng.integers(low, high + 1))
+    if n1 == 0:
+        n2 = int(rng.integers(low, high + 1))
+    else:
+        n2 = int(rng.integers(low, high))
+        n2 += n2 >= n1
+    return AtomClass(
+        vertices=int(rng.integers(settings.vertices[0], settings.vertices[1] + 1)),
+        orbits=int(rng.integers(settings.orbits[0], settings.orbits[1] + 1)),
+        amplitude=float(rng.uniform(*settings.amplitude)),
+        line_width=float(rng.uniform(*settings.line_width)),
+        radius=float(rng.uniform(*settings.radius)),
+        n1=n1,
+        n2=n2,
+        oval_x=float(rng.uniform(*settings.oval)),
+        oval_y=float(rng.uniform(*settings.oval)),
+    )
 
-    def ranges(self) -> dict[str, tuple[float, float]]:
-        """The documented range of every class-defining parameter, in descriptor order."""
-        return {
-            "vertices": self.vertices,
-            "orbits": self.orbits,
-            "amplitude": self.amplitude,
-            "line_width": self.line_width,
-            "radius": self.radius,
-            "n1": self.frequency,
-            "n2": self.frequency,
-            "oval_x": self.oval,
-            "oval_y": self.oval,
-        }
 
-    def sample_class(self, rng: np.random.Generator) -> AtomClass:
-        """One class: every parameter drawn from its range (n2 from the values other than n1 when n1 > 0)."""
-        low, high = self.frequency
-        n1 = int(rng.integers(low, high + 1))
-        if n1 == 0:
-            n2 = int(rng.integers(low, high + 1))
-        else:
-            n2 = int(rng.integers(low, high))
-            n2 += n2 >= n1
-        return AtomClass(
-            vertices=int(rng.integers(self.vertices[0], self.vertices[1] + 1)),
-            orbits=int(rng.integers(self.orbits[0], self.orbits[1] + 1)),
-            amplitude=float(rng.uniform(*self.amplitude)),
-            line_width=float(rng.uniform(*self.line_width)),
-            radius=float(rng.uniform(*self.radius)),
-            n1=n1,
-            n2=n2,
-            oval_x=float(rng.uniform(*self.oval)),
-            oval_y=float(rng.uniform(*self.oval)),
-        )
+def perturb(shape: AtomClass, rng: np.random.Generator, settings: VisualAtomSettings) -> AtomInstance:
+    """One instance of ``shape``: one continuous parameter rescaled, and a centre."""
+    perturbed, name, factor = rescale_one(shape, CONTINUOUS, ranges(settings), settings.factor_range, rng)
+    centre_x, centre_y = (float(c) for c in rng.uniform(settings.centre[0], settings.centre[1], size=2))
+    return _instance(perturbed, name, factor, getattr(shape, name), centre_x, centre_y)
 
-    def perturb(self, shape: AtomClass, rng: np.random.Generator) -> AtomInstance:
-        """One instance of ``shape``: one continuous parameter rescaled, and a centre."""
-        perturbed, name, factor = rescale_one(shape, CONTINUOUS, self.ranges(), self.factor_range, rng)
-        centre_x, centre_y = (float(c) for c in rng.uniform(self.centre[0], self.centre[1], size=2))
-        return AtomInstance(**asdict(perturbed), centre_x=centre_x, centre_y=centre_y, perturbed=name, factor=factor)
 
-    def render(self, instance: AtomInstance, size: int, seed: int) -> np.ndarray:
-        """The instance as a ``(size, size)`` uint8 image, grey orbits on black."""
-        return render_orbits(
-            size=size,
-            seed=seed,
-            background=BACKGROUND,
-            greys=GREYS,
-            noise_gain=NOISE_GAIN,
-            noise_cells=self.noise_cells,
-            stroke=self.stroke,
-            vertices=instance.vertices,
-            orbits=instance.orbits,
-            amplitude=instance.amplitude,
-            line_width=instance.line_width,
-            radius=instance.radius,
-            oval_x=instance.oval_x,
-            oval_y=instance.oval_y,
-            n1=instance.n1,
-            n2=instance.n2,
-            centre_x=instance.centre_x,
-            centre_y=instance.centre_y,
-        )
+def rescaled_instance(shape: AtomClass, name: str, factor: float, settings: VisualAtomSettings) -> tuple[AtomInstance, bool]:
+    """``shape`` with ``name`` times ``factor`` (unclipped), centred, and whether it stays in range (sweeps)."""
+    scaled, valid = rescaled(shape, name, factor, ranges(settings))
+    centre = middle(settings.centre)
+    return _instance(scaled, name, factor, getattr(shape, name), centre, centre), valid
 
-    def descriptor(self, instance: AtomClass) -> np.ndarray:
-        """The nine class-defining parameters after perturbation, min-max scaled to [0, 1] (float32)."""
-        return minmax(instance, self.ranges())
 
-    @staticmethod
-    def occupancy(image: np.ndarray) -> float:
-        """Fraction of drawn (non-black) pixels."""
-        return drawn_fraction(image, BACKGROUND)
+def _instance(params: AtomClass, name: str, factor: float, class_value: float, centre_x: float, centre_y: float):
+    return AtomInstance(
+        **asdict(params), centre_x=centre_x, centre_y=centre_y, perturbed=name, factor=factor, class_value=float(class_value)
+    )
+
+
+def class_of(instance: AtomInstance) -> AtomClass:
+    """The class an instance was drawn from: its perturbation undone."""
+    values = {field.name: getattr(instance, field.name) for field in fields(AtomClass)}
+    return AtomClass(**{**values, instance.perturbed: instance.class_value})
+
+
+def render(instance: AtomInstance, settings: VisualAtomSettings, seed: int, size: int | None = None) -> np.ndarray:
+    """The instance as a ``(size, size)`` uint8 image (``settings.size`` by default), grey orbits on black."""
+    return render_orbits(
+        size=settings.size if size is None else size,
+        seed=seed,
+        background=BACKGROUND,
+        greys=GREYS,
+        noise_gain=NOISE_GAIN,
+        noise_cells=settings.noise_cells,
+        stroke=settings.stroke,
+        **{field.name: getattr(instance, field.name) for field in fields(AtomClass)},
+        centre_x=instance.centre_x,
+        centre_y=instance.centre_y,
+    )
+
+
+def descriptor(instance: AtomClass, settings: VisualAtomSettings) -> np.ndarray:
+    """The nine class-defining parameters after perturbation, min-max scaled to [0, 1] (float32)."""
+    return minmax(instance, ranges(settings))
+
+
+def occupancy(image: np.ndarray) -> float:
+    """Fraction of drawn (non-black) pixels."""
+    return drawn_fraction(image, BACKGROUND)
