@@ -27,6 +27,8 @@ between rounded vertices (segments clipped to the image first), stamped with a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numba as nb
 import numpy as np
 
@@ -160,6 +162,40 @@ def draw_orbits(
             draw_segment(
                 image, x[v] * scale, y[v] * scale, x[following] * scale, y[following] * scale, thickness, grey
             )
+
+
+@dataclass(frozen=True)
+class Style:
+    """How a family paints its orbits: the background, the range of orbit grey levels, the noise gain g."""
+
+    background: int
+    greys: tuple[int, int]
+    noise_gain: float
+
+
+def render_instance(instance, style: Style, settings, seed: int, size: int | None = None) -> np.ndarray:
+    """An instance of an orbit family (its geometry as attributes; one without ``n1``, ``n2`` has no
+    wave) as a ``(size, size)`` uint8 image, ``settings.size`` by default."""
+    return render_orbits(
+        size=settings.size if size is None else size,
+        seed=seed,
+        background=style.background,
+        greys=style.greys,
+        noise_gain=style.noise_gain,
+        noise_cells=settings.noise_cells,
+        stroke=settings.stroke,
+        vertices=instance.vertices,
+        orbits=instance.orbits,
+        amplitude=instance.amplitude,
+        line_width=instance.line_width,
+        radius=instance.radius,
+        oval_x=instance.oval_x,
+        oval_y=instance.oval_y,
+        n1=getattr(instance, "n1", 0),
+        n2=getattr(instance, "n2", 0),
+        centre_x=instance.centre_x,
+        centre_y=instance.centre_y,
+    )
 
 
 def stroke_pixels(stroke: float, size: int) -> int:

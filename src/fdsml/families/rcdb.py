@@ -21,12 +21,10 @@ from dataclasses import asdict, dataclass, fields
 import numpy as np
 
 from fdsml.config import require_positive
-from fdsml.families.orbits import drawn_fraction, render_orbits
+from fdsml.families.orbits import Style, drawn_fraction, render_instance
 from fdsml.families.parameters import OrbitSettings, middle, minmax, rescale_one, rescaled
 
-BACKGROUND = 255
-GREYS = (0, 254)
-NOISE_GAIN = 2.0
+STYLE = Style(background=255, greys=(0, 254), noise_gain=2.0)
 CONTINUOUS = ("amplitude", "line_width")
 """The class parameters an instance may rescale; the integers (V, K) are kept."""
 
@@ -98,39 +96,31 @@ def perturb(shape: ContourClass, rng: np.random.Generator, settings: RCDBSetting
     """One instance of ``shape``: one continuous parameter rescaled; radius, ovals and centre drawn."""
     perturbed, name, factor = rescale_one(shape, CONTINUOUS, ranges(settings), settings.factor_range, rng)
     radius = float(rng.uniform(*settings.radius))
-    oval_x, oval_y = (float(o) for o in rng.uniform(settings.oval[0], settings.oval[1], size=2))
-    centre_x, centre_y = (float(c) for c in rng.uniform(settings.centre[0], settings.centre[1], size=2))
-    return ContourInstance(
-        **asdict(perturbed),
-        radius=radius,
-        oval_x=oval_x,
-        oval_y=oval_y,
-        centre_x=centre_x,
-        centre_y=centre_y,
-        perturbed=name,
-        factor=factor,
-        class_value=float(getattr(shape, name)),
-    )
+    ovals = tuple(float(o) for o in rng.uniform(settings.oval[0], settings.oval[1], size=2))
+    centre = tuple(float(c) for c in rng.uniform(settings.centre[0], settings.centre[1], size=2))
+    return _instance(perturbed, name, factor, getattr(shape, name), radius, ovals, centre)
 
 
 def rescaled_instance(shape: ContourClass, name: str, factor: float, settings: RCDBSettings) -> tuple[ContourInstance, bool]:
     """``shape`` with ``name`` times ``factor`` (unclipped) and whether it stays in range; the
     instance-level draws take the middles of their ranges (sweeps)."""
     scaled, valid = rescaled(shape, name, factor, ranges(settings))
-    centre = middle(settings.centre)
-    oval = middle(settings.oval)
-    instance = ContourInstance(
-        **asdict(scaled),
-        radius=middle(settings.radius),
-        oval_x=oval,
-        oval_y=oval,
-        centre_x=centre,
-        centre_y=centre,
+    oval, centre = middle(settings.oval), middle(settings.centre)
+    return _instance(scaled, name, factor, getattr(shape, name), middle(settings.radius), (oval, oval), (centre, centre)), valid
+
+
+def _instance(params: ContourClass, name: str, factor: float, class_value: float, radius: float, ovals, centre):
+    return ContourInstance(
+        **asdict(params),
+        radius=radius,
+        oval_x=ovals[0],
+        oval_y=ovals[1],
+        centre_x=centre[0],
+        centre_y=centre[1],
         perturbed=name,
         factor=factor,
-        class_value=float(getattr(shape, name)),
+        class_value=float(class_value),
     )
-    return instance, valid
 
 
 def class_of(instance: ContourInstance) -> ContourClass:
@@ -139,28 +129,9 @@ def class_of(instance: ContourInstance) -> ContourClass:
     return ContourClass(**{**values, instance.perturbed: instance.class_value})
 
 
-def render(instance: ContourInstance, settings: RCDBSettings, seed: int, size: int | None = None) -> np.ndarray:
+def render(instance: ContourInstance, settings, seed: int, size: int | None = None) -> np.ndarray:
     """The instance as a ``(size, size)`` uint8 image (``settings.size`` by default), grey orbits on white."""
-    return render_orbits(
-        size=settings.size if size is None else size,
-        seed=seed,
-        background=BACKGROUND,
-        greys=GREYS,
-        noise_gain=NOISE_GAIN,
-        noise_cells=settings.noise_cells,
-        stroke=settings.stroke,
-        vertices=instance.vertices,
-        orbits=instance.orbits,
-        amplitude=instance.amplitude,
-        line_width=instance.line_width,
-        radius=instance.radius,
-        oval_x=instance.oval_x,
-        oval_y=instance.oval_y,
-        n1=0,
-        n2=0,
-        centre_x=instance.centre_x,
-        centre_y=instance.centre_y,
-    )
+    return render_instance(instance, STYLE, settings, seed, size)
 
 
 def descriptor(instance: ContourClass, settings: RCDBSettings) -> np.ndarray:
@@ -170,4 +141,4 @@ def descriptor(instance: ContourClass, settings: RCDBSettings) -> np.ndarray:
 
 def occupancy(image: np.ndarray) -> float:
     """Fraction of drawn (non-white) pixels."""
-    return drawn_fraction(image, BACKGROUND)
+    return drawn_fraction(image, STYLE.background)

@@ -20,12 +20,10 @@ from dataclasses import asdict, dataclass, fields
 import numpy as np
 
 from fdsml.config import ConfigError, require_range
-from fdsml.families.orbits import drawn_fraction, render_orbits
+from fdsml.families.orbits import Style, drawn_fraction, render_instance
 from fdsml.families.parameters import OrbitSettings, middle, minmax, rescale_one, rescaled
 
-BACKGROUND = 0
-GREYS = (1, 255)
-NOISE_GAIN = 1.0
+STYLE = Style(background=0, greys=(1, 255), noise_gain=1.0)
 CONTINUOUS = ("amplitude", "line_width", "radius", "oval_x", "oval_y")
 """The class parameters an instance may rescale; the integers (V, K, n1, n2) are kept."""
 
@@ -139,20 +137,9 @@ def class_of(instance: AtomInstance) -> AtomClass:
     return AtomClass(**{**values, instance.perturbed: instance.class_value})
 
 
-def render(instance: AtomInstance, settings: VisualAtomSettings, seed: int, size: int | None = None) -> np.ndarray:
+def render(instance: AtomInstance, settings, seed: int, size: int | None = None) -> np.ndarray:
     """The instance as a ``(size, size)`` uint8 image (``settings.size`` by default), grey orbits on black."""
-    return render_orbits(
-        size=settings.size if size is None else size,
-        seed=seed,
-        background=BACKGROUND,
-        greys=GREYS,
-        noise_gain=NOISE_GAIN,
-        noise_cells=settings.noise_cells,
-        stroke=settings.stroke,
-        **{field.name: getattr(instance, field.name) for field in fields(AtomClass)},
-        centre_x=instance.centre_x,
-        centre_y=instance.centre_y,
-    )
+    return render_instance(instance, STYLE, settings, seed, size)
 
 
 def descriptor(instance: AtomClass, settings: VisualAtomSettings) -> np.ndarray:
@@ -162,4 +149,4 @@ def descriptor(instance: AtomClass, settings: VisualAtomSettings) -> np.ndarray:
 
 def occupancy(image: np.ndarray) -> float:
     """Fraction of drawn (non-black) pixels."""
-    return drawn_fraction(image, BACKGROUND)
+    return drawn_fraction(image, STYLE.background)
