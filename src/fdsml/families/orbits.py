@@ -50,40 +50,17 @@ def _clip(p, q, t0, t1):
     return t0, min(t1, t)
 
 
-@nb.njit(cache=True)
-def draw_segment(image, x0, y0, x1, y1, thickness, grey):
-    """Draw the segment from (x0, y0) to (x1, y1), in pixel units (x the column).
-
-    The segment is clipped to the image (widened by the stroke) with Liang-Barsky, its ends
-    rounded to pixels, and the n = max(|d col|, |d row|) steps between them walked with a DDA;
-    each pixel is stamped with a ``thickness`` x ``thickness`` square. The end pixel is left to
-    the next segment of the polyline, which starts there, unless the segment was clipped at its
-    end or is a single pixel. A segment inside the image is never clipped, so its pixels depend on
-    its rounded ends only.
-    """
+@nb.njit(cache=True, inline="always")
+def _walk(image, c0, r0, c1, r1, include_end, thickness, grey):
+    """DDA from pixel (c0, r0) towards (c1, r1) over n = max(|d col|, |d row|) steps, the end pixel
+    only with ``include_end`` (a single pixel always), each stamped with a ``thickness`` square."""
     size = image.shape[0]
-    low = -float(thickness)
-    high = size - 1.0 + thickness
-    dx = x1 - x0
-    dy = y1 - y0
-    t0 = 0.0
-    t1 = 1.0
-    if not (low <= min(x0, x1) and max(x0, x1) <= high and low <= min(y0, y1) and max(y0, y1) <= high):
-        t0, t1 = _clip(-dx, x0 - low, t0, t1)
-        t0, t1 = _clip(dx, high - x0, t0, t1)
-        t0, t1 = _clip(-dy, y0 - low, t0, t1)
-        t0, t1 = _clip(dy, high - y0, t0, t1)
-        if t0 > t1:
-            return
-    shift = thickness + 2  # clipped coordinates are >= -thickness: truncation after the shift is floor
-    c0 = int(x0 + t0 * dx + shift + 0.5) - shift
-    r0 = int(y0 + t0 * dy + shift + 0.5) - shift
-    c1 = int(x0 + t1 * dx + shift + 0.5) - shift
-    r1 = int(y0 + t1 * dy + shift + 0.5) - shift
     n = max(abs(c1 - c0), abs(r1 - r0))
-    count = n if n > 0 and t1 == 1.0 else n + 1
-    step_c = (c1 - c0) / max(n, 1)
-    step_r = (r1 - r0) / max(n, 1)
+    count = n + 1 if include_end or n == 0 else n
+    inverse = 1.0 / max(n, 1)
+    step_c = (c1 - c0) * inverse
+    step_r = (r1 - r0) * inverse
+    shift = thickness + 2  # pixels here are >= -thickness - 1: truncation after the shift is floor
     base_c = c0 + shift + 0.5
     base_r = r0 + shift + 0.5
     if thickness == 1:
@@ -98,6 +75,36 @@ def draw_segment(image, x0, y0, x1, y1, thickness, grey):
         c = int(base_c + i * step_c) - shift - half
         r = int(base_r + i * step_r) - shift - half
         image[max(r, 0) : max(r + thickness, 0), max(c, 0) : max(c + thickness, 0)] = grey
+
+
+@nb.njit(cache=True, inline="always")
+def _pixel(value):
+    """round(value) for coordinates within a few pixels of the image (truncation after a shift)."""
+    return int(value + 64.5) - 64
+
+
+@nb.njit(cache=True)
+def draw_segment(image, x0, y0, x1, y1, thickness, grey):
+    """Draw the segment from (x0, y0) to (x1, y1), in pixel units (x the column).
+
+    The segment is clipped to the image (widened by the stroke) with Liang-Barsky, its ends
+    rounded to pixels, and walked with a DDA (:func:`_walk`). The end pixel is left to the next
+    segment of the polyline, which starts there, unless the segment was clipped at its end. A
+    segment inside the image is never clipped, so its pixels depend on its rounded ends only.
+    """
+    low = -float(thickness)
+    high = image.shape[0] - 1.0 + thickness
+    dx = x1 - x0
+    dy = y1 - y0
+    t0, t1 = _clip(-dx, x0 - low, 0.0, 1.0)
+    t0, t1 = _clip(dx, high - x0, t0, t1)
+    t0, t1 = _clip(-dy, y0 - low, t0, t1)
+    t0, t1 = _clip(dy, high - y0, t0, t1)
+    if t0 > t1:
+        return
+    c0 = _pixel(x0 + t0 * dx)
+    r0 = _pixel(y0 + t0 * dy)
+    _walk(image, c0, r0, _pixel(x0 + t1 * dx), _pixel(y0 + t1 * dy), t1 < 1.0, thickness, grey)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -145,6 +152,10 @@ def draw_orbits(
     lattice(t, cells, index, offset, blend)
     gradients_x = np.empty(cells)
     gradients_y = np.empty(cells)
+    inside = np.empty(vertices, np.bool_)
+    cols = np.empty(vertices, np.int64)
+    rows = np.empty(vertices, np.int64)
+    last = image.shape[0] - 1.0
     levels = grey_high - grey_low + 1
     gain = amplitude * noise_gain
     for k in range(orbits):
@@ -157,11 +168,15 @@ def draw_orbits(
             s = blend[v]
             x[v] += cos_t[v] * (amplitude - gain * noise_at(gradients_x, i, f, s) + wave[v])
             y[v] += sin_t[v] * (amplitude - gain * noise_at(gradients_y, i, f, s) + wave[v])
+            inside[v] = 0.0 <= x[v] * scale <= last and 0.0 <= y[v] * scale <= last
+            cols[v] = _pixel(x[v] * scale) if inside[v] else 0
+            rows[v] = _pixel(y[v] * scale) if inside[v] else 0
         for v in range(vertices):
-            following = v + 1 if v + 1 < vertices else 0
-            draw_segment(
-                image, x[v] * scale, y[v] * scale, x[following] * scale, y[following] * scale, thickness, grey
-            )
+            w = v + 1 if v + 1 < vertices else 0
+            if inside[v] and inside[w]:
+                _walk(image, cols[v], rows[v], cols[w], rows[w], False, thickness, grey)
+            else:
+                draw_segment(image, x[v] * scale, y[v] * scale, x[w] * scale, y[w] * scale, thickness, grey)
 
 
 @dataclass(frozen=True)
