@@ -110,3 +110,13 @@ def test_geometry_scales_with_the_image_size():
     small, large = drawn_pixels(orbits(size=128)), drawn_pixels(orbits(size=SIZE))
     assert np.allclose(small.mean(axis=0) * SIZE / 128, large.mean(axis=0), atol=2.0)
     assert np.allclose(np.ptp(small, axis=0) * SIZE / 128, np.ptp(large, axis=0), atol=4.0)
+
+
+def test_a_thick_oval_across_the_image_border_is_clipped_not_wrapped():
+    image = orbits(stroke=9.0, centre_x=0.0, centre_y=0.0)
+    pixels = drawn_pixels(image)
+    assert len(pixels) > 0
+    # only the quarter of the oval inside the image, thick, and nothing wrapped to the far sides
+    distance_to_oval = np.abs(np.hypot(pixels[:, 0] / (60 * 1.5), pixels[:, 1] / (60 * 1.2)) - 1) * 60 * 1.2
+    assert distance_to_oval.max() <= 4.5 * np.sqrt(2) + 1
+    assert pixels.max() < 60 * 1.5 + 6

@@ -78,9 +78,9 @@ def _walk(image, c0, r0, c1, r1, include_end, thickness, grey):
 
 
 @nb.njit(cache=True, inline="always")
-def _pixel(value):
-    """round(value) for coordinates within a few pixels of the image (truncation after a shift)."""
-    return int(value + 64.5) - 64
+def _pixel(value, shift):
+    """round(value) for value > -shift - 0.5 (truncation after the shift is floor)."""
+    return int(value + (shift + 0.5)) - shift
 
 
 @nb.njit(cache=True)
@@ -102,9 +102,10 @@ def draw_segment(image, x0, y0, x1, y1, thickness, grey):
     t0, t1 = _clip(dy, high - y0, t0, t1)
     if t0 > t1:
         return
-    c0 = _pixel(x0 + t0 * dx)
-    r0 = _pixel(y0 + t0 * dy)
-    _walk(image, c0, r0, _pixel(x0 + t1 * dx), _pixel(y0 + t1 * dy), t1 < 1.0, thickness, grey)
+    shift = thickness + 1  # clipped coordinates are >= -thickness
+    c0 = _pixel(x0 + t0 * dx, shift)
+    r0 = _pixel(y0 + t0 * dy, shift)
+    _walk(image, c0, r0, _pixel(x0 + t1 * dx, shift), _pixel(y0 + t1 * dy, shift), t1 < 1.0, thickness, grey)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -169,8 +170,8 @@ def draw_orbits(
             x[v] += cos_t[v] * (amplitude - gain * noise_at(gradients_x, i, f, s) + wave[v])
             y[v] += sin_t[v] * (amplitude - gain * noise_at(gradients_y, i, f, s) + wave[v])
             inside[v] = 0.0 <= x[v] * scale <= last and 0.0 <= y[v] * scale <= last
-            cols[v] = _pixel(x[v] * scale) if inside[v] else 0
-            rows[v] = _pixel(y[v] * scale) if inside[v] else 0
+            cols[v] = _pixel(x[v] * scale, 0) if inside[v] else 0
+            rows[v] = _pixel(y[v] * scale, 0) if inside[v] else 0
         for v in range(vertices):
             w = v + 1 if v + 1 < vertices else 0
             if inside[v] and inside[w]:
