@@ -17,7 +17,8 @@ import numpy as np
 import torch
 
 from fdsml.data import ClassBalancedBatchSampler, ExplicitTripletBatchSampler, FractalCodesDataset
-from fdsml.ifs.finefractaldb import ClassFilter, FineFractalDBConfig, generate_finefractaldb
+from fdsml.ifs.finefractaldb import ClassFilter, FineFractalDBConfig
+from fdsml.families.finefractaldb import generate_finefractaldb
 from fdsml.ifs.render import RenderSettings
 from fdsml.models import build_model
 from fdsml.training.objectives import CrossEntropyObjective, PATripletObjective

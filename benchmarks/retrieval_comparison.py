@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from kedro.config import OmegaConfigLoader
 
-from fdsml.ifs.finefractaldb import generate_finefractaldb
+from fdsml.families.finefractaldb import generate_finefractaldb
 from fdsml.models import save_checkpoint
 from fdsml.models.starting_points import StartingPoint
 from fdsml.pipelines.fractals.nodes import parse_fractals_params

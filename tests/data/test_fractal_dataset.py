@@ -9,9 +9,13 @@ import torch
 from torch.utils.data import DataLoader
 
 from fdsml.data.fractal_dataset import FractalCodesDataset, ShardedImagesDataset
+from fdsml.families import FamilySpec
+from fdsml.families.finefractaldb import FINEFRACTALDB
 from fdsml.ifs import RenderSettings, determinant_probabilities, psi, random_perturbation, sample_sigma_factor_code
+from fdsml.ifs.finefractaldb import FineFractalDBConfig
 
 RENDER = RenderSettings(size=24, points=1500)
+SPEC = FamilySpec(FINEFRACTALDB, FineFractalDBConfig(render=RENDER))
 
 
 @pytest.fixture(scope="module")
@@ -21,18 +25,18 @@ def table():
     for class_id in range(2):
         base = sample_sigma_factor_code(rng, (2, 3), (5.0, 6.0), (-1.0, 1.0))
         for instance_id in range(3):
-            code, *_ = random_perturbation(base, rng, (0.9, 1.1))
+            code, position, factor, _ = random_perturbation(base, rng, (0.9, 1.1))
             probabilities = determinant_probabilities(code)
             rows.append({
                 "class_id": class_id, "instance_id": instance_id, "coefficients": code.ravel().tolist(),
                 "probabilities": probabilities.tolist(), "psi": psi(code, probabilities).tolist(),
-                "seed": int(rng.integers(2**62)),
+                "seed": int(rng.integers(2**62)), "position": position, "factor": factor,
             })
     return pd.DataFrame(rows)
 
 
 def test_item_is_the_table_row_rendered_with_its_seed(table):
-    item = FractalCodesDataset(table, RENDER, seed=0, channels=3)[4]
+    item = FractalCodesDataset(table, SPEC, seed=0, channels=3)[4]
     row = table.iloc[4]
     expected = RENDER.render(np.reshape(row["coefficients"], (-1, 6)), row["probabilities"], int(row["seed"]))
     assert item["image"].shape == (3, 24, 24) and item["image"].dtype == torch.float32
@@ -43,16 +47,16 @@ def test_item_is_the_table_row_rendered_with_its_seed(table):
 
 
 def test_same_seed_epoch_and_index_give_the_same_image(table):
-    first = FractalCodesDataset(table, RENDER, seed=5, fresh_noise=True)
-    second = FractalCodesDataset(table, RENDER, seed=5, fresh_noise=True)
+    first = FractalCodesDataset(table, SPEC, seed=5, fresh_noise=True)
+    second = FractalCodesDataset(table, SPEC, seed=5, fresh_noise=True)
     first.set_epoch(3)
     second.set_epoch(3)
     assert torch.equal(first[2]["image"], second[2]["image"])
 
 
 def test_fresh_noise_changes_across_epochs_and_plain_items_do_not(table):
-    fresh = FractalCodesDataset(table, RENDER, seed=5, fresh_noise=True)
-    plain = FractalCodesDataset(table, RENDER, seed=5)
+    fresh = FractalCodesDataset(table, SPEC, seed=5, fresh_noise=True)
+    plain = FractalCodesDataset(table, SPEC, seed=5)
     images = {}
     for epoch in (0, 1):
         fresh.set_epoch(epoch)
@@ -63,7 +67,7 @@ def test_fresh_noise_changes_across_epochs_and_plain_items_do_not(table):
 
 
 def test_renders_inside_dataloader_workers(table):
-    dataset = FractalCodesDataset(table, RENDER, seed=1, fresh_noise=True, channels=1)
+    dataset = FractalCodesDataset(table, SPEC, seed=1, fresh_noise=True, channels=1)
     dataset.set_epoch(2)
     loader = DataLoader(dataset, batch_size=2, num_workers=2, sampler=[0, 5, 3, 1])
     batches = list(loader)
@@ -73,7 +77,7 @@ def test_renders_inside_dataloader_workers(table):
 
 
 def test_sharded_images_read_back_in_table_order(table, tmp_path):
-    plain = FractalCodesDataset(table, RENDER, seed=0)
+    plain = FractalCodesDataset(table, SPEC, seed=0)
     images = np.stack([(plain[i]["image"][0] * 255).round().to(torch.uint8).numpy() for i in range(len(plain))])
     np.save(tmp_path / "shard_00000.npy", images[:4])
     np.save(tmp_path / "shard_00001.npy", images[4:])

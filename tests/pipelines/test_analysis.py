@@ -13,7 +13,7 @@ from PIL import Image
 
 from fdsml.config import ConfigError
 from fdsml.datasets import CheckpointDataset
-from fdsml.ifs.finefractaldb import generate_finefractaldb
+from fdsml.families.finefractaldb import generate_finefractaldb
 from fdsml.models import build_model, model_payload, save_checkpoint
 from fdsml.pipelines.analysis import create_pipeline
 from fdsml.pipelines.analysis.nodes import explain_resnets

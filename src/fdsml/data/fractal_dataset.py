@@ -1,15 +1,16 @@
-"""FineFractalDB as torch datasets: rendered on the fly from the codes, or read from shards.
+"""A formula family's table as torch datasets: rendered on the fly through the family, or read from shards.
 
-Both take the fractal codes table (one row per instance: ``class_id``, ``coefficients``,
-``probabilities``, ``psi``, ``seed``, ...) and return the same item, a dict with
-``image`` (:func:`fractal_input` of the rendering), ``label`` (int class id),
-``psi`` (float32 (6,)) and ``index`` (int row). Only NumPy arrays are kept, so the datasets
+Both take the codes table (one row per instance: ``class_id``, ``psi``, ``seed`` and the
+family's own columns) and return the same item, a dict with ``image`` (:func:`fractal_input`
+of the rendering), ``label`` (int class id), ``psi`` (float32, the family's descriptor length)
+and ``index`` (int row). Only NumPy arrays and the family's instances are kept, so the datasets
 pickle cheaply into DataLoader worker processes.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,9 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import Dataset
 
-from fdsml.ifs import RenderSettings
+from fdsml.errors import GenerationError
+from fdsml.families import FamilySpec
+from fdsml.families.generation import DrawnInstance, draw_instance
 
 
 def fractal_input(images: np.ndarray, img_size: int | None = None, channels: int = 3) -> torch.Tensor:
@@ -39,6 +42,10 @@ def fractal_input(images: np.ndarray, img_size: int | None = None, channels: int
     return batch[0] if images.ndim == 2 else batch
 
 
+INSTANCE_SOURCES = ("table", "fresh")
+"""Where pre-training's instances come from: the table's rows, or drawn anew per (seed, epoch, index)."""
+
+
 def fresh_noise_seed(seed: int, epoch: int, index: int) -> int:
     """The rendering seed of item ``index`` at ``epoch``: a SeedSequence child of ``seed``, in [0, 2**63)."""
     state = np.random.SeedSequence(seed, spawn_key=(epoch, index)).generate_state(1, dtype=np.uint64)[0]
@@ -55,9 +62,11 @@ class _CodesTable:
         self.labels = table["class_id"].to_numpy(dtype=np.int64)
         self.psi = np.asarray(table["psi"].tolist(), dtype=np.float32).reshape(len(table), -1)
 
-    def item(self, index: int, image: np.ndarray, channels: int, img_size: int | None) -> dict:
+    def item(self, index: int, image: np.ndarray, channels: int, img_size: int | None, psi: np.ndarray | None = None) -> dict:
+        """Item ``index`` with its rendering; ``psi`` overrides the table's descriptor (a fresh instance's)."""
         tensor = fractal_input(image, img_size, channels)
-        return {"image": tensor, "label": int(self.labels[index]), "psi": torch.from_numpy(self.psi[index].copy()), "index": index}
+        psi = self.psi[index] if psi is None else np.asarray(psi, dtype=np.float32)
+        return {"image": tensor, "label": int(self.labels[index]), "psi": torch.from_numpy(psi.copy()), "index": index}
 
 
 class _TableItems(Dataset):
@@ -72,40 +81,52 @@ class _TableItems(Dataset):
 
     @property
     def psi(self) -> np.ndarray:
-        """Descriptor of every item, (n, 6) float32."""
+        """Descriptor of every item, (n, descriptor length) float32."""
         return self._table.psi
 
 
 class FractalCodesDataset(_TableItems):
-    """Renders each instance from its IFS code when asked (Numba, inside the worker process).
+    """Renders each instance through its family when asked (inside the worker process).
 
-    Without ``fresh_noise`` item i is rendered with the table's ``seed`` (the same image every
-    epoch, the one the fractals pipeline checked for occupancy). With ``fresh_noise`` the seed is
-    :func:`fresh_noise_seed` (``seed``, epoch, i): new points and patches every epoch, the same
-    for the same triple. Call ``set_epoch`` before iterating; with DataLoader workers keep
-    ``persistent_workers=False`` so each epoch's workers receive the new epoch.
+    With ``instances="table"`` item i is the table's instance i. Without ``fresh_noise`` it is
+    rendered with the table's ``seed`` (the same image every epoch, the one the fractals pipeline
+    checked for occupancy); with ``fresh_noise`` the seed is :func:`fresh_noise_seed` (``seed``,
+    epoch, i): new points and patches every epoch, the same for the same triple.
+
+    With ``instances="fresh"`` item i is a NEW instance of row i's class for every (``seed``,
+    epoch, i) (:meth:`fresh_instance`): the family's perturbation, validity and occupancy
+    rejection, its own rendering seed, and its descriptor as the item's ``psi``.
+
+    Call ``set_epoch`` before iterating; with DataLoader workers keep ``persistent_workers=False``
+    so each epoch's workers receive the new epoch.
     """
 
     def __init__(
         self,
         table: pd.DataFrame,
-        render: RenderSettings,
+        spec: FamilySpec,
         *,
         seed: int,
         fresh_noise: bool = False,
+        instances: str = "table",
         channels: int = 3,
         img_size: int | None = None,
     ):
-        missing = sorted({"coefficients", "probabilities", "seed"} - set(table.columns))
+        missing = sorted({"seed"} - set(table.columns))
         if missing:
             raise KeyError(f"the fractal codes table lacks column(s) {', '.join(missing)}")
         if channels < 1:
             raise ValueError(f"channels must be positive, got {channels}")
+        if instances not in INSTANCE_SOURCES:
+            raise ValueError(f"instances must be one of {', '.join(INSTANCE_SOURCES)}, got {instances!r}")
         self._table = _CodesTable(table)
-        self.codes = [np.asarray(c, dtype=np.float64).reshape(-1, 6) for c in table["coefficients"]]
-        self.probabilities = [np.asarray(p, dtype=np.float64) for p in table["probabilities"]]
+        self.spec = spec
+        self.instances = instances
+        if instances == "fresh":
+            self.class_codes = {int(c): spec.family.class_code(rows, spec.settings) for c, rows in table.groupby("class_id")}
+        else:
+            self.table_instances = [spec.instance(row) for _, row in table.iterrows()]
         self.seeds = table["seed"].to_numpy(dtype=np.int64)
-        self.render_settings = render
         self.seed = seed
         self.fresh_noise = fresh_noise
         self.channels = channels
@@ -113,21 +134,41 @@ class FractalCodesDataset(_TableItems):
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
-        """Select the epoch whose rendering noise ``fresh_noise`` uses."""
+        """Select the epoch whose rendering noise ``fresh_noise`` (or whose fresh instances) items use."""
         self.epoch = epoch
 
     def rendering_seed(self, index: int) -> int:
-        """The seed item ``index`` is rendered with at the current epoch."""
+        """The seed a table instance ``index`` is rendered with at the current epoch."""
         if self.fresh_noise:
             return fresh_noise_seed(self.seed, self.epoch, index)
         return int(self.seeds[index])
 
+    def fresh_instance(self, index: int) -> DrawnInstance:
+        """A new accepted instance of item ``index``'s class, drawn from ``SeedSequence(seed, (epoch, index))``.
+
+        Rejected draws (validity, occupancy) are redrawn from the same stream, at most the
+        family's instance attempts; then :class:`GenerationError` says what to change.
+        """
+        class_id = int(self.labels[index])
+        rng = np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=(self.epoch, index)))
+        drawn = draw_instance(self.spec, self.class_codes[class_id], rng, Counter())
+        if drawn is None:
+            raise GenerationError(
+                f"fresh instance of item {index} (class {class_id}, epoch {self.epoch}): every one of "
+                f"{self.spec.family.max_instance_attempts(self.spec.settings)} draws was rejected; raise the "
+                "family's instance attempts, lower fractals.min_occupancy, or set pretrain.data.instances: table"
+            )
+        return drawn
+
     def __len__(self) -> int:
-        return len(self.codes)
+        return len(self.seeds)
 
     def __getitem__(self, index: int) -> dict:
         index = int(index)
-        image = self.render_settings.render(self.codes[index], self.probabilities[index], self.rendering_seed(index))
+        if self.instances == "fresh":
+            drawn = self.fresh_instance(index)
+            return self._table.item(index, drawn.image, self.channels, self.img_size, self.spec.descriptor(drawn.instance))
+        image = self.spec.render(self.table_instances[index], self.rendering_seed(index))
         return self._table.item(index, image, self.channels, self.img_size)
 
 
