@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 import os
 import time
 
@@ -31,7 +32,7 @@ import numpy as np  # noqa: E402
 
 from PIL import Image, ImageDraw  # noqa: E402
 
-from fdsml.families import rcdb, visual_atom  # noqa: E402
+from fdsml.families import get_family  # noqa: E402
 from fdsml.families.orbits import REFERENCE_SIZE  # noqa: E402
 from fdsml.families.perlin import perlin_curve  # noqa: E402
 from fdsml.ifs import determinant_probabilities, render, sample_sigma_factor_code  # noqa: E402
@@ -156,16 +157,16 @@ def _images_per_second(render, instances) -> float:
 
 def orbit_speed(args) -> dict:
     """VisualAtom or RCDB: images/s at --size and 224 px, and against the PIL references at --size."""
-    module = {"visual_atom": visual_atom, "rcdb": rcdb}[args.family]
-    settings = {"visual_atom": visual_atom.VisualAtomSettings, "rcdb": rcdb.RCDBSettings}[args.family]()
+    family = get_family(args.family)
+    settings = family.settings_type()
     rng = np.random.default_rng(args.seed)
-    instances = [module.perturb(module.sample_class(rng, settings), rng, settings) for _ in range(args.images)]
+    instances = [family.perturb(family.sample_class(rng, settings, Counter()), rng, settings) for _ in range(args.images)]
     size = args.size or REFERENCE_SIZE
-    module.render(instances[0], settings, 0, size)  # compile
-    ours = _images_per_second(lambda instance, seed: module.render(instance, settings, seed, size), instances)
-    small = _images_per_second(lambda instance, seed: module.render(instance, settings, seed, SMALL_SIZE), instances)
+    family.render(instances[0], settings, 0, size)  # compile
+    ours = _images_per_second(lambda instance, seed: family.render(instance, settings, seed, size), instances)
+    small = _images_per_second(lambda instance, seed: family.render(instance, settings, seed, SMALL_SIZE), instances)
     reference = instances[: args.reference_images]
-    ours_on_reference = _images_per_second(lambda instance, seed: module.render(instance, settings, seed, size), reference)
+    ours_on_reference = _images_per_second(lambda instance, seed: family.render(instance, settings, seed, size), reference)
     result = {
         "family": args.family,
         "size": size,
@@ -178,7 +179,7 @@ def orbit_speed(args) -> dict:
     }
     for name, renderer in (("pil_per_segment", pil_per_segment), ("pil_per_orbit", pil_per_orbit)):
         theirs = _images_per_second(
-            lambda instance, seed: renderer(instance, module.STYLE, settings.noise_cells, size, seed), reference
+            lambda instance, seed: renderer(instance, family.style, settings.noise_cells, size, seed), reference
         )
         result[f"{name}_images_per_s"] = round(theirs, 2)
         result[f"ratio_to_{name}"] = round(ours_on_reference / theirs, 1)

@@ -5,7 +5,7 @@ original redraws until it lands there; we invert the exponential's CDF restricte
 the same distribution in one draw), orbits K ~ U{1..200}, Perlin amplitude A ~ U(0, 4), line
 width l ~ U(0, 0.1).
 
-Per instance: one of A, l rescaled (:mod:`fdsml.families.parameters`); starting radius r ~
+Per instance: one of A, l rescaled (:mod:`fdsml.families.orbit_family`); starting radius r ~
 U(0, 100) (an integer in the original, continuous here), oval ratios o_x, o_y ~ U(1, 2), the
 centre ~ U(56, 456)^2 in reference pixels (the original's (512 + U{-400..400}) / 2), and, from
 the rendering seed, the noise curves and one grey level per orbit (0..254, never the white
@@ -16,17 +16,13 @@ background). The orbit geometry, with noise gain 2 and no wave (n1 = n2 = 0), is
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 
 from fdsml.config import require_positive
-from fdsml.families.orbits import Style, drawn_fraction, render_instance
-from fdsml.families.parameters import OrbitSettings, middle, minmax, rescale_one, rescaled
-
-STYLE = Style(background=255, greys=(0, 254), noise_gain=2.0)
-CONTINUOUS = ("amplitude", "line_width")
-"""The class parameters an instance may rescale; the integers (V, K) are kept."""
+from fdsml.families.orbit_family import OrbitFamily, OrbitSettings, middle
+from fdsml.families.orbits import Style
 
 
 @dataclass(frozen=True)
@@ -68,11 +64,6 @@ class ContourInstance(ContourClass):
     class_value: float
 
 
-def ranges(settings: RCDBSettings) -> dict[str, tuple[float, float]]:
-    """The documented range of every class-defining parameter, in descriptor order."""
-    return {"vertices": settings.vertices, "orbits": settings.orbits, "amplitude": settings.amplitude, "line_width": settings.line_width}
-
-
 def sample_vertices(rng: np.random.Generator, settings: RCDBSettings) -> int:
     """floor(E), E exponential with mean ``vertices_mean``, conditioned on floor(E) in ``vertices``."""
     low, high = settings.vertices
@@ -82,63 +73,35 @@ def sample_vertices(rng: np.random.Generator, settings: RCDBSettings) -> int:
     return int(min(max(math.floor(draw), low), high))
 
 
-def sample_class(rng: np.random.Generator, settings: RCDBSettings) -> ContourClass:
-    """One class: every parameter drawn from its range."""
-    return ContourClass(
-        vertices=sample_vertices(rng, settings),
-        orbits=int(rng.integers(settings.orbits[0], settings.orbits[1] + 1)),
-        amplitude=float(rng.uniform(*settings.amplitude)),
-        line_width=float(rng.uniform(*settings.line_width)),
-    )
+class RCDBFamily(OrbitFamily):
+    name = "rcdb"
+    title = "RCDB"
+    settings_type = RCDBSettings
+    class_type = ContourClass
+    instance_type = ContourInstance
+    continuous = ("amplitude", "line_width")
+    style = Style(background=255, greys=(0, 254), noise_gain=2.0)
+
+    def ranges(self, settings: RCDBSettings) -> dict[str, tuple[float, float]]:
+        return {"vertices": settings.vertices, "orbits": settings.orbits, "amplitude": settings.amplitude, "line_width": settings.line_width}
+
+    def draw_class(self, rng: np.random.Generator, settings: RCDBSettings) -> ContourClass:
+        return ContourClass(
+            vertices=sample_vertices(rng, settings),
+            orbits=int(rng.integers(settings.orbits[0], settings.orbits[1] + 1)),
+            amplitude=float(rng.uniform(*settings.amplitude)),
+            line_width=float(rng.uniform(*settings.line_width)),
+        )
+
+    def instance_draws(self, rng: np.random.Generator | None, settings: RCDBSettings) -> dict[str, float]:
+        """The starting radius, the oval ratios and the centre."""
+        if rng is None:
+            oval, centre = middle(settings.oval), middle(settings.centre)
+            return {"radius": middle(settings.radius), "oval_x": oval, "oval_y": oval, "centre_x": centre, "centre_y": centre}
+        radius = float(rng.uniform(*settings.radius))
+        oval_x, oval_y = (float(o) for o in rng.uniform(settings.oval[0], settings.oval[1], size=2))
+        centre_x, centre_y = (float(c) for c in rng.uniform(settings.centre[0], settings.centre[1], size=2))
+        return {"radius": radius, "oval_x": oval_x, "oval_y": oval_y, "centre_x": centre_x, "centre_y": centre_y}
 
 
-def perturb(shape: ContourClass, rng: np.random.Generator, settings: RCDBSettings) -> ContourInstance:
-    """One instance of ``shape``: one continuous parameter rescaled; radius, ovals and centre drawn."""
-    perturbed, name, factor = rescale_one(shape, CONTINUOUS, ranges(settings), settings.factor_range, rng)
-    radius = float(rng.uniform(*settings.radius))
-    ovals = tuple(float(o) for o in rng.uniform(settings.oval[0], settings.oval[1], size=2))
-    centre = tuple(float(c) for c in rng.uniform(settings.centre[0], settings.centre[1], size=2))
-    return _instance(perturbed, name, factor, getattr(shape, name), radius, ovals, centre)
-
-
-def rescaled_instance(shape: ContourClass, name: str, factor: float, settings: RCDBSettings) -> tuple[ContourInstance, bool]:
-    """``shape`` with ``name`` times ``factor`` (unclipped) and whether it stays in range; the
-    instance-level draws take the middles of their ranges (sweeps)."""
-    scaled, valid = rescaled(shape, name, factor, ranges(settings))
-    oval, centre = middle(settings.oval), middle(settings.centre)
-    return _instance(scaled, name, factor, getattr(shape, name), middle(settings.radius), (oval, oval), (centre, centre)), valid
-
-
-def _instance(params: ContourClass, name: str, factor: float, class_value: float, radius: float, ovals, centre):
-    return ContourInstance(
-        **asdict(params),
-        radius=radius,
-        oval_x=ovals[0],
-        oval_y=ovals[1],
-        centre_x=centre[0],
-        centre_y=centre[1],
-        perturbed=name,
-        factor=factor,
-        class_value=float(class_value),
-    )
-
-
-def class_of(instance: ContourInstance) -> ContourClass:
-    """The class an instance was drawn from: its perturbation undone."""
-    values = {field.name: getattr(instance, field.name) for field in fields(ContourClass)}
-    return ContourClass(**{**values, instance.perturbed: instance.class_value})
-
-
-def render(instance: ContourInstance, settings, seed: int, size: int | None = None) -> np.ndarray:
-    """The instance as a ``(size, size)`` uint8 image (``settings.size`` by default), grey orbits on white."""
-    return render_instance(instance, STYLE, settings, seed, size)
-
-
-def descriptor(instance: ContourClass, settings: RCDBSettings) -> np.ndarray:
-    """The four class-defining parameters after perturbation, min-max scaled to [0, 1] (float32)."""
-    return minmax(instance, ranges(settings))
-
-
-def occupancy(image: np.ndarray) -> float:
-    """Fraction of drawn (non-white) pixels."""
-    return drawn_fraction(image, STYLE.background)
+RCDB = RCDBFamily()

@@ -6,7 +6,7 @@ U{0..20} with n2 != n1 unless n1 = 0, oval ratios o_x, o_y ~ U(1, 2). The origin
 r as an integer; we draw it continuously, like the other continuous parameters, so that its
 perturbation is continuous too.
 
-Per instance: one of A, l, r, o_x, o_y rescaled (:mod:`fdsml.families.parameters`), the centre
+Per instance: one of A, l, r, o_x, o_y rescaled (:mod:`fdsml.families.orbit_family`), the centre
 ~ U(0, 512)^2 in reference pixels (the original's (512 + U{-512..512}) / 2), and, from the
 rendering seed, the noise curves and one grey level per orbit (1..255, never the black
 background). The orbit geometry, with noise gain 1, is :mod:`fdsml.families.orbits`.
@@ -15,17 +15,13 @@ background). The orbit geometry, with noise gain 1, is :mod:`fdsml.families.orbi
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 
 from fdsml.config import ConfigError, require_range
-from fdsml.families.orbits import Style, drawn_fraction, render_instance
-from fdsml.families.parameters import OrbitSettings, middle, minmax, rescale_one, rescaled
-
-STYLE = Style(background=0, greys=(1, 255), noise_gain=1.0)
-CONTINUOUS = ("amplitude", "line_width", "radius", "oval_x", "oval_y")
-"""The class parameters an instance may rescale; the integers (V, K, n1, n2) are kept."""
+from fdsml.families.orbit_family import OrbitFamily, OrbitSettings, middle
+from fdsml.families.orbits import Style
 
 
 @dataclass(frozen=True)
@@ -74,79 +70,55 @@ class AtomInstance(AtomClass):
     class_value: float
 
 
-def ranges(settings: VisualAtomSettings) -> dict[str, tuple[float, float]]:
-    """The documented range of every class-defining parameter, in descriptor order."""
-    return {
-        "vertices": settings.vertices,
-        "orbits": settings.orbits,
-        "amplitude": settings.amplitude,
-        "line_width": settings.line_width,
-        "radius": settings.radius,
-        "n1": settings.frequency,
-        "n2": settings.frequency,
-        "oval_x": settings.oval,
-        "oval_y": settings.oval,
-    }
+class VisualAtom(OrbitFamily):
+    name = "visual_atom"
+    title = "VisualAtom"
+    settings_type = VisualAtomSettings
+    class_type = AtomClass
+    instance_type = AtomInstance
+    continuous = ("amplitude", "line_width", "radius", "oval_x", "oval_y")
+    style = Style(background=0, greys=(1, 255), noise_gain=1.0)
+
+    def ranges(self, settings: VisualAtomSettings) -> dict[str, tuple[float, float]]:
+        return {
+            "vertices": settings.vertices,
+            "orbits": settings.orbits,
+            "amplitude": settings.amplitude,
+            "line_width": settings.line_width,
+            "radius": settings.radius,
+            "n1": settings.frequency,
+            "n2": settings.frequency,
+            "oval_x": settings.oval,
+            "oval_y": settings.oval,
+        }
+
+    def draw_class(self, rng: np.random.Generator, settings: VisualAtomSettings) -> AtomClass:
+        """Every parameter from its range; n2 among the values other than n1 when n1 > 0."""
+        low, high = settings.frequency
+        n1 = int(rng.integers(low, high + 1))
+        if n1 == 0:
+            n2 = int(rng.integers(low, high + 1))
+        else:
+            n2 = int(rng.integers(low, high))
+            n2 += n2 >= n1
+        return AtomClass(
+            vertices=int(rng.integers(settings.vertices[0], settings.vertices[1] + 1)),
+            orbits=int(rng.integers(settings.orbits[0], settings.orbits[1] + 1)),
+            amplitude=float(rng.uniform(*settings.amplitude)),
+            line_width=float(rng.uniform(*settings.line_width)),
+            radius=float(rng.uniform(*settings.radius)),
+            n1=n1,
+            n2=n2,
+            oval_x=float(rng.uniform(*settings.oval)),
+            oval_y=float(rng.uniform(*settings.oval)),
+        )
+
+    def instance_draws(self, rng: np.random.Generator | None, settings: VisualAtomSettings) -> dict[str, float]:
+        """The centre."""
+        if rng is None:
+            return {"centre_x": middle(settings.centre), "centre_y": middle(settings.centre)}
+        centre_x, centre_y = (float(c) for c in rng.uniform(settings.centre[0], settings.centre[1], size=2))
+        return {"centre_x": centre_x, "centre_y": centre_y}
 
 
-def sample_class(rng: np.random.Generator, settings: VisualAtomSettings) -> AtomClass:
-    """One class: every parameter drawn from its range (n2 among the values other than n1 when n1 > 0)."""
-    low, high = settings.frequency
-    n1 = int(rng.integers(low, high + 1))
-    if n1 == 0:
-        n2 = int(rng.integers(low, high + 1))
-    else:
-        n2 = int(rng.integers(low, high))
-        n2 += n2 >= n1
-    return AtomClass(
-        vertices=int(rng.integers(settings.vertices[0], settings.vertices[1] + 1)),
-        orbits=int(rng.integers(settings.orbits[0], settings.orbits[1] + 1)),
-        amplitude=float(rng.uniform(*settings.amplitude)),
-        line_width=float(rng.uniform(*settings.line_width)),
-        radius=float(rng.uniform(*settings.radius)),
-        n1=n1,
-        n2=n2,
-        oval_x=float(rng.uniform(*settings.oval)),
-        oval_y=float(rng.uniform(*settings.oval)),
-    )
-
-
-def perturb(shape: AtomClass, rng: np.random.Generator, settings: VisualAtomSettings) -> AtomInstance:
-    """One instance of ``shape``: one continuous parameter rescaled, and a centre."""
-    perturbed, name, factor = rescale_one(shape, CONTINUOUS, ranges(settings), settings.factor_range, rng)
-    centre_x, centre_y = (float(c) for c in rng.uniform(settings.centre[0], settings.centre[1], size=2))
-    return _instance(perturbed, name, factor, getattr(shape, name), centre_x, centre_y)
-
-
-def rescaled_instance(shape: AtomClass, name: str, factor: float, settings: VisualAtomSettings) -> tuple[AtomInstance, bool]:
-    """``shape`` with ``name`` times ``factor`` (unclipped), centred, and whether it stays in range (sweeps)."""
-    scaled, valid = rescaled(shape, name, factor, ranges(settings))
-    centre = middle(settings.centre)
-    return _instance(scaled, name, factor, getattr(shape, name), centre, centre), valid
-
-
-def _instance(params: AtomClass, name: str, factor: float, class_value: float, centre_x: float, centre_y: float):
-    return AtomInstance(
-        **asdict(params), centre_x=centre_x, centre_y=centre_y, perturbed=name, factor=factor, class_value=float(class_value)
-    )
-
-
-def class_of(instance: AtomInstance) -> AtomClass:
-    """The class an instance was drawn from: its perturbation undone."""
-    values = {field.name: getattr(instance, field.name) for field in fields(AtomClass)}
-    return AtomClass(**{**values, instance.perturbed: instance.class_value})
-
-
-def render(instance: AtomInstance, settings, seed: int, size: int | None = None) -> np.ndarray:
-    """The instance as a ``(size, size)`` uint8 image (``settings.size`` by default), grey orbits on black."""
-    return render_instance(instance, STYLE, settings, seed, size)
-
-
-def descriptor(instance: AtomClass, settings: VisualAtomSettings) -> np.ndarray:
-    """The nine class-defining parameters after perturbation, min-max scaled to [0, 1] (float32)."""
-    return minmax(instance, ranges(settings))
-
-
-def occupancy(image: np.ndarray) -> float:
-    """Fraction of drawn (non-black) pixels."""
-    return drawn_fraction(image, STYLE.background)
+VISUAL_ATOM = VisualAtom()
