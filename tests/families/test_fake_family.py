@@ -9,18 +9,16 @@ import json
 import numpy as np
 import pandas as pd
 import torch
-from kedro.io import DataCatalog, MemoryDataset
+from kedro.io import DataCatalog
 from kedro.runner import SequentialRunner
-from kedro_datasets.json import JSONDataset
-from kedro_datasets.pandas import CSVDataset, ParquetDataset
-from kedro_datasets.pillow import ImageDataset
 from matplotlib.figure import Figure
 
-from fdsml.datasets import ArrayShardsDataset, CheckpointDataset, OptionalDataset
 from fdsml.models import load_checkpoint
 from fdsml.pipelines.analysis.nodes import plot_sample_grid, plot_triplet_grid
 from fdsml.pipelines.pretrain import create_pipeline
 from fdsml.pipelines.validate_descriptor import nodes as validation
+
+from ..pipelines.catalogs import pretrain_datasets
 
 FRACTALS = {"family": "discs", "discs": {"seed": 4, "n_classes": 3, "instances_per_class": 6, "size": 16}, "outputs": {"materialize": True}}
 PRETRAIN = {
@@ -32,25 +30,8 @@ PRETRAIN = {
 VALIDATION = {"n_triplets": 20, "n_base_codes": 2, "grid_triplets_per_filter": 1, "sweep": {"n_factors": 5, "n_noise_seeds": 2}}
 
 
-def _catalog(folder):
-    return DataCatalog(
-        {
-            "params:fractals": MemoryDataset(FRACTALS),
-            "params:pretrain": MemoryDataset(PRETRAIN | {"run_dir": str(folder / "run")}),
-            "fractal_codes": ParquetDataset(filepath=str(folder / "codes.parquet")),
-            "fractal_summary": JSONDataset(filepath=str(folder / "summary.json")),
-            "fractal_samples": ImageDataset(filepath=str(folder / "samples.png")),
-            "fractal_images": ArrayShardsDataset(filepath=str(folder / "images")),
-            "fractal_codes_stored": OptionalDataset({"type": "pandas.ParquetDataset", "filepath": str(folder / "codes.parquet")}),
-            "fractal_summary_stored": OptionalDataset({"type": "json.JSONDataset", "filepath": str(folder / "summary.json")}),
-            "pretrained_model": CheckpointDataset(filepath=str(folder / "model.pt")),
-            "pretrain_history": CSVDataset(filepath=str(folder / "history.csv")),
-        }
-    )
-
-
 def test_a_new_family_is_generated_pretrained_validated_and_pictured(discs, tmp_path):
-    SequentialRunner().run(create_pipeline(), _catalog(tmp_path))
+    SequentialRunner().run(create_pipeline(), DataCatalog(pretrain_datasets(tmp_path, FRACTALS, PRETRAIN)))
 
     table = pd.read_parquet(tmp_path / "codes.parquet")
     summary = json.loads((tmp_path / "summary.json").read_text())
