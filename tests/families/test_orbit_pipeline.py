@@ -6,14 +6,15 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from kedro.io import MemoryDataset
+from kedro.io import DataCatalog
 from kedro.runner import SequentialRunner
 
 from fdsml.families import get_family
 from fdsml.pipelines.pretrain import create_pipeline
 from fdsml.pipelines.validate_descriptor import nodes as validation
 
-from .test_fake_family import PRETRAIN, VALIDATION, _catalog
+from ..pipelines.catalogs import pretrain_datasets
+from .test_fake_family import PRETRAIN, VALIDATION
 
 TINY = {"seed": 2, "n_classes": 3, "instances_per_class": 4, "size": 32, "vertices": [3, 40], "orbits": [1, 20]}
 
@@ -23,9 +24,7 @@ def test_generated_pretrained_and_validated(name, tmp_path):
     family = get_family(name)
     settings = TINY | ({"vertices": [200, 240]} if name == "visual_atom" else {})
     fractals = {"family": name, name: settings, "outputs": {"materialize": True}}
-    catalog = _catalog(tmp_path)
-    catalog["params:fractals"] = MemoryDataset(fractals)
-    SequentialRunner().run(create_pipeline(), catalog)
+    SequentialRunner().run(create_pipeline(), DataCatalog(pretrain_datasets(tmp_path, fractals, PRETRAIN)))
 
     table = pd.read_parquet(tmp_path / "codes.parquet")
     summary = json.loads((tmp_path / "summary.json").read_text())
