@@ -13,6 +13,8 @@ from typing import Any
 from fdsml.config import ConfigError
 from fdsml.families.base import GENERIC_COLUMNS, Family, FamilySpec, scale_descriptor
 from fdsml.families.finefractaldb import FINEFRACTALDB
+from fdsml.families.rcdb import RCDB
+from fdsml.families.visual_atom import VISUAL_ATOM
 
 DEFAULT_FAMILY = FINEFRACTALDB.name
 _FAMILIES: dict[str, Family] = {}
@@ -63,6 +65,8 @@ def family_spec(params: Mapping[str, Any], key: str = "fractals", reserved: tupl
 
 
 register_family(FINEFRACTALDB)
+register_family(VISUAL_ATOM)
+register_family(RCDB)
 
 __all__ = [
     "DEFAULT_FAMILY",
