@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from fdsml.ifs.finefractaldb import FineFractalDBConfig, generate_finefractaldb
+from fdsml.ifs.finefractaldb import FineFractalDBConfig
+from fdsml.families.finefractaldb import generate_finefractaldb
 from fdsml.ifs.render import RenderSettings
 
 

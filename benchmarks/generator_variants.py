@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from fdsml.ifs.finefractaldb import GenerationError
+from fdsml.errors import GenerationError
 from fdsml.pipelines.fractals.nodes import generate_fractal_codes
 from fdsml.pipelines.validate_descriptor.nodes import measure_sweeps, measure_triplet_agreement, summarise
 from fdsml.validation.report import variants_markdown

@@ -31,7 +31,10 @@ from torch.utils.data import DataLoader, Dataset  # noqa: E402
 
 from fdsml.data import FractalCodesDataset, ShardedImagesDataset, ShuffledBatchSampler, fractal_input  # noqa: E402
 from fdsml.data.epoch_items import EpochBatches, EpochItems  # noqa: E402
+from fdsml.families import FamilySpec  # noqa: E402
+from fdsml.families.finefractaldb import FINEFRACTALDB  # noqa: E402
 from fdsml.ifs import RenderSettings, determinant_probabilities, psi, sample_sigma_factor_code  # noqa: E402
+from fdsml.ifs.finefractaldb import FineFractalDBConfig  # noqa: E402
 
 
 class ConvertedInWorker(Dataset):
@@ -63,6 +66,8 @@ def codes_table(rows: int, distinct: int, seed: int) -> pd.DataFrame:
         "probabilities": [probabilities[p] for p in picks],
         "psi": [psi(codes[p], probabilities[p]) for p in picks],
         "seed": rng.integers(0, 2**62, size=rows),
+        "position": 0,  # each row its class code unperturbed (factor 1)
+        "factor": 1.0,
     })
 
 
@@ -73,7 +78,7 @@ def write_shards(dataset: FractalCodesDataset, count: int, folder: Path, per_sha
         name = f"shard_{start // per_shard:05d}.npy"
         np.save(folder / name, np.stack([dataset[i]["image"][0].numpy() for i in range(start, min(start + per_shard, count))]))
         names.append(name)
-    size = dataset.render_settings.size
+    size = dataset.spec.size
     (folder / "manifest.json").write_text(json.dumps({"shards": names, "size": size, "count": count}))
 
 
@@ -93,9 +98,10 @@ def one_worker(dataset, images: int, batch: int) -> tuple[float, int]:
 def renderer_alone(dataset: FractalCodesDataset, images: int) -> float:
     """Images/s of the renderer in this process, no dataset or loader around it."""
     dataset[0]
+    instances = [dataset.spec.instance(dataset.rows.row(index)) for index in range(images)]
     started = time.perf_counter()
-    for index in range(images):
-        dataset.render_settings.render(*dataset.codes.code(index), dataset.rendering_seed(index))
+    for index, instance in enumerate(instances):
+        dataset.spec.render(instance, dataset.rendering_seed(index))
     return images / (time.perf_counter() - started)
 
 
@@ -129,10 +135,11 @@ def main() -> None:
 
     render = RenderSettings(size=args.size, points=args.points, mode=args.mode)
     table = codes_table(max(args.rows, args.images + 2 * args.batch), distinct=64, seed=0)
-    rendered = FractalCodesDataset(table, render, seed=0, fresh_noise=True, img_size=args.img_size)
+    spec = FamilySpec(FINEFRACTALDB, FineFractalDBConfig(render=render))
+    rendered = FractalCodesDataset(table, spec, seed=0, fresh_noise=True, img_size=args.img_size)
     with tempfile.TemporaryDirectory() as folder:
         count = args.images + 2 * args.batch
-        write_shards(FractalCodesDataset(table.iloc[:count], render, seed=0), count, Path(folder))
+        write_shards(FractalCodesDataset(table.iloc[:count], spec, seed=0), count, Path(folder))
         sharded = ShardedImagesDataset(folder, table.iloc[:count], img_size=args.img_size)
         sources = [("table", rendered), ("shards", sharded)]
         items = {"uint8 (1, S, S)": lambda dataset: dataset, "float32 x 3, converted in worker": ConvertedInWorker}

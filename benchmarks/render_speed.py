@@ -1,15 +1,27 @@
-"""Rendering speed of ``fdsml.ifs.render`` on one thread, in images/s and ns per point.
+"""Rendering speed of a formula family on one thread, in images/s.
 
     python benchmarks/render_speed.py --size 256 --points 100000 --images 200 --mode patch --json
+    python benchmarks/render_speed.py --family visual_atom --images 200 --reference-images 10 --json
+    python benchmarks/render_speed.py --family rcdb --images 500 --reference-images 40 --json
 
-Also times a bare chaos-game loop (no framing, no rasterisation) on the same codes, the floor
-any renderer pays, and prints the renderer's cost as a ratio to it measured in the same run.
+FineFractalDB (``fdsml.ifs.render``, the default) also times a bare chaos-game loop (no framing,
+no rasterisation) on the same codes, the floor any renderer pays, and prints the renderer's
+cost as a ratio to it measured in the same run.
+
+VisualAtom and RCDB render instances drawn with the original ranges at ``--size`` (512, the
+original scripts' default) and at 224 px, and time two PIL references of ours on the first
+``--reference-images`` of the same instances at ``--size``, in the same run:
+``pil_per_segment`` has the original scripts' structure (a Python loop over the vertices of every
+orbit, one ``ImageDraw.line`` per segment) but computes the noise with NumPy, so it is a lower
+bound on their cost; ``pil_per_orbit`` is a lean PIL renderer (NumPy vertices, one
+``ImageDraw.line`` per orbit). The ratios are our images/s over theirs.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 import os
 import time
 
@@ -18,7 +30,15 @@ os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 import numba as nb  # noqa: E402
 import numpy as np  # noqa: E402
 
+from PIL import Image, ImageDraw  # noqa: E402
+
+from fdsml.families import get_family  # noqa: E402
+from fdsml.families.orbits import REFERENCE_SIZE  # noqa: E402
+from fdsml.families.perlin import perlin_curve  # noqa: E402
 from fdsml.ifs import determinant_probabilities, render, sample_sigma_factor_code  # noqa: E402
+
+SMALL_SIZE = 224
+"""The loader's image size the orbit families are also timed at."""
 
 
 @nb.njit(cache=True)
@@ -44,16 +64,8 @@ def _bare_chaos_game(coefficients, cumulative, n_points, seed):
     return total
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", type=int, default=256)
-    parser.add_argument("--points", type=int, default=100_000)
-    parser.add_argument("--images", type=int, default=200)
-    parser.add_argument("--mode", choices=("point", "patch"), default="patch")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", action="store_true", help="print one JSON line")
-    args = parser.parse_args()
-
+def fractal_speed(args) -> dict:
+    """FineFractalDB: images/s and ns per point, against the bare chaos game."""
     rng = np.random.default_rng(args.seed)
     codes = [sample_sigma_factor_code(rng, (2, 4), (5.0, 6.0), (-1.0, 1.0)) for _ in range(args.images)]
     probabilities = [determinant_probabilities(code) for code in codes]
@@ -72,7 +84,8 @@ def main() -> None:
     floor_seconds = time.perf_counter() - started
 
     total_points = args.images * args.points
-    result = {
+    return {
+        "family": "finefractaldb",
         "mode": args.mode,
         "size": args.size,
         "points": args.points,
@@ -82,6 +95,113 @@ def main() -> None:
         "floor_ns_per_point": round(1e9 * floor_seconds / total_points, 3),
         "ratio_to_floor": round(render_seconds / floor_seconds, 2),
     }
+
+
+def _orbit_vertices(instance, gain: float, cells: int, seed: int):
+    """The reference's vertex positions, orbit after orbit (the geometry of fdsml.families.orbits)."""
+    theta = 2 * np.pi * np.arange(instance.vertices) / instance.vertices
+    cos, sin = np.cos(theta), np.sin(theta)
+    wave = 0.5 * np.sin(getattr(instance, "n1", 0) * theta) + 0.5 * np.sin(getattr(instance, "n2", 0) * theta)
+    x = instance.centre_x + instance.radius * instance.oval_x * cos
+    y = instance.centre_y + instance.radius * instance.oval_y * sin
+    t = cells * theta / (2 * np.pi)
+    for k in range(instance.orbits):
+        step_x = instance.amplitude * (1 - gain * perlin_curve(seed, 2 * k, cells, t)) + wave + instance.line_width
+        step_y = instance.amplitude * (1 - gain * perlin_curve(seed, 2 * k + 1, cells, t)) + wave + instance.line_width
+        yield k, cos, sin, step_x, step_y, x, y
+        x = x + cos * step_x
+        y = y + sin * step_y
+
+
+def pil_per_segment(instance, style, cells: int, size: int, seed: int):
+    """The original scripts' structure: per orbit, a Python loop moves each vertex, then one line per segment."""
+    image = Image.new("L", (size, size), style.background)
+    draw = ImageDraw.Draw(image)
+    scale = size / REFERENCE_SIZE
+    greys = np.random.default_rng(seed).integers(style.greys[0], style.greys[1] + 1, size=instance.orbits)
+    x, y = None, None
+    for k, cos, sin, step_x, step_y, x0, y0 in _orbit_vertices(instance, style.noise_gain, cells, seed):
+        if x is None:
+            x, y = x0.tolist(), y0.tolist()
+        for v in range(instance.vertices):
+            x[v] += cos[v] * step_x[v]
+            y[v] += sin[v] * step_y[v]
+        grey = int(greys[k])
+        for v in range(instance.vertices):
+            w = (v + 1) % instance.vertices
+            draw.line((x[v] * scale, y[v] * scale, x[w] * scale, y[w] * scale), fill=grey, width=1)
+    return image
+
+
+def pil_per_orbit(instance, style, cells: int, size: int, seed: int):
+    """A lean PIL renderer: NumPy vertices, one ImageDraw.line call per orbit."""
+    image = Image.new("L", (size, size), style.background)
+    draw = ImageDraw.Draw(image)
+    scale = size / REFERENCE_SIZE
+    greys = np.random.default_rng(seed).integers(style.greys[0], style.greys[1] + 1, size=instance.orbits)
+    for k, cos, sin, step_x, step_y, x, y in _orbit_vertices(instance, style.noise_gain, cells, seed):
+        px = (x + cos * step_x) * scale
+        py = (y + sin * step_y) * scale
+        points = np.stack([np.append(px, px[0]), np.append(py, py[0])], axis=1).ravel().tolist()
+        draw.line(points, fill=int(greys[k]), width=1)
+    return image
+
+
+def _images_per_second(render, instances) -> float:
+    """Images per second of this process's CPU time (one thread), so other load on the machine counts less."""
+    started = time.process_time()
+    for i, instance in enumerate(instances):
+        render(instance, i)
+    return len(instances) / (time.process_time() - started)
+
+
+def orbit_speed(args) -> dict:
+    """VisualAtom or RCDB: images/s at --size and 224 px, and against the PIL references at --size."""
+    family = get_family(args.family)
+    settings = family.settings_type()
+    rng = np.random.default_rng(args.seed)
+    instances = [family.perturb(family.sample_class(rng, settings, Counter()), rng, settings) for _ in range(args.images)]
+    size = args.size or REFERENCE_SIZE
+    family.render(instances[0], settings, 0, size)  # compile
+    ours = _images_per_second(lambda instance, seed: family.render(instance, settings, seed, size), instances)
+    small = _images_per_second(lambda instance, seed: family.render(instance, settings, seed, SMALL_SIZE), instances)
+    reference = instances[: args.reference_images]
+    ours_on_reference = _images_per_second(lambda instance, seed: family.render(instance, settings, seed, size), reference)
+    result = {
+        "family": args.family,
+        "size": size,
+        "images": args.images,
+        "images_per_s": round(ours, 1),
+        f"images_per_s_at_{SMALL_SIZE}": round(small, 1),
+        "mean_vertices_x_orbits": round(float(np.mean([i.vertices * i.orbits for i in instances])), 1),
+        "reference_images": len(reference),
+        "images_per_s_on_reference_images": round(ours_on_reference, 1),
+    }
+    for name, renderer in (("pil_per_segment", pil_per_segment), ("pil_per_orbit", pil_per_orbit)):
+        theirs = _images_per_second(
+            lambda instance, seed: renderer(instance, family.style, settings.noise_cells, size, seed), reference
+        )
+        result[f"{name}_images_per_s"] = round(theirs, 2)
+        result[f"ratio_to_{name}"] = round(ours_on_reference / theirs, 1)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--family", choices=("finefractaldb", "visual_atom", "rcdb"), default="finefractaldb")
+    parser.add_argument("--size", type=int, default=None, help="image side (default: 256 for fractals, 512 otherwise)")
+    parser.add_argument("--points", type=int, default=100_000)
+    parser.add_argument("--images", type=int, default=200)
+    parser.add_argument("--reference-images", type=int, default=10, help="instances the PIL references render")
+    parser.add_argument("--mode", choices=("point", "patch"), default="patch")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true", help="print one JSON line")
+    args = parser.parse_args()
+    if args.family == "finefractaldb":
+        args.size = args.size or 256
+        result = fractal_speed(args)
+    else:
+        result = orbit_speed(args)
     if args.json:
         print(json.dumps(result))
     else:

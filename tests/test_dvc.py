@@ -142,9 +142,10 @@ def test_dvc_lock_records_the_default_environment(repository):
 @pytest.mark.parametrize(
     ("file", "key", "readers"),
     [
-        ("parameters_fractals.yml", "fractals.n_classes", {"fractals", "export"}),
+        # the whole fractals block selects the family and its settings: every stage that renders reads it
+        ("parameters_fractals.yml", "fractals.n_classes", {"fractals", "validate_descriptor", "pretrain", "analysis", "export"}),
         ("parameters_fractals.yml", "fractals.render.points", {"fractals", "validate_descriptor", "pretrain", "analysis", "export"}),
-        ("parameters_fractals.yml", "fractals.perturbation.factor_range", {"fractals", "analysis", "export"}),
+        ("parameters_fractals.yml", "fractals.perturbation.factor_range", {"fractals", "validate_descriptor", "pretrain", "analysis", "export"}),
         ("parameters_validate_descriptor.yml", "validate_descriptor.n_triplets", {"validate_descriptor"}),
         ("parameters_pretrain.yml", "pretrain.model.embedding_dim", {"pretrain", "export"}),
         ("parameters_retrieval.yml", "retrieval.seeds", {"retrieval"}),

@@ -8,7 +8,7 @@ import torch
 from fdsml.config import ConfigError
 from fdsml.data import DatasetLayoutError
 from fdsml.errors import CheckpointError, MissingInputError, UserFixableError, find_user_error
-from fdsml.ifs.finefractaldb import GenerationError
+from fdsml.errors import GenerationError
 
 from .fresh_clone import finish, fresh_clone, start
 
@@ -60,7 +60,7 @@ MISTAKES = {  # error type: (files to put in the clone first, the command, what 
 
 
 A_REAL_BUG = ({}, "kedro run --pipelines=fractals", "")
-FRACTALS_NODE_START = "    config = parse_fractals_params(params)\n    up_to_date"
+FRACTALS_NODE_START = "    spec = parse_fractals_params(params).spec\n    up_to_date"
 
 
 def _inject_a_bug(clone):

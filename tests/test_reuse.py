@@ -14,18 +14,21 @@ import pytest
 import torch
 
 from fdsml import reuse
-from fdsml.ifs.finefractaldb import fingerprint as fractals_fingerprint
-from fdsml.ifs.finefractaldb import ClassFilter, FineFractalDBConfig, generate_finefractaldb, is_up_to_date
+from fdsml.families import FamilySpec
+from fdsml.families.finefractaldb import FINEFRACTALDB, generate_finefractaldb
+from fdsml.families.generation import is_up_to_date
+from fdsml.ifs.finefractaldb import ClassFilter, FineFractalDBConfig
 from fdsml.data import ImageRecords
 from fdsml.evaluation import robustness
 from fdsml.ifs.render import RenderSettings
 from fdsml.models.starting_points import StartingPoint
-from fdsml.pipelines.fractals.nodes import FractalsConfig
 from fdsml.training import classification, pretrain, retrieval
 
 TINY_FRACTALS = FineFractalDBConfig(
     n_classes=3, instances_per_class=4, render=RenderSettings(size=32, points=600), class_filter=ClassFilter(size=96, points=4000)
 )
+TINY_SPEC = FamilySpec(FINEFRACTALDB, TINY_FRACTALS)
+fractals_fingerprint = FINEFRACTALDB.fingerprint
 
 
 def leaves(config, prefix=()):
@@ -79,12 +82,11 @@ def table():
 
 
 def test_every_key_of_the_codes_table_definition(table):
-    check_every_key(FractalsConfig(), fractals_fingerprint)
+    check_every_key(FineFractalDBConfig(), fractals_fingerprint)
 
 
 def test_every_key_of_a_pretraining_run(table):
-    render = RenderSettings(size=32, points=600)
-    check_every_key(pretrain.PretrainConfig(), lambda config: pretrain.run_fingerprint(config, render, table, 1))
+    check_every_key(pretrain.PretrainConfig(), lambda config: pretrain.run_fingerprint(config, TINY_SPEC, table, 1))
 
 
 def test_every_key_of_a_retrieval_run():
@@ -115,7 +117,7 @@ def test_the_declared_non_defining_keys():
     declared = {
         name: sorted(".".join(path) for path, defining in leaves(config) if not defining)
         for name, config in {
-            "fractals": FractalsConfig(),
+            "fractals": FineFractalDBConfig(),
             "pretrain": pretrain.PretrainConfig(),
             "retrieval": retrieval.RetrievalConfig(),
             "classification": classification.ClassificationConfig(),
@@ -124,7 +126,7 @@ def test_the_declared_non_defining_keys():
     }
     loop = ["train.checkpoint_every", "train.log_every", "train.num_workers", "train.resume"]
     assert declared == {
-        "fractals": ["outputs", "workers"],
+        "fractals": ["workers"],  # fractals.outputs: written beside the table, never part of a family's settings
         "pretrain": ["run_dir", *loop],
         "retrieval": ["data.eval_batch_size", "data.ks", "n_example_queries", "run_dir", "seeds", "starts", *loop],
         "classification": ["datasets", "eval_batch_size", "run_dir", "starting_points", *loop],
@@ -142,14 +144,13 @@ def test_a_run_is_redone_for_another_start_seed_dataset_or_world_size(table):
     assert classification.run_fingerprint(cls, classification.DatasetSettings("cifar10"), start, "w", 1) != (
         classification.run_fingerprint(cls, classification.DatasetSettings("digits"), start, "w", 1)
     )
-    render = RenderSettings(size=32, points=600)
-    assert pretrain.run_fingerprint(pretrain.PretrainConfig(), render, table, 1) != (
-        pretrain.run_fingerprint(pretrain.PretrainConfig(), render, table, 2)
+    assert pretrain.run_fingerprint(pretrain.PretrainConfig(), TINY_SPEC, table, 1) != (
+        pretrain.run_fingerprint(pretrain.PretrainConfig(), TINY_SPEC, table, 2)
     )
 
 
 def test_input_artefacts_enter_by_content(table):
-    render, config = RenderSettings(size=32, points=600), pretrain.PretrainConfig()
+    render, config = TINY_SPEC, pretrain.PretrainConfig()
     edited = table.copy()
     edited.at[0, "coefficients"] = np.asarray(edited.at[0, "coefficients"]) * 0.999
     assert pretrain.run_fingerprint(config, render, edited, 1) != pretrain.run_fingerprint(config, render, table, 1)
@@ -168,14 +169,14 @@ def test_a_table_survives_a_parquet_round_trip_with_its_digest(table, tmp_path):
     summary = generate_finefractaldb(TINY_FRACTALS)[1]
     table.to_parquet(tmp_path / "codes.parquet")
     stored = pd.read_parquet(tmp_path / "codes.parquet")
-    assert is_up_to_date(stored, summary, TINY_FRACTALS)
+    assert is_up_to_date(stored, summary, TINY_SPEC)
     stored.at[3, "seed"] += 1
-    assert not is_up_to_date(stored, summary, TINY_FRACTALS)
+    assert not is_up_to_date(stored, summary, TINY_SPEC)
 
 
 def test_code_that_computes_a_step_enters_its_fingerprint(monkeypatch, tmp_path):
     """A change in the renderer redoes the codes table: the version string no longer decides."""
-    closure = reuse._imported_closure("fdsml.ifs.finefractaldb")
+    closure = reuse._imported_closure("fdsml.families.finefractaldb")
     assert {"fdsml.ifs.render", "fdsml.ifs.codes", "fdsml.config"} <= closure
     assert not any(name.startswith("fdsml.pipelines") for name in reuse._imported_closure("fdsml.training.retrieval"))
     assert "fdsml.losses.pa_triplet" in reuse._imported_closure("fdsml.training.pretrain")

@@ -17,6 +17,10 @@ class MissingInputError(UserFixableError, FileNotFoundError):
     """An artefact another command writes is not there yet; the message names that command."""
 
 
+class GenerationError(UserFixableError, RuntimeError):
+    """A dataset's class or instance could not be drawn within the configured number of attempts."""
+
+
 class CheckpointError(UserFixableError, ValueError):
     """A checkpoint file is refused: not an fdsml checkpoint, or of another architecture."""
 

@@ -72,7 +72,7 @@ def plan_steps(parameters: dict[str, Any], pipelines: tuple[str, ...], world_siz
         from fdsml.pipelines.fractals.nodes import parse_fractals_params
         from fdsml.training.pretrain import parse_pretrain_params, plan_pretrain
 
-        fractals = parse_fractals_params(parameters["fractals"])
+        fractals = parse_fractals_params(parameters["fractals"]).spec.settings
         images = fractals.n_classes * fractals.instances_per_class
         plan = plan_pretrain(parse_pretrain_params(parameters["pretrain"]), images, world_size)
         plans.append(dataclasses.replace(plan, notes=("images: fractals.n_classes x fractals.instances_per_class",)))

@@ -11,10 +11,10 @@ from fdsml.analysis.config import parse_analysis_params
 from fdsml.analysis.embedding_maps import class_sweep
 from fdsml.analysis.projection import l2_normalise, project_2d
 from fdsml.config import ConfigError
-from fdsml.ifs.finefractaldb import class_code, instance_code, render_rows
+from fdsml.ifs.finefractaldb import class_code, instance_code
 from fdsml.training.pretrain import build_fractal_dataset, parse_pretrain_params
 
-from .conftest import RENDER
+from .conftest import SPEC
 
 
 def test_every_instance_of_a_class_leads_back_to_the_same_class_code(tiny_table):
@@ -48,17 +48,17 @@ def test_a_sweep_grid_without_the_class_code_is_refused_naming_the_key(tiny_tabl
     # 4 points on [0.6, 1.4] miss s = 1; the picture once slipped 1.0 in, an uneven grid of 5.
     config = parse_analysis_params({"embedding_map": {"sweep_points": 4}})
     with pytest.raises(ConfigError, match=r"analysis\.embedding_map\.sweep_points: .*do not include 1\.0"):
-        pictures.embedding_maps({}, tiny_table, RENDER, (0.6, 1.4), config)
+        pictures.embedding_maps({}, tiny_table, SPEC, (0.6, 1.4), config)
 
 
 @pytest.mark.parametrize("img_size", [32, 16])
 def test_fractals_enter_the_model_exactly_as_in_pre_training(tiny_table, img_size, monkeypatch, tmp_path):
     params = {"model": {"backbone": "resnet18", "img_size": img_size}, "data": {"fresh_noise": False}, "run_dir": str(tmp_path)}
     config = parse_pretrain_params(params)  # the table's own rendering seeds, as the analysis renders
-    dataset = build_fractal_dataset(tiny_table.iloc[:3], RENDER, config, None)
+    dataset = build_fractal_dataset(tiny_table.iloc[:3], SPEC, config, None)
     trained_on = dataset.model_input(torch.stack([dataset[i]["image"] for i in range(3)]))
     seen = []
     monkeypatch.setattr(pictures, "embed", lambda model, images, batch_size: seen.append(images) or np.zeros((len(images), 2)))
     model = SimpleNamespace(spec=SimpleNamespace(img_size=img_size, in_chans=3))
-    pictures._embed_fractals(model, render_rows(tiny_table.iloc[:3], RENDER), batch_size=2)
+    pictures._embed_fractals(model, SPEC.render_rows(tiny_table.iloc[:3]), batch_size=2)
     assert torch.equal(torch.cat(seen), trained_on)

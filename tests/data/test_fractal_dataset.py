@@ -15,9 +15,13 @@ from torch.utils.data import DataLoader
 from fdsml.data import ShuffledBatchSampler
 from fdsml.data.epoch_items import EpochBatches, EpochItems
 from fdsml.data.fractal_dataset import FractalCodesDataset, ShardedImagesDataset, fractal_input
+from fdsml.families import FamilySpec
+from fdsml.families.finefractaldb import FINEFRACTALDB
 from fdsml.ifs import RenderSettings, determinant_probabilities, psi, random_perturbation, sample_sigma_factor_code
+from fdsml.ifs.finefractaldb import FineFractalDBConfig
 
 RENDER = RenderSettings(size=24, points=1500)
+SPEC = FamilySpec(FINEFRACTALDB, FineFractalDBConfig(render=RENDER))
 
 
 @pytest.fixture(scope="module")
@@ -27,12 +31,12 @@ def table():
     for class_id in range(2):
         base = sample_sigma_factor_code(rng, (2, 3), (5.0, 6.0), (-1.0, 1.0))
         for instance_id in range(3):
-            code, *_ = random_perturbation(base, rng, (0.9, 1.1))
+            code, position, factor, _ = random_perturbation(base, rng, (0.9, 1.1))
             probabilities = determinant_probabilities(code)
             rows.append({
                 "class_id": class_id, "instance_id": instance_id, "coefficients": code.ravel().tolist(),
                 "probabilities": probabilities.tolist(), "psi": psi(code, probabilities).tolist(),
-                "seed": int(rng.integers(2**62)),
+                "seed": int(rng.integers(2**62)), "position": position, "factor": factor,
             })
     return pd.DataFrame(rows)
 
@@ -44,7 +48,7 @@ def _rendered_as_rows(table, index, seed=None):
 
 
 def test_item_is_the_uint8_rendering_of_the_table_row_with_its_seed(table):
-    dataset = FractalCodesDataset(table, RENDER, seed=0, channels=3)
+    dataset = FractalCodesDataset(table, SPEC, seed=0, channels=3)
     for index in range(len(table)):
         item = dataset[index]
         assert item["image"].shape == (1, 24, 24) and item["image"].dtype == torch.uint8
@@ -55,7 +59,7 @@ def test_item_is_the_uint8_rendering_of_the_table_row_with_its_seed(table):
 
 
 def test_fresh_noise_renders_the_row_codes_with_the_epoch_seed(table):
-    dataset = FractalCodesDataset(table, RENDER, seed=5, fresh_noise=True)
+    dataset = FractalCodesDataset(table, SPEC, seed=5, fresh_noise=True)
     dataset.set_epoch(2)
     for index in range(len(table)):
         expected = _rendered_as_rows(table, index, dataset.rendering_seed(index))
@@ -77,16 +81,9 @@ def _reachable_objects(root) -> int:
 def test_codes_are_held_in_flat_arrays_whatever_the_number_of_rows(table):
     """Forked workers copy on write every object they touch: a million rows must not be a million objects."""
     larger = pd.concat([table] * 10, ignore_index=True)
-    small, large = FractalCodesDataset(table, RENDER, seed=0), FractalCodesDataset(larger, RENDER, seed=0)
+    small, large = FractalCodesDataset(table, SPEC, seed=0), FractalCodesDataset(larger, SPEC, seed=0)
     assert _reachable_objects(large) == _reachable_objects(small)
     assert torch.equal(large[len(table) + 4]["image"], small[4]["image"])
-
-
-def test_codes_with_mismatched_maps_are_refused_naming_the_row(table):
-    broken = table.copy()
-    broken.at[3, "probabilities"] = broken.at[3, "probabilities"][:-1]
-    with pytest.raises(ValueError, match="row 3"):
-        FractalCodesDataset(broken, RENDER, seed=0)
 
 
 def _old_per_item_input(image: np.ndarray, img_size: int, channels: int) -> torch.Tensor:
@@ -99,7 +96,7 @@ def _old_per_item_input(image: np.ndarray, img_size: int, channels: int) -> torc
 
 @pytest.mark.parametrize("img_size", [24, 16, 32])
 def test_a_batch_converted_at_once_is_bit_identical_to_the_old_per_item_input(table, img_size):
-    dataset = FractalCodesDataset(table, RENDER, seed=3, fresh_noise=True, img_size=img_size)
+    dataset = FractalCodesDataset(table, SPEC, seed=3, fresh_noise=True, img_size=img_size)
     dataset.set_epoch(1)
     batch = next(iter(DataLoader(dataset, batch_size=len(dataset))))
     converted = dataset.model_input(batch["image"])
@@ -111,16 +108,16 @@ def test_a_batch_converted_at_once_is_bit_identical_to_the_old_per_item_input(ta
 
 
 def test_same_seed_epoch_and_index_give_the_same_image(table):
-    first = FractalCodesDataset(table, RENDER, seed=5, fresh_noise=True)
-    second = FractalCodesDataset(table, RENDER, seed=5, fresh_noise=True)
+    first = FractalCodesDataset(table, SPEC, seed=5, fresh_noise=True)
+    second = FractalCodesDataset(table, SPEC, seed=5, fresh_noise=True)
     first.set_epoch(3)
     second.set_epoch(3)
     assert torch.equal(first[2]["image"], second[2]["image"])
 
 
 def test_fresh_noise_changes_across_epochs_and_plain_items_do_not(table):
-    fresh = FractalCodesDataset(table, RENDER, seed=5, fresh_noise=True)
-    plain = FractalCodesDataset(table, RENDER, seed=5)
+    fresh = FractalCodesDataset(table, SPEC, seed=5, fresh_noise=True)
+    plain = FractalCodesDataset(table, SPEC, seed=5)
     images = {}
     for epoch in (0, 1):
         fresh.set_epoch(epoch)
@@ -131,7 +128,7 @@ def test_fresh_noise_changes_across_epochs_and_plain_items_do_not(table):
 
 
 def test_renders_inside_dataloader_workers(table):
-    dataset = FractalCodesDataset(table, RENDER, seed=1, fresh_noise=True, channels=1)
+    dataset = FractalCodesDataset(table, SPEC, seed=1, fresh_noise=True, channels=1)
     dataset.set_epoch(2)
     loader = DataLoader(dataset, batch_size=2, num_workers=2, sampler=[0, 5, 3, 1])
     batches = list(loader)
@@ -153,7 +150,7 @@ def _epochs(dataset, num_workers: int, offsets=(0, 0)) -> list[list[tuple[bytes,
 
 
 def test_persistent_workers_give_the_bytes_of_no_workers_across_epochs(table):
-    dataset = FractalCodesDataset(table, RENDER, seed=7, fresh_noise=True)
+    dataset = FractalCodesDataset(table, SPEC, seed=7, fresh_noise=True)
     without = _epochs(dataset, num_workers=0)
     assert _epochs(dataset, num_workers=2) == without
     first, second = ([images for images, _ in epoch] for epoch in without)
@@ -161,14 +158,14 @@ def test_persistent_workers_give_the_bytes_of_no_workers_across_epochs(table):
 
 
 def test_an_offset_skips_the_first_batches_of_its_epoch_only(table):
-    dataset = FractalCodesDataset(table, RENDER, seed=7, fresh_noise=True)
+    dataset = FractalCodesDataset(table, SPEC, seed=7, fresh_noise=True)
     full, resumed = _epochs(dataset, num_workers=0), _epochs(dataset, num_workers=0, offsets=(2, 1))
     assert resumed[0] == full[0][2:] and resumed[1] == full[1][1:]
     assert len(full[0]) == 3
 
 
 def test_sharded_images_read_back_in_table_order(table, tmp_path):
-    plain = FractalCodesDataset(table, RENDER, seed=0)
+    plain = FractalCodesDataset(table, SPEC, seed=0)
     images = np.stack([plain[i]["image"][0].numpy() for i in range(len(plain))])
     np.save(tmp_path / "shard_00000.npy", images[:4])
     np.save(tmp_path / "shard_00001.npy", images[4:])

@@ -13,7 +13,8 @@ from fdsml.catalog import RankAwareDataCatalog, UnreadableArtefactError
 from fdsml.config import ConfigError
 from fdsml.data import DatasetLayoutError, ImageRecords, read_retrieval_dataset
 from fdsml.data.image_records import ImageRecordsDataset, ImageTransform
-from fdsml.ifs.finefractaldb import FineFractalDBConfig, generate_finefractaldb
+from fdsml.ifs.finefractaldb import FineFractalDBConfig
+from fdsml.families.finefractaldb import generate_finefractaldb
 from fdsml.ifs.table_check import CodesTableError, check_codes_table
 from fdsml.models import build_model, load_checkpoint_file, model_payload, save_checkpoint
 from fdsml.errors import CheckpointError, UserFixableError

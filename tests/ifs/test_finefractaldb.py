@@ -6,17 +6,18 @@ import pytest
 from fdsml import reuse
 from fdsml.config import ConfigError, parse
 from fdsml.ifs import determinant_probabilities, largest_singular_values, psi
+from fdsml.errors import GenerationError
+from fdsml.families import FamilySpec
+from fdsml.families.finefractaldb import FINEFRACTALDB, generate_finefractaldb
+from fdsml.families.generation import generate_class
 from fdsml.ifs.finefractaldb import (
     MAP_COLUMN,
     TABLE_COLUMNS,
     ClassFilter,
     FineFractalDBConfig,
-    GenerationError,
     Perturbation,
     RenderSettings,
-    generate_class,
     class_code,
-    generate_finefractaldb,
     instance_code,
 )
 
@@ -79,7 +80,7 @@ def test_table_does_not_depend_on_worker_count(generated):
 
 def test_a_class_can_be_rebuilt_alone(generated):
     table, _ = generated
-    rows, _ = generate_class(TINY, 1)
+    rows, _ = generate_class(FamilySpec(FINEFRACTALDB, TINY), 1)
     alone = [row["coefficients"] for row in rows]
     assert alone == table[table["class_id"] == 1]["coefficients"].tolist()
 

@@ -5,17 +5,17 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from kedro.io import DataCatalog, MemoryDataset
+from kedro.io import DataCatalog
 from kedro.runner import SequentialRunner
-from kedro_datasets.json import JSONDataset
-from kedro_datasets.pandas import ParquetDataset
 from kedro_datasets.pillow import ImageDataset
 
 from fdsml.config import ConfigError
-from fdsml.datasets import ArrayShardsDataset, OptionalDataset
+from fdsml.datasets import ArrayShardsDataset
 from fdsml.ifs.finefractaldb import TABLE_COLUMNS, instance_code
 from fdsml.ifs.render import RenderSettings
 from fdsml.pipelines.fractals import create_pipeline
+
+from .catalogs import fractals_datasets
 
 TINY = {
     "seed": 1,
@@ -28,17 +28,7 @@ TINY = {
 
 
 def _catalog(folder, params):
-    return DataCatalog(
-        {
-            "params:fractals": MemoryDataset(params),
-            "fractal_codes": ParquetDataset(filepath=str(folder / "codes.parquet")),
-            "fractal_summary": JSONDataset(filepath=str(folder / "summary.json")),
-            "fractal_samples": ImageDataset(filepath=str(folder / "samples.png")),
-            "fractal_images": ArrayShardsDataset(filepath=str(folder / "images")),
-            "fractal_codes_stored": OptionalDataset({"type": "pandas.ParquetDataset", "filepath": str(folder / "codes.parquet")}),
-            "fractal_summary_stored": OptionalDataset({"type": "json.JSONDataset", "filepath": str(folder / "summary.json")}),
-        }
-    )
+    return DataCatalog(fractals_datasets(folder, params))
 
 
 def test_pipeline_writes_table_summary_grid_and_shards(tmp_path):

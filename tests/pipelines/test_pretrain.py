@@ -2,15 +2,13 @@
 
 import pandas as pd
 import torch
-from kedro.io import DataCatalog, MemoryDataset
+from kedro.io import DataCatalog
 from kedro.runner import SequentialRunner
-from kedro_datasets.json import JSONDataset
-from kedro_datasets.pandas import CSVDataset, ParquetDataset
-from kedro_datasets.pillow import ImageDataset
 
-from fdsml.datasets import ArrayShardsDataset, CheckpointDataset, OptionalDataset
 from fdsml.models import load_checkpoint
 from fdsml.pipelines.pretrain import create_pipeline
+
+from .catalogs import pretrain_datasets
 
 FRACTALS = {
     "seed": 2,
@@ -29,20 +27,7 @@ PRETRAIN = {
 
 
 def test_pipeline_trains_from_materialised_shards_and_saves_a_loadable_model(tmp_path):
-    catalog = DataCatalog(
-        {
-            "params:fractals": MemoryDataset(FRACTALS),
-            "params:pretrain": MemoryDataset(PRETRAIN | {"run_dir": str(tmp_path / "run")}),
-            "fractal_codes": ParquetDataset(filepath=str(tmp_path / "codes.parquet")),
-            "fractal_summary": JSONDataset(filepath=str(tmp_path / "summary.json")),
-            "fractal_samples": ImageDataset(filepath=str(tmp_path / "samples.png")),
-            "fractal_images": ArrayShardsDataset(filepath=str(tmp_path / "images")),
-            "fractal_codes_stored": OptionalDataset({"type": "pandas.ParquetDataset", "filepath": str(tmp_path / "codes.parquet")}),
-            "fractal_summary_stored": OptionalDataset({"type": "json.JSONDataset", "filepath": str(tmp_path / "summary.json")}),
-            "pretrained_model": CheckpointDataset(filepath=str(tmp_path / "model.pt")),
-            "pretrain_history": CSVDataset(filepath=str(tmp_path / "history.csv")),
-        }
-    )
+    catalog = DataCatalog(pretrain_datasets(tmp_path, FRACTALS, PRETRAIN))
     SequentialRunner().run(create_pipeline(), catalog)
     history = pd.read_csv(tmp_path / "history.csv")
     assert history["step"].tolist() == [1, 2, 3] and history["loss"].notna().all()

@@ -12,7 +12,8 @@ from kedro_datasets.matplotlib import MatplotlibDataset
 from kedro_datasets.text import TextDataset
 
 from fdsml.config import ConfigError
-from fdsml.ifs.finefractaldb import ClassFilter, FineFractalDBConfig, generate_finefractaldb
+from fdsml.ifs.finefractaldb import ClassFilter, FineFractalDBConfig
+from fdsml.families.finefractaldb import generate_finefractaldb
 from fdsml.ifs.render import RenderSettings
 from fdsml.pipelines.validate_descriptor import create_pipeline
 from fdsml.pipelines.validate_descriptor.nodes import measure_sweeps, measure_triplet_agreement
@@ -99,8 +100,10 @@ def test_a_wrong_parameter_is_named(table):
         measure_sweeps(table, FRACTALS, {**TINY, "sweep": {"n_factors": 32}})
     with pytest.raises(ConfigError, match="validate_descriptor: unknown key.*n_triplet"):
         measure_triplet_agreement(table, FRACTALS, {**TINY, "n_triplet": 5})
-    with pytest.raises(ConfigError, match="fractals.render"):
-        measure_triplet_agreement(table, {"seed": 0}, TINY)
+    with pytest.raises(ConfigError, match="fractals.render.size"):
+        measure_triplet_agreement(table, {"seed": 0, "render": {"size": "large"}}, TINY)
+    with pytest.raises(ConfigError, match="fractals.family: unknown formula family 'fractaldb'; known families: finefractaldb"):
+        measure_triplet_agreement(table, {**FRACTALS, "family": "fractaldb"}, TINY)
 
 
 def test_a_missing_column_is_named(table):

@@ -2,7 +2,9 @@
 
 import pytest
 
-from fdsml.ifs.finefractaldb import ClassFilter, FineFractalDBConfig, RenderSettings, generate_finefractaldb
+from fdsml.ifs.finefractaldb import ClassFilter, FineFractalDBConfig, RenderSettings
+from fdsml.families import FamilySpec
+from fdsml.families.finefractaldb import FINEFRACTALDB, generate_finefractaldb
 
 TINY_FRACTALS = FineFractalDBConfig(
     seed=5,
@@ -11,6 +13,7 @@ TINY_FRACTALS = FineFractalDBConfig(
     render=RenderSettings(size=32, points=600),
     class_filter=ClassFilter(size=96, points=4000),
 )
+TINY_SPEC = FamilySpec(FINEFRACTALDB, TINY_FRACTALS)
 
 
 @pytest.fixture(scope="session")

@@ -29,7 +29,7 @@ class DropoutProbe(torch.nn.Module):
         return []
 
 
-def draw_per_replica(rank: int, world_size: int, port: int, folder: str, table, render) -> None:
+def draw_per_replica(rank: int, world_size: int, port: int, folder: str, table, spec) -> None:
     """Train two steps with :class:`DropoutProbe`, then mix one batch: save what this replica drew."""
     join(rank, world_size, port)
     from fdsml.training import distributed
@@ -42,9 +42,9 @@ def draw_per_replica(rank: int, world_size: int, port: int, folder: str, table, 
     config = tiny_config(f"{folder}/rank{rank}", train={"max_steps": 2})
     context = distributed.setup("cpu")
     plan = plan_pretrain(config, len(table), world_size).check()
-    dataset = build_fractal_dataset(table, render, config, None)
+    dataset = build_fractal_dataset(table, spec, config, None)
     sampler = build_batch_sampler(dataset.labels, config, context, plan)
-    model = build_pretrain_model(config, 3, render.size)
+    model = build_pretrain_model(config, 3, spec.size)
     result = train(model, DropoutProbe(), dataset, sampler, config.train, config.optimizer, f"{folder}/rank{rank}/last.pt", plan=plan)
     mixup = MixupObjective(2, MixupSettings(mixup_alpha=1.0), seed=0)
     batch = {"image": torch.arange(2 * 3 * 4 * 4, dtype=torch.float).reshape(2, 3, 4, 4), "label": torch.tensor([0, 1])}
@@ -56,16 +56,16 @@ def draw_per_replica(rank: int, world_size: int, port: int, folder: str, table, 
 def main(rank: str, world_size: str, port: str, run_dir: str, out: str, threads: str) -> None:
     torch.set_num_threads(int(threads))  # every process sums on the same number of threads, or weights drift
     join(int(rank), int(world_size), int(port))
-    from fdsml.ifs.finefractaldb import generate_finefractaldb
+    from fdsml.families.finefractaldb import generate_finefractaldb
     from fdsml.training.pretrain import pretrain
 
-    from .conftest import TINY_FRACTALS
+    from .conftest import TINY_FRACTALS, TINY_SPEC
     from .helpers import tiny_config
 
     table, _ = generate_finefractaldb(TINY_FRACTALS)
     torch.manual_seed(1000 + int(rank))  # replicas must not depend on their own global state
     config = tiny_config(run_dir, train={"max_steps": 6, "checkpoint_every": 2})
-    payload, history = pretrain(table, TINY_FRACTALS.render, config)
+    payload, history = pretrain(table, TINY_SPEC, config)
     torch.save({"state_dict": payload["state_dict"], "steps": history["step"].tolist(), "loss": history["loss"].tolist()}, out)
     torch.distributed.destroy_process_group()
 

@@ -20,7 +20,7 @@ from fdsml.training.distributed import DistContext
 from fdsml.training.loop import LoopConfig, synchronised_batchnorm
 from fdsml.training.pretrain import pretrain
 
-from .conftest import TINY_FRACTALS
+from .conftest import TINY_SPEC
 from .ddp_worker import draw_per_replica
 from .helpers import tiny_config
 
@@ -107,14 +107,14 @@ def test_resuming_at_another_world_size_is_refused_with_the_way_out(two_node_run
     shutil.copytree(two_node_runs[1] / "node0", run_dir)
     config = tiny_config(run_dir, train={"max_steps": 6, "checkpoint_every": 2})
     with pytest.raises(ConfigError, match=r"written by 2 process\(es\), this run has 1.*Relaunch with 2 .*pretrain.train.resume: false"):
-        pretrain(tiny_table, TINY_FRACTALS.render, config)
+        pretrain(tiny_table, TINY_SPEC, config)
     restarted = tiny_config(run_dir, train={"max_steps": 1, "resume": False})
-    _, history = pretrain(tiny_table, TINY_FRACTALS.render, restarted)
+    _, history = pretrain(tiny_table, TINY_SPEC, restarted)
     assert history["step"].tolist() == [1]
 
 
 def test_replicas_draw_their_own_dropout_masks_and_mixing(tiny_table, tmp_path):
-    mp.spawn(draw_per_replica, args=(2, _free_port(), str(tmp_path), tiny_table, TINY_FRACTALS.render), nprocs=2, join=True)
+    mp.spawn(draw_per_replica, args=(2, _free_port(), str(tmp_path), tiny_table, TINY_SPEC), nprocs=2, join=True)
     first, second = (torch.load(tmp_path / f"draws{rank}.pt", weights_only=True) for rank in range(2))
     assert len(first["masks"]) == 2 and all(a != b for a, b in zip(first["masks"], second["masks"]))
     assert first["masks"][0] != first["masks"][1]  # and per step

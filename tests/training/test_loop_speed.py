@@ -10,7 +10,7 @@ from fdsml.training.loop import OptimizerConfig, build_optimizer
 from fdsml.training.objectives import CrossEntropyObjective
 from fdsml.training.pretrain import parse_pretrain_params, pretrain
 
-from .conftest import TINY_FRACTALS
+from .conftest import TINY_SPEC
 from .helpers import tiny_config
 
 
@@ -24,7 +24,7 @@ def test_history_is_read_from_the_device_once_per_log_interval(tiny_table, tmp_p
 
     monkeypatch.setattr(distributed, "mean_across_ranks", counted)
     config = tiny_config(tmp_path, train={"max_steps": 6, "log_every": 3, "checkpoint_every": 100})
-    _, history = pretrain(tiny_table, TINY_FRACTALS.render, config)
+    _, history = pretrain(tiny_table, TINY_SPEC, config)
     assert reads == [torch.Size([3]), torch.Size([3])]  # one read of three losses per interval, not one per step
     assert history["step"].tolist() == [1, 2, 3, 4, 5, 6]
     for column in ("loss", "nonzero_fraction", "mining_s", "step_s", "images_per_s"):

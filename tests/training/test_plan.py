@@ -15,7 +15,7 @@ from fdsml.training.classification import parse_classification_params, plan_clas
 from fdsml.training.pretrain import plan_pretrain
 from fdsml.training.retrieval import parse_retrieval_params, plan_retrieval
 
-from .conftest import TINY_FRACTALS
+from .conftest import TINY_SPEC
 from .helpers import tiny_config
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
@@ -108,7 +108,7 @@ def test_a_refused_pretraining_builds_no_model(tiny_table, tmp_path, monkeypatch
     config = tiny_config(tmp_path / "run", data={"batches_per_epoch": 2}, train={"max_steps": None, "epochs": 1},
                          optimizer={"schedule": "warmup_cosine", "warmup_steps": 5})
     with pytest.raises(ConfigError, match="pretrain.optimizer.warmup_steps"):
-        pretrain_module.pretrain(tiny_table, TINY_FRACTALS.render, config)
+        pretrain_module.pretrain(tiny_table, TINY_SPEC, config)
     assert not (tmp_path / "run").exists()
 
 

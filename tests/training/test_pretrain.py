@@ -16,10 +16,9 @@ from fdsml.config import ConfigError
 from fdsml.models import build_model, load_checkpoint, save_checkpoint
 from fdsml.training.pretrain import parse_pretrain_params, pretrain
 
-from .conftest import TINY_FRACTALS
+from .conftest import TINY_SPEC
 from .helpers import tiny_config
 
-RENDER = TINY_FRACTALS.render
 
 
 def _weights(payload):
@@ -33,14 +32,14 @@ def test_fdsl_steps_reduce_the_loss(tiny_table, tmp_path):
         optimizer={"base_lr": 1.0},
         train={"max_steps": 25, "checkpoint_every": 100},
     )
-    payload, history = pretrain(tiny_table, RENDER, config)
+    payload, history = pretrain(tiny_table, TINY_SPEC, config)
     assert history["loss"].iloc[:5].mean() > 1.5 * history["loss"].iloc[-5:].mean()
     assert payload["model"]["head"] == "classifier" and payload["model"]["num_classes"] == 3
 
 
 def test_pa_triplet_steps_reduce_the_loss(tiny_table, tmp_path):
     config = tiny_config(tmp_path, train={"max_steps": 25, "checkpoint_every": 100})
-    payload, history = pretrain(tiny_table, RENDER, config)
+    payload, history = pretrain(tiny_table, TINY_SPEC, config)
     assert set(history.columns) >= {"step", "loss", "lr", "nonzero_fraction", "images_per_s", "mining_s", "triplets"}
     assert history["triplets"].iloc[0] == 9  # 9 anchors x C(2, 2) same-class pairs
     assert history["loss"].iloc[:5].mean() > history["loss"].iloc[-5:].mean()
@@ -49,12 +48,12 @@ def test_pa_triplet_steps_reduce_the_loss(tiny_table, tmp_path):
 
 def test_explicit_mode_trains_on_three_images_per_triplet(tiny_table, tmp_path):
     config = tiny_config(tmp_path, pa_triplet={"mode": "explicit", "filter": "each"}, train={"max_steps": 2})
-    _, history = pretrain(tiny_table, RENDER, config)
+    _, history = pretrain(tiny_table, TINY_SPEC, config)
     assert history["triplets"].tolist() == [4, 4]
 
 
 def test_checkpoint_loads_into_a_model_ready_for_inference(tiny_table, tmp_path):
-    payload, _ = pretrain(tiny_table, RENDER, tiny_config(tmp_path, train={"max_steps": 1}))
+    payload, _ = pretrain(tiny_table, TINY_SPEC, tiny_config(tmp_path, train={"max_steps": 1}))
     save_checkpoint(tmp_path / "model.pt", payload)
     model, stored = load_checkpoint(tmp_path / "model.pt")
     assert not model.training and stored["metadata"]["objective"] == "pa_triplet"
@@ -65,9 +64,9 @@ def test_checkpoint_loads_into_a_model_ready_for_inference(tiny_table, tmp_path)
 
 
 def test_a_stale_checkpoint_from_another_configuration_is_not_resumed(tiny_table, tmp_path):
-    pretrain(tiny_table, RENDER, tiny_config(tmp_path, train={"max_steps": 2}))
+    pretrain(tiny_table, TINY_SPEC, tiny_config(tmp_path, train={"max_steps": 2}))
     other = tiny_config(tmp_path, pa_triplet={"filter": "all"}, train={"max_steps": 2})
-    _, history = pretrain(tiny_table, RENDER, other)
+    _, history = pretrain(tiny_table, TINY_SPEC, other)
     assert history["step"].tolist() == [1, 2]
 
 
@@ -77,14 +76,14 @@ KILLED_RUN = textwrap.dedent(
     import pandas as pd
     import torch
     torch.set_num_threads({threads})  # the parent's count: another one sums in another order, and weights drift
-    from fdsml.ifs.finefractaldb import generate_finefractaldb
+    from fdsml.families.finefractaldb import generate_finefractaldb
     from fdsml.training.pretrain import pretrain
     sys.path.insert(0, {tests!r})
-    from training.conftest import TINY_FRACTALS
+    from training.conftest import TINY_FRACTALS, TINY_SPEC
     from training.helpers import tiny_config
     table, _ = generate_finefractaldb(TINY_FRACTALS)
     config = tiny_config({run_dir!r}, train={{"max_steps": 16, "checkpoint_every": 2}})
-    pretrain(table, TINY_FRACTALS.render, config)
+    pretrain(table, TINY_SPEC, config)
     """
 )
 
@@ -104,10 +103,10 @@ def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_one(tiny_table,
     assert child.returncode == -signal.SIGKILL and killed_at < 16
 
     config = tiny_config(killed_dir, train={"max_steps": 16, "checkpoint_every": 2})
-    resumed, history = pretrain(tiny_table, RENDER, config)
+    resumed, history = pretrain(tiny_table, TINY_SPEC, config)
     assert history["step"].tolist() == list(range(1, 17))
     uninterrupted, _ = pretrain(
-        tiny_table, RENDER, tiny_config(tmp_path / "straight", train={"max_steps": 16, "checkpoint_every": 2}),
+        tiny_table, TINY_SPEC, tiny_config(tmp_path / "straight", train={"max_steps": 16, "checkpoint_every": 2}),
     )
     for name, tensor in _weights(uninterrupted).items():
         torch.testing.assert_close(_weights(resumed)[name], tensor, rtol=0, atol=0, msg=name)
@@ -192,7 +191,7 @@ def test_workers_kept_across_epochs_train_the_weights_of_no_workers(tiny_table, 
             model={"img_size": 24},
             train={"max_steps": 4, "num_workers": workers, "checkpoint_every": 100},
         )
-        payloads[workers], history = pretrain(tiny_table, RENDER, config)
+        payloads[workers], history = pretrain(tiny_table, TINY_SPEC, config)
         assert history["epoch"].tolist() == [0, 0, 1, 1]
     assert len(loaders) == 2 and loaders[1].persistent_workers  # one loader, its workers kept, for both epochs
     for name, value in _weights(payloads[0]).items():

@@ -89,8 +89,8 @@ def test_same_filter_is_split_by_coefficient_position():
     assert "same" not in summary["label_rule_agreement"]
 
 
-def test_measured_distances_are_those_of_the_rendered_rows(tiny_table, render_settings):
-    triplets = measure_triplets(tiny_table, render_settings, "all", 12, np.random.default_rng(0), chunk_size=5)
+def test_measured_distances_are_those_of_the_rendered_rows(tiny_table, render_settings, spec):
+    triplets = measure_triplets(tiny_table, spec, "all", 12, np.random.default_rng(0), chunk_size=5)
     for _, t in triplets.head(6).iterrows():
         rows = [tiny_table.iloc[int(t[k])] for k in ("anchor", "first", "second")]
         images = [render_settings.render(*instance_code(row), int(row["seed"])) for row in rows]
@@ -100,12 +100,12 @@ def test_measured_distances_are_those_of_the_rendered_rows(tiny_table, render_se
         assert t["psi_distance_first"] == pytest.approx(np.linalg.norm(psi[int(t["anchor"])] - psi[int(t["first"])]))
 
 
-def test_known_answer_when_every_instance_of_a_class_is_its_anchor(tiny_table, render_settings):
+def test_known_answer_when_every_instance_of_a_class_is_its_anchor(tiny_table, spec):
     """Classes whose instances are all the same code and seed: the same-class candidate is the anchor's
     twin (d_Psi = 0, D = 0), so for `each` descriptor, label rule and shapes all pick it, and for
     `same` both candidates tie at zero in both measures."""
     twins = tiny_table.groupby("class_id").head(1).set_index("class_id").loc[tiny_table["class_id"]].reset_index()
-    triplets = measure_all_filters(twins, render_settings, 40, np.random.default_rng(1))
+    triplets = measure_all_filters(twins, spec, 40, np.random.default_rng(1))
     summary = summarise_agreement(triplets)
     assert summary["agreement"]["each"] == 1.0
     assert summary["label_rule_agreement"]["each"] == 1.0

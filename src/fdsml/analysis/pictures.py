@@ -33,8 +33,7 @@ from fdsml.analysis.trajectory import (
 )
 from fdsml.config import ConfigError
 from fdsml.data import fractal_input
-from fdsml.ifs.finefractaldb import render_rows
-from fdsml.ifs.render import RenderSettings
+from fdsml.families import FamilySpec
 from fdsml.models import EmbeddingModel, load_checkpoint_file, model_from_payload
 from fdsml.validation.sweeps import sweep_factors
 
@@ -71,7 +70,7 @@ def _embed_fractals(model: EmbeddingModel, images: np.ndarray, batch_size: int) 
 def embedding_maps(
     models: dict[str, EmbeddingModel],
     table: pd.DataFrame,
-    render: RenderSettings,
+    spec: FamilySpec,
     factor_range: tuple[float, float],
     config: AnalysisConfig,
 ) -> Figure:
@@ -93,8 +92,8 @@ def embedding_maps(
     sweep_class = int(rng.choice(chosen))
     sweep_row = rows[rows["class_id"] == sweep_class].iloc[0]
     codes, factors = class_sweep(sweep_row, sweep_grid)
-    sweep_images = render_trajectory(codes, render, int(sweep_row["seed"]))
-    images = np.concatenate([render_rows(rows, render), sweep_images])
+    sweep_images = render_trajectory(codes, spec.settings.render, int(sweep_row["seed"]))
+    images = np.concatenate([spec.render_rows(rows), sweep_images])
     labels = rows["class_id"].to_numpy()
     maps = {}
     for name, model in models.items():
@@ -110,14 +109,14 @@ def embedding_maps(
 
 
 def trajectories(
-    models: dict[str, EmbeddingModel], table: pd.DataFrame, render: RenderSettings, config: AnalysisConfig
+    models: dict[str, EmbeddingModel], table: pd.DataFrame, spec: FamilySpec, config: AnalysisConfig
 ) -> tuple[Figure, dict]:
     """Interpolation trajectory per checkpoint: its picture and its smoothness in the full embedding space."""
     settings = config.trajectory
     row_0, row_1 = pick_code_pair(table, config.rng(1))
     alphas = np.linspace(0.0, 1.0, settings.n_alphas)
     seed = int(row_0["seed"])
-    images = render_trajectory(interpolate_codes(*row_codes(row_0, row_1), alphas), render, seed)
+    images = render_trajectory(interpolate_codes(*row_codes(row_0, row_1), alphas), spec.settings.render, seed)
     projections, smoothness = {}, {}
     for name, model in models.items():
         embeddings = _embed_fractals(model, images, config.batch_size)

@@ -1,18 +1,19 @@
-"""FineFractalDB as torch datasets: rendered on the fly from the codes, or read from shards.
+"""A formula family's table as torch datasets: rendered on the fly through the family, or read from shards.
 
-Both take the fractal codes table (one row per instance: ``class_id``, ``coefficients``,
-``probabilities``, ``psi``, ``seed``, ...) and return the same item, a dict with
-``image`` (the rendering as rendered, uint8 (1, S, S)), ``label`` (int class id),
-``psi`` (float32 (6,)) and ``index`` (int row). Workers ship these uint8 images, 1/12 of the
-bytes of float32 RGB; ``model_input`` (:func:`fractal_input`) turns a batch into what the model
-sees, on the device. Only flat NumPy arrays are kept (no per-row Python objects), so the
-datasets pickle cheaply into DataLoader workers, and forked workers do not copy a million
+Both take the codes table (one row per instance: ``class_id``, ``psi``, ``seed`` and the
+family's own columns) and return the same item, a dict with ``image`` (the rendering as
+rendered, uint8 (1, S, S)), ``label`` (int class id), ``psi`` (float32, the family's descriptor
+length) and ``index`` (int row). Workers ship these uint8 images, 1/12 of the bytes of float32
+RGB; ``model_input`` (:func:`fractal_input`) turns a batch into what the model sees, on the
+device. The table is kept in flat NumPy arrays (:class:`FlatRows`, no per-row Python objects),
+so the datasets pickle cheaply into DataLoader workers, and forked workers do not copy a million
 small objects on write when they touch their reference counts.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,9 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import Dataset
 
-from fdsml.ifs import RenderSettings
+from fdsml.errors import GenerationError
+from fdsml.families import FamilySpec
+from fdsml.families.generation import DrawnInstance, draw_instance
 
 
 def fractal_input(images, img_size: int | None = None, channels: int = 3) -> torch.Tensor:
@@ -45,6 +48,10 @@ def fractal_input(images, img_size: int | None = None, channels: int = 3) -> tor
     return batch[0] if images.ndim == 2 else batch
 
 
+INSTANCE_SOURCES = ("table", "fresh")
+"""Where pre-training's instances come from: the table's rows, or drawn anew per (seed, epoch, index)."""
+
+
 def fresh_noise_seed(seed: int, epoch: int, index: int) -> int:
     """The rendering seed of item ``index`` at ``epoch``: a SeedSequence child of ``seed``, in [0, 2**63)."""
     state = np.random.SeedSequence(seed, spawn_key=(epoch, index)).generate_state(1, dtype=np.uint64)[0]
@@ -61,51 +68,40 @@ class _CodesTable:
         self.labels = table["class_id"].to_numpy(dtype=np.int64)
         self.psi = np.asarray(table["psi"].tolist(), dtype=np.float32).reshape(len(table), -1)
 
-    def item(self, index: int, image: np.ndarray) -> dict:
-        return {
-            "image": torch.from_numpy(image).unsqueeze(0),
-            "label": int(self.labels[index]),
-            "psi": torch.from_numpy(self.psi[index].copy()),
-            "index": index,
-        }
+    def item(self, index: int, image: np.ndarray, psi: np.ndarray | None = None) -> dict:
+        """Item ``index`` with its uint8 rendering; ``psi`` overrides the table's descriptor (a fresh instance's)."""
+        psi = self.psi[index] if psi is None else np.asarray(psi, dtype=np.float32)
+        return {"image": torch.from_numpy(image).unsqueeze(0), "label": int(self.labels[index]), "psi": torch.from_numpy(psi.copy()), "index": index}
 
 
-class FlatCodes:
-    """Every instance's IFS code in two flat arrays: row i's maps are ``offsets[i]:offsets[i + 1]``.
-
-    ``coefficients`` (total maps, 6) and ``probabilities`` (total maps,) float64: three arrays
-    whatever the number of rows, instead of two small arrays per row.
+class FlatRows:
+    """Table columns in flat NumPy arrays: one array per scalar column; per list column, the lists
+    concatenated with row offsets. A handful of arrays whatever the number of rows, instead of a
+    Python object per row and cell. ``row(i)`` gives row i as a mapping (lists as array views).
     """
 
-    def __init__(self, coefficients, probabilities):
-        probabilities = [np.asarray(p, dtype=np.float64).ravel() for p in probabilities]
-        coefficients = [np.asarray(c, dtype=np.float64).reshape(-1, 6) for c in coefficients]
-        for row, (code, weights) in enumerate(zip(coefficients, probabilities)):
-            if code.shape[0] != weights.shape[0]:
-                raise ValueError(
-                    f"fractal codes table row {row}: {code.shape[0]} maps in 'coefficients' but "
-                    f"{weights.shape[0]} in 'probabilities'; regenerate the table"
-                )
-        lengths = [weights.shape[0] for weights in probabilities]
-        self.offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)
-        self.coefficients = np.concatenate(coefficients) if coefficients else np.zeros((0, 6))
-        self.probabilities = np.concatenate(probabilities) if probabilities else np.zeros(0)
+    def __init__(self, table: pd.DataFrame, columns):
+        self.scalars, self.lists = {}, {}
+        for name in columns:
+            column = table[name]
+            if column.dtype != object:
+                self.scalars[name] = column.to_numpy()
+                continue
+            values = [np.asarray(value, dtype=np.float64).ravel() for value in column]
+            offsets = np.concatenate([[0], np.cumsum([len(value) for value in values], dtype=np.int64)]).astype(np.int64)
+            self.lists[name] = (np.concatenate(values) if values else np.zeros(0), offsets)
 
-    def __len__(self) -> int:
-        return self.offsets.shape[0] - 1
-
-    def code(self, index: int) -> tuple[np.ndarray, np.ndarray]:
-        """Row ``index``'s (coefficients (m, 6), probabilities (m,)), views into the flat arrays."""
-        start, stop = self.offsets[index], self.offsets[index + 1]
-        return self.coefficients[start:stop], self.probabilities[start:stop]
+    def row(self, index: int) -> dict:
+        row = {name: values[index] for name, values in self.scalars.items()}
+        for name, (flat, offsets) in self.lists.items():
+            row[name] = flat[offsets[index] : offsets[index + 1]]
+        return row
 
 
 class _TableItems(Dataset):
-    """Labels and descriptors from the codes table, and the model's view of a batch, shared by both datasets."""
+    """Labels and descriptors from the codes table, shared by both FineFractalDB datasets."""
 
     _table: _CodesTable
-    channels: int
-    img_size: int | None
 
     @property
     def labels(self) -> np.ndarray:
@@ -114,7 +110,7 @@ class _TableItems(Dataset):
 
     @property
     def psi(self) -> np.ndarray:
-        """Descriptor of every item, (n, 6) float32."""
+        """Descriptor of every item, (n, descriptor length) float32."""
         return self._table.psi
 
     def model_input(self, images: torch.Tensor) -> torch.Tensor:
@@ -123,34 +119,48 @@ class _TableItems(Dataset):
 
 
 class FractalCodesDataset(_TableItems):
-    """Renders each instance from its IFS code when asked (Numba, inside the worker process).
+    """Renders each instance through its family when asked (inside the worker process).
 
-    Without ``fresh_noise`` item i is rendered with the table's ``seed`` (the same image every
-    epoch, the one the fractals pipeline checked for occupancy). With ``fresh_noise`` the seed is
-    :func:`fresh_noise_seed` (``seed``, epoch, i): new points and patches every epoch, the same
-    for the same triple. Call ``set_epoch`` before iterating; DataLoader workers that persist
-    across epochs learn the epoch from their indices (:class:`fdsml.data.epoch_items.EpochItems`).
+    With ``instances="table"`` item i is the table's instance i. Without ``fresh_noise`` it is
+    rendered with the table's ``seed`` (the same image every epoch, the one the fractals pipeline
+    checked for occupancy); with ``fresh_noise`` the seed is :func:`fresh_noise_seed` (``seed``,
+    epoch, i): new points and patches every epoch, the same for the same triple.
+
+    With ``instances="fresh"`` item i is a NEW instance of row i's class for every (``seed``,
+    epoch, i) (:meth:`fresh_instance`): the family's perturbation, validity and occupancy
+    rejection, its own rendering seed, and its descriptor as the item's ``psi``.
+
+    Call ``set_epoch`` before iterating; DataLoader workers that persist across epochs learn the
+    epoch from their indices (:class:`fdsml.data.epoch_items.EpochItems`).
     """
 
     def __init__(
         self,
         table: pd.DataFrame,
-        render: RenderSettings,
+        spec: FamilySpec,
         *,
         seed: int,
         fresh_noise: bool = False,
+        instances: str = "table",
         channels: int = 3,
         img_size: int | None = None,
     ):
-        missing = sorted({"coefficients", "probabilities", "seed"} - set(table.columns))
+        missing = sorted({"seed"} - set(table.columns))
         if missing:
             raise KeyError(f"the fractal codes table lacks column(s) {', '.join(missing)}")
         if channels < 1:
             raise ValueError(f"channels must be positive, got {channels}")
+        if instances not in INSTANCE_SOURCES:
+            raise ValueError(f"instances must be one of {', '.join(INSTANCE_SOURCES)}, got {instances!r}")
         self._table = _CodesTable(table)
-        self.codes = FlatCodes(table["coefficients"], table["probabilities"])
+        self.spec = spec
+        self.instances = instances
+        if instances == "fresh":
+            self.class_codes = {int(c): spec.family.class_code(rows, spec.settings) for c, rows in table.groupby("class_id")}
+        else:
+            own = [name for name in spec.family.table_columns(spec.settings) if name in table.columns and name != "psi"]
+            self.rows = FlatRows(table, own)
         self.seeds = table["seed"].to_numpy(dtype=np.int64)
-        self.render_settings = render
         self.seed = seed
         self.fresh_noise = fresh_noise
         self.channels = channels
@@ -158,21 +168,41 @@ class FractalCodesDataset(_TableItems):
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
-        """Select the epoch whose rendering noise ``fresh_noise`` uses."""
+        """Select the epoch whose rendering noise ``fresh_noise`` (or whose fresh instances) items use."""
         self.epoch = epoch
 
     def rendering_seed(self, index: int) -> int:
-        """The seed item ``index`` is rendered with at the current epoch."""
+        """The seed a table instance ``index`` is rendered with at the current epoch."""
         if self.fresh_noise:
             return fresh_noise_seed(self.seed, self.epoch, index)
         return int(self.seeds[index])
 
+    def fresh_instance(self, index: int) -> DrawnInstance:
+        """A new accepted instance of item ``index``'s class, drawn from ``SeedSequence(seed, (epoch, index))``.
+
+        Rejected draws (validity, occupancy) are redrawn from the same stream, at most the
+        family's instance attempts; then :class:`GenerationError` says what to change.
+        """
+        class_id = int(self.labels[index])
+        rng = np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=(self.epoch, index)))
+        drawn = draw_instance(self.spec, self.class_codes[class_id], rng, Counter())
+        if drawn is None:
+            raise GenerationError(
+                f"fresh instance of item {index} (class {class_id}, epoch {self.epoch}): every one of "
+                f"{self.spec.family.max_instance_attempts(self.spec.settings)} draws was rejected; raise the "
+                "family's instance attempts, lower fractals.min_occupancy, or set pretrain.data.instances: table"
+            )
+        return drawn
+
     def __len__(self) -> int:
-        return len(self.codes)
+        return len(self.seeds)
 
     def __getitem__(self, index: int) -> dict:
         index = int(index)
-        image = self.render_settings.render(*self.codes.code(index), self.rendering_seed(index))
+        if self.instances == "fresh":
+            drawn = self.fresh_instance(index)
+            return self._table.item(index, drawn.image, self.spec.descriptor(drawn.instance))
+        image = self.spec.render(self.spec.instance(self.rows.row(index)), self.rendering_seed(index))
         return self._table.item(index, image)
 
 
@@ -225,5 +255,5 @@ class ShardedImagesDataset(_TableItems):
         if self._arrays is None:
             self._arrays = [np.load(self.folder / name, mmap_mode="r") for name in self.shards]
         shard = int(np.searchsorted(self.offsets, index, side="right")) - 1
-        image = np.array(self._arrays[shard][index - self.offsets[shard]])  # a copy: the memory map is read-only
+        image = np.array(self._arrays[shard][index - self.offsets[shard]])  # out of the read-only memory map
         return self._table.item(index, image)

@@ -1,28 +1,20 @@
-"""FineFractalDB generation: class codes, per-instance perturbations, rejection sampling (METHOD.md section 2).
+"""FineFractalDB's settings, class-code search and table rows (METHOD.md section 2).
 
-Every class is generated independently from ``SeedSequence(seed, spawn_key=(class_id,))`` and
-every instance from ``SeedSequence(seed, spawn_key=(class_id, replacement, instance_id))``, so
-the table does not depend on how classes are spread over worker processes, and any class can be
-rebuilt alone.
+The kernels of the first formula family: :mod:`fdsml.families.finefractaldb` puts them behind
+the family interface, and :mod:`fdsml.families.generation` draws the table.
 """
 
 from __future__ import annotations
 
-import logging
-import time
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
-from multiprocessing import get_context
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
-import pandas as pd
-from tqdm.auto import tqdm
 
 from fdsml import reuse
 from fdsml.config import ConfigError, require_fraction, require_positive, require_range, require_seed
-from fdsml.errors import UserFixableError
+from fdsml.errors import GenerationError
 from fdsml.ifs.codes import (
     POSITIONS,
     class_positions,
@@ -36,8 +28,6 @@ from fdsml.ifs.codes import (
 from fdsml.ifs.descriptor import psi
 from fdsml.ifs.render import RenderSettings, occupancy, render
 from fdsml.seeds import SEED_LIMIT
-
-logger = logging.getLogger(__name__)
 
 TABLE_COLUMNS = (
     "class_id",
@@ -54,10 +44,6 @@ TABLE_COLUMNS = (
 MAP_COLUMN = "map"
 """The perturbed map, a column only of tables whose perturbation scope is ``one_map`` (the default
 tables stay as they were)."""
-
-
-class GenerationError(UserFixableError, RuntimeError):
-    """A class could not be completed within the configured number of attempts."""
 
 
 @dataclass(frozen=True)
@@ -195,42 +181,14 @@ class FineFractalDBConfig:
         return TABLE_COLUMNS + ((MAP_COLUMN,) if self.perturbation.scope == "one_map" else ())
 
 
-def fingerprint(config: FineFractalDBConfig) -> str:
-    """The table's reuse fingerprint (:mod:`fdsml.reuse`): its defining configuration and the generator's code."""
-    return reuse.fingerprint(config, code=__name__)
-
-
-def is_up_to_date(stored_codes: pd.DataFrame | None, stored_summary: dict | None, config: FineFractalDBConfig) -> bool:
-    """True when a stored table exists, was generated from this very configuration and code, and is unedited."""
-    return (
-        stored_codes is not None
-        and stored_summary is not None
-        and stored_summary.get("fingerprint") == fingerprint(config)
-        and stored_summary.get("table_digest") == reuse.content_digest(stored_codes)
-    )
-
-
-@dataclass
-class ClassStats:
-    """Rejection bookkeeping of one class."""
-
-    codes_sampled: int = 0
-    noncontractive_codes: int = 0
-    filter_rejections: int = 0
-    replacements: int = 0
-    instance_draws: int = 0
-    contraction_rejections: int = 0
-    occupancy_rejections: int = 0
-
-
-def sample_class_code(config: FineFractalDBConfig, rng: np.random.Generator, stats: ClassStats) -> np.ndarray:
-    """Draw base codes until one is strictly contractive, non-singular and passes the class filter."""
+def sample_class_code(config: FineFractalDBConfig, rng: np.random.Generator, counts: Counter) -> np.ndarray:
+    """Draw base codes until one is strictly contractive, non-singular and passes the class filter (tallied in ``counts``)."""
     class_filter = config.class_filter
     for _ in range(class_filter.max_attempts):
-        stats.codes_sampled += 1
+        counts["codes_sampled"] += 1
         code = config.code_sampler.sample(rng)
         if not is_contractive(code) or not np.any(np.linalg.det(code[:, :4].reshape(-1, 2, 2))):
-            stats.noncontractive_codes += 1
+            counts["noncontractive_codes"] += 1
             continue
         if not class_filter.enabled:
             return code
@@ -244,135 +202,12 @@ def sample_class_code(config: FineFractalDBConfig, rng: np.random.Generator, sta
         )
         if occupancy(image) >= class_filter.min_fill:
             return code
-        stats.filter_rejections += 1
+        counts["filter_rejections"] += 1
     raise GenerationError(
         f"no class code passed the class filter in {class_filter.max_attempts} draws "
         f"(fractals.class_filter.min_fill={class_filter.min_fill}); raise fractals.class_filter.max_attempts "
         "or lower min_fill"
     )
-
-
-def make_instance(
-    config: FineFractalDBConfig,
-    code: np.ndarray,
-    rng: np.random.Generator,
-    stats: ClassStats,
-    positions: tuple[int, ...] = POSITIONS,
-):
-    """One accepted perturbation of ``code`` at one of ``positions`` as a row dict, or None when
-    every attempt was rejected."""
-    for _ in range(config.perturbation.max_attempts):
-        stats.instance_draws += 1
-        coefficients, position, factor, map_index = config.perturbation.draw(code, rng, positions)
-        if not is_contractive(coefficients):
-            stats.contraction_rejections += 1
-            continue
-        probabilities = determinant_probabilities(coefficients)
-        seed = int(rng.integers(SEED_LIMIT))
-        filled = occupancy(config.render.render(coefficients, probabilities, seed))
-        if filled < config.min_occupancy:
-            stats.occupancy_rejections += 1
-            continue
-        row = {
-            "n_maps": coefficients.shape[0],
-            "coefficients": coefficients.reshape(-1).tolist(),
-            "probabilities": probabilities.tolist(),
-            "psi": psi(coefficients, probabilities).tolist(),
-            "seed": seed,
-            "occupancy": filled,
-            "position": position,
-            "factor": factor,
-        }
-        if map_index is not None:
-            row[MAP_COLUMN] = map_index
-        return row
-    return None
-
-
-def generate_class(config: FineFractalDBConfig, class_id: int) -> tuple[list[dict], ClassStats]:
-    """All instances of one class; the class code is replaced when an instance keeps failing."""
-    stats = ClassStats()
-    class_rng = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=(class_id,)))
-    for replacement in range(config.max_class_replacements + 1):
-        stats.replacements = replacement
-        code = sample_class_code(config, class_rng, stats)
-        positions = class_positions(class_rng, config.perturbation.positions_per_class)
-        rows = []
-        for instance_id in range(config.instances_per_class):
-            sequence = np.random.SeedSequence(config.seed, spawn_key=(class_id, replacement, instance_id))
-            row = make_instance(config, code, np.random.default_rng(sequence), stats, positions)
-            if row is None:
-                break
-            rows.append({"class_id": class_id, "instance_id": instance_id, **row})
-        else:
-            return rows, stats
-        logger.debug("class %d: instance failed %d times, replacing the class code", class_id, config.perturbation.max_attempts)
-    raise GenerationError(
-        f"class {class_id}: an instance failed {config.perturbation.max_attempts} draws in each of "
-        f"{config.max_class_replacements + 1} class codes; raise fractals.max_class_replacements or "
-        "fractals.perturbation.max_attempts, or lower fractals.min_occupancy"
-    )
-
-
-def _generate_class_job(args):
-    return generate_class(*args)
-
-
-def generate_finefractaldb(config: FineFractalDBConfig) -> tuple[pd.DataFrame, dict]:
-    """The FineFractalDB table (one row per instance, ``config.table_columns``) and its generation summary."""
-    started = time.perf_counter()
-    jobs = [(config, class_id) for class_id in range(config.n_classes)]
-    progress = dict(total=config.n_classes, desc="FineFractalDB classes", unit="class")
-    if config.workers == 1:
-        results = [generate_class(*job) for job in tqdm(jobs, **progress)]
-    else:
-        with ProcessPoolExecutor(config.workers, mp_context=get_context("spawn")) as pool:
-            chunk = max(1, config.n_classes // (8 * config.workers))
-            results = list(tqdm(pool.map(_generate_class_job, jobs, chunksize=chunk), **progress))
-    rows = [row for class_rows, _ in results for row in class_rows]
-    table = pd.DataFrame(rows, columns=list(config.table_columns))
-    summary = summarize(table, [stats for _, stats in results], config, time.perf_counter() - started)
-    logger.info(
-        "FineFractalDB: %d classes x %d instances in %.1f s", config.n_classes, config.instances_per_class, summary["seconds"]
-    )
-    return table, summary
-
-
-def summarize(table: pd.DataFrame, stats: list[ClassStats], config: FineFractalDBConfig, seconds: float) -> dict:
-    """Counts, acceptance and rejection rates, occupancy statistics and time taken."""
-    totals = Counter()
-    for class_stats in stats:
-        totals.update(vars(class_stats))
-    occupancies = table["occupancy"].to_numpy()
-    codes_sampled = totals["codes_sampled"]
-    instance_draws = totals["instance_draws"]
-    return {
-        "n_classes": config.n_classes,
-        "instances_per_class": config.instances_per_class,
-        "n_instances": int(len(table)),
-        "sampler": config.sampler,
-        "class_codes_sampled": codes_sampled,
-        "class_noncontractive_rejections": totals["noncontractive_codes"],
-        "class_filter_rejections": totals["filter_rejections"],
-        "class_acceptance_rate": (config.n_classes + totals["replacements"]) / codes_sampled,
-        "class_filter_acceptance_rate": class_filter_acceptance(totals),
-        "class_replacements": totals["replacements"],
-        "instance_draws": instance_draws,
-        "instance_contraction_rejections": totals["contraction_rejections"],
-        "instance_occupancy_rejections": totals["occupancy_rejections"],
-        "instance_acceptance_rate": len(table) / instance_draws,
-        "occupancy": {
-            "min": float(occupancies.min()),
-            "mean": float(occupancies.mean()),
-            "median": float(np.median(occupancies)),
-            "max": float(occupancies.max()),
-        },
-        "n_maps": {str(k): int(v) for k, v in sorted(Counter(table.groupby("class_id")["n_maps"].first()).items())},
-        "render": asdict(config.render),
-        "fingerprint": fingerprint(config),
-        "table_digest": reuse.content_digest(table),
-        "seconds": round(seconds, 3),
-    }
 
 
 def class_filter_acceptance(totals: Counter) -> float | None:
@@ -397,46 +232,3 @@ def class_code(row) -> np.ndarray:
     """The class code an instance row was perturbed from: its perturbation undone."""
     position, factor, map_index = row_perturbation(row)
     return rescale_coefficient(instance_code(row)[0], position, 1.0 / factor, map_index)
-
-
-def render_rows(table: pd.DataFrame, settings: RenderSettings) -> np.ndarray:
-    """Render table rows with their stored seeds: ``(len(table), size, size)`` uint8."""
-    images = np.empty((len(table), settings.size, settings.size), dtype=np.uint8)
-    for out, (_, row) in zip(images, table.iterrows()):
-        out[...] = settings.render(*instance_code(row), int(row["seed"]))
-    return images
-
-
-def _render_rows_job(args):
-    return render_rows(*args)
-
-
-def render_shards(table: pd.DataFrame, settings: RenderSettings, shard_size: int, workers: int = 1):
-    """Yield the renderings of the table in row order, ``shard_size`` rows at a time."""
-    jobs = [(table.iloc[start : start + shard_size], settings) for start in range(0, len(table), shard_size)]
-    progress = dict(total=len(jobs), desc="Rendering shards", unit="shard")
-    if workers == 1:
-        yield from tqdm(map(_render_rows_job, jobs), **progress)
-        return
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        yield from tqdm(pool.map(_render_rows_job, jobs), **progress)
-
-
-def shards_fingerprint(table: pd.DataFrame, settings: RenderSettings) -> str:
-    """The reuse fingerprint of :func:`render_shards`' output: the table's content, the settings, the renderer's code."""
-    return reuse.fingerprint(settings, code=__name__, inputs={"codes": reuse.content_digest(table)})
-
-
-def sample_grid(table: pd.DataFrame, settings: RenderSettings, n_classes: int, n_instances: int, border: int = 2) -> np.ndarray:
-    """A picture of the dataset: rows = the first classes, columns = their first instances."""
-    classes = sorted(table["class_id"].unique())[:n_classes]
-    chosen = table[table["class_id"].isin(classes) & (table["instance_id"] < n_instances)]
-    columns = int(chosen["instance_id"].max()) + 1
-    tile = settings.size + border
-    grid = np.full((len(classes) * tile + border, columns * tile + border), 255, dtype=np.uint8)
-    images = render_rows(chosen, settings)
-    for image, (_, row) in zip(images, chosen.iterrows()):
-        top = classes.index(row["class_id"]) * tile + border
-        left = int(row["instance_id"]) * tile + border
-        grid[top : top + settings.size, left : left + settings.size] = image
-    return grid

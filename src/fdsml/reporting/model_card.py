@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from fdsml.ifs.finefractaldb import FineFractalDBConfig
+from fdsml.families import FamilySpec
 from fdsml.reporting.history import loss_trend
 from fdsml.training.pretrain import PretrainConfig
 
@@ -21,7 +21,7 @@ def model_card(
     licence: str,
     architecture: str,
     payload: dict[str, Any],
-    fractals: FineFractalDBConfig,
+    fractals: FamilySpec,
     pretrain: PretrainConfig,
     history: pd.DataFrame | None = None,
     downstream: str | None = None,
@@ -30,14 +30,14 @@ def model_card(
     model, metadata = payload["model"], payload.get("metadata", {})
     sections = [
         _front_matter(licence),
-        f"# {name}\n\nA `{architecture}` trunk pre-trained on FineFractalDB (synthetic fractal images) "
+        f"# {name}\n\nA `{architecture}` trunk pre-trained on {fractals.family.title} (synthetic formula-driven images) "
         f"with fdsml. It returns pooled features ({_input(model)}).",
         _usage(name),
         _data(fractals),
         _objective(metadata),
         _recipe(model, pretrain, metadata),
         _metrics(history, downstream),
-        f"## Licence\n\n`{licence}`. FineFractalDB is generated from formulas: no real image was used in pre-training.",
+        f"## Licence\n\n`{licence}`. {fractals.family.title} is generated from formulas: no real image was used in pre-training.",
     ]
     return "\n\n".join(sections) + "\n"
 
@@ -59,18 +59,8 @@ def _usage(name: str) -> str:
     )
 
 
-def _data(fractals: FineFractalDBConfig) -> str:
-    render = fractals.render
-    rows = {
-        "classes x instances": f"{fractals.n_classes} x {fractals.instances_per_class} (seed {fractals.seed})",
-        "class codes": fractals.sampler,
-        "class filter": f"fill >= {fractals.class_filter.min_fill} at {fractals.class_filter.size} px"
-        if fractals.class_filter.enabled
-        else "off",
-        "instance perturbation": f"one coefficient per map x U{list(fractals.perturbation.factor_range)}",
-        "rendering": f"{render.size} px, {render.points} points, {render.mode}",
-    }
-    return "## Pre-training data: FineFractalDB\n\n" + _table(rows)
+def _data(fractals: FamilySpec) -> str:
+    return f"## Pre-training data: {fractals.family.title}\n\n" + _table(fractals.family.describe(fractals.settings))
 
 
 def _objective(metadata: dict[str, Any]) -> str:

@@ -40,19 +40,18 @@ def _strip_title(markdown: str) -> str:
 
 
 def fractals_section(summary: dict) -> str:
+    """The formula dataset: its definition (the family's own rows), acceptance, occupancy and time."""
     occupancy = summary["occupancy"]
     rows = [
         ("classes x instances", f"{summary['n_classes']} x {summary['instances_per_class']} = {summary['n_instances']}"),
-        ("class sampler", summary["sampler"]),
-        ("class codes accepted", f"{100 * summary['class_acceptance_rate']:.1f} % of {summary['class_codes_sampled']} sampled"),
+        *((name, value) for name, value in summary["definition"].items() if name != "classes x instances"),
         ("instance draws accepted", f"{100 * summary['instance_acceptance_rate']:.1f} % of {summary['instance_draws']}"),
-        ("rejected: contraction / occupancy", f"{summary['instance_contraction_rejections']} / {summary['instance_occupancy_rejections']}"),
+        ("rejected: invalid / occupancy", f"{summary['instance_invalid_rejections']} / {summary['instance_occupancy_rejections']}"),
         ("occupancy min / median / max", f"{occupancy['min']:.3f} / {occupancy['median']:.3f} / {occupancy['max']:.3f}"),
-        ("rendering", f"{summary['render']['size']} px, {summary['render']['points']} points, {summary['render']['mode']}"),
         ("generation time", f"{summary['seconds']:.1f} s"),
     ]
     table = "| | |\n|---|---|\n" + "\n".join(f"| {name} | {value} |" for name, value in rows)
-    return "## FineFractalDB\n\n" + table + "\n\n" + _picture("sample fractals", "fractal_samples.png")
+    return f"## {summary['title']}\n\n" + table + "\n\n" + _picture("sample images", "fractal_samples.png")
 
 
 def pretrain_section(history: pd.DataFrame) -> str:

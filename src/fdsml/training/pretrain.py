@@ -1,4 +1,4 @@
-"""Pre-training on FineFractalDB: settings, and the assembly of data, model and objective for the loop."""
+"""Pre-training on a formula family's dataset (FineFractalDB by default): settings, and the assembly of data, model and objective for the loop."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from fdsml.data import (
     ShardedImagesDataset,
     ShuffledBatchSampler,
 )
-from fdsml.ifs.render import RenderSettings
+from fdsml.families import FamilySpec
 from fdsml.models import build_model, model_payload
 from fdsml.models.backbones import MODEL_REGISTRY
 from fdsml.training import distributed
@@ -78,6 +78,7 @@ class DataSettings:
 
     source: Literal["render", "shards"] = "render"
     fresh_noise: bool = True
+    instances: Literal["table", "fresh"] = "table"  # fresh: a new instance of the row's class per (seed, epoch, index)
     classes_per_batch: int = 4
     instances_per_class: int = 4
     triplets_per_batch: int = 8
@@ -88,6 +89,11 @@ class DataSettings:
             require_positive(f"pretrain.data.{key}", getattr(self, key))
         if self.batches_per_epoch is not None:
             require_positive("pretrain.data.batches_per_epoch", self.batches_per_epoch)
+        if self.instances == "fresh" and self.source == "shards":
+            raise ConfigError(
+                "pretrain.data.instances: 'fresh' draws and renders new instances in the loader; "
+                "it needs pretrain.data.source: render, not shards"
+            )
 
 
 @dataclass(frozen=True)
@@ -135,7 +141,7 @@ def parse_pretrain_params(params: dict[str, Any]) -> PretrainConfig:
 
 
 def run_fingerprint(
-    config: PretrainConfig, render: RenderSettings, table: pd.DataFrame, world_size: int, shards: dict | None = None
+    config: PretrainConfig, spec: FamilySpec, table: pd.DataFrame, world_size: int, shards: dict | None = None
 ) -> str:
     """The run folder's reuse fingerprint (:mod:`fdsml.reuse`): what a resumed or reused run must share.
 
@@ -145,18 +151,21 @@ def run_fingerprint(
     inputs = {"codes": reuse.content_digest(table)}
     if config.data.source == "shards":
         inputs["images"] = (shards or {}).get("fingerprint", "")
-    return reuse.fingerprint({"pretrain": config, "render": render}, code=__name__, inputs=inputs, world_size=world_size)
+    return reuse.fingerprint({"pretrain": config, **spec.defining()}, code=__name__, inputs=inputs, world_size=world_size)
 
 
-def build_fractal_dataset(table: pd.DataFrame, render: RenderSettings, config: PretrainConfig, shards: dict | None):
-    """Images rendered on the fly from the codes (default), or read from materialised ``shards`` (the stored
-    manifest), at the model's input size."""
-    img_size = config.model.img_size or render.size
+def build_fractal_dataset(table: pd.DataFrame, spec: FamilySpec, config: PretrainConfig, shards: dict | None):
+    """Images rendered on the fly through the family (the table's instances, or fresh ones), or read from
+    materialised ``shards`` (the stored manifest), at the model's input size."""
+    img_size = config.model.img_size or spec.size
     if config.data.source == "shards":
         if shards is None:
             raise ConfigError("pretrain.data.source: 'shards' needs the fractals pipeline run with outputs.materialize: true")
         return ShardedImagesDataset(shards["folder"], table, img_size=img_size)
-    return FractalCodesDataset(table, render, seed=config.train.seed, fresh_noise=config.data.fresh_noise, img_size=img_size)
+    data = config.data
+    return FractalCodesDataset(
+        table, spec, seed=config.train.seed, fresh_noise=data.fresh_noise, instances=data.instances, img_size=img_size
+    )
 
 
 def plan_pretrain(config: PretrainConfig, images: int, world_size: int) -> TrainingPlan:
@@ -239,25 +248,25 @@ def build_objective(config: PretrainConfig):
 
 def pretrain(
     table: pd.DataFrame,
-    render: RenderSettings,
+    spec: FamilySpec,
     config: PretrainConfig,
     *,
     shards: dict | None = None,
 ) -> tuple[dict, pd.DataFrame]:
-    """Pre-train on the FineFractalDB ``table``; returns the model file payload and the per-step history.
+    """Pre-train on the family's ``table`` (rendered through ``spec``); returns the model file payload and the per-step history.
 
     ``shards`` is the materialised renderings' manifest (``fractal_images``), read when
     ``data.source`` is ``shards``.
     """
     context = distributed.setup(config.train.device)
     plan = plan_pretrain(config, len(table), context.world_size).check()
-    dataset = build_fractal_dataset(table, render, config, shards)
+    dataset = build_fractal_dataset(table, spec, config, shards)
     sampler = build_batch_sampler(dataset.labels, config, context, plan)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.train.seed)
-        model = build_pretrain_model(config, int(table["class_id"].nunique()), render.size)
+        model = build_pretrain_model(config, int(table["class_id"].nunique()), spec.size)
     objective = build_objective(config)
-    fingerprint = run_fingerprint(config, render, table, context.world_size, shards)
+    fingerprint = run_fingerprint(config, spec, table, context.world_size, shards)
     result = train(
         model,
         objective,

@@ -13,10 +13,9 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
+from fdsml.families import FamilySpec
 from fdsml.ifs.chamfer import chamfer_distances
 from fdsml.ifs.descriptor import descriptor_distance
-from fdsml.ifs.finefractaldb import render_rows
-from fdsml.ifs.render import RenderSettings
 from fdsml.losses.candidates import FILTERS, first_is_positive, sample_explicit_triplets
 
 SAME_POSITION_GROUPS = ("all_same_position", "candidates_same_position", "candidates_different_positions")
@@ -38,17 +37,17 @@ def wilson_interval(successes: float, n: int, confidence: float = 0.95) -> tuple
 
 def measure_triplets(
     table: pd.DataFrame,
-    settings: RenderSettings,
+    spec: FamilySpec,
     filter_name: str,
     n_triplets: int,
     rng: np.random.Generator,
     chunk_size: int = 256,
 ) -> pd.DataFrame:
-    """Sample ``n_triplets`` triplets of one filter from the FineFractalDB table and measure them.
+    """Sample ``n_triplets`` triplets of one filter from the family's table and measure them.
 
     Returns one row per triplet: the table positions of anchor / first / second, their class ids
-    and perturbed coefficient positions, d_Psi and D from the anchor to each candidate.
-    Renderings use each row's stored seed, as pre-training does.
+    (and perturbed positions, for a table with a ``position`` column), d_Psi and D from the anchor
+    to each candidate. Renderings use each row's stored seed, as pre-training does.
     """
     class_ids = table["class_id"].to_numpy()
     anchors, first, second = sample_explicit_triplets(class_ids, n_triplets, filter_name, rng)
@@ -59,11 +58,14 @@ def measure_triplets(
         stop = min(start + chunk_size, n_triplets)
         rows = np.concatenate([anchors[start:stop], first[start:stop], second[start:stop]])
         needed, inverse = np.unique(rows, return_inverse=True)
-        images = render_rows(table.iloc[needed], settings)
+        images = spec.render_rows(table.iloc[needed])
         a, f, s = np.split(inverse, 3)
         chamfer_first[start:stop] = chamfer_distances(images[a], images[f])
         chamfer_second[start:stop] = chamfer_distances(images[a], images[s])
-    positions = table["position"].to_numpy()
+    positions = {}
+    if "position" in table.columns:
+        position = table["position"].to_numpy()
+        positions = {f"{role}_position": position[rows] for role, rows in (("anchor", anchors), ("first", first), ("second", second))}
     return pd.DataFrame(
         {
             "filter": filter_name,
@@ -73,9 +75,7 @@ def measure_triplets(
             "anchor_class": class_ids[anchors],
             "first_class": class_ids[first],
             "second_class": class_ids[second],
-            "anchor_position": positions[anchors],
-            "first_position": positions[first],
-            "second_position": positions[second],
+            **positions,
             "psi_distance_first": descriptor_distance(descriptors[anchors], descriptors[first]),
             "psi_distance_second": descriptor_distance(descriptors[anchors], descriptors[second]),
             "chamfer_first": chamfer_first,
@@ -85,11 +85,11 @@ def measure_triplets(
 
 
 def measure_all_filters(
-    table: pd.DataFrame, settings: RenderSettings, n_triplets: int, rng: np.random.Generator, chunk_size: int = 256
+    table: pd.DataFrame, spec: FamilySpec, n_triplets: int, rng: np.random.Generator, chunk_size: int = 256
 ) -> pd.DataFrame:
     """``measure_triplets`` for every candidate filter, stacked (column ``filter``)."""
     return pd.concat(
-        [measure_triplets(table, settings, name, n_triplets, rng, chunk_size) for name in FILTERS], ignore_index=True
+        [measure_triplets(table, spec, name, n_triplets, rng, chunk_size) for name in FILTERS], ignore_index=True
     )
 
 
@@ -167,7 +167,7 @@ def summarise_agreement(triplets: pd.DataFrame) -> dict:
             summary["label_rule_agreement_ci95"][name] = label["ci95"]
             summary["same_positive_rate"][name] = _proportion(label_first == chosen["descriptor_first"].to_numpy())["fraction"]
     same = (triplets["filter"] == "same").to_numpy()
-    if same.any():
+    if same.any() and "anchor_position" in triplets.columns:
         groups = same_position_group(triplets[same])
         agree = (picks["descriptor_first"] == picks["shape_first"]).to_numpy()[same]
         summary["same_by_position"] = {group: _proportion(agree[groups == group]) for group in SAME_POSITION_GROUPS}

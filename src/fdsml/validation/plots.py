@@ -11,32 +11,37 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from fdsml.ifs.codes import COEFFICIENT_NAMES
-from fdsml.ifs.finefractaldb import render_rows
-from fdsml.ifs.render import RenderSettings
+from fdsml.families import FamilySpec
 from fdsml.losses.candidates import FILTERS, first_is_positive
 
-POSITION_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
+POSITION_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan", "tab:grey")
 SEEDING_STYLES = {"common": dict(color="black", marker="o", markersize=3), "fresh": dict(color="tab:grey", marker=".", alpha=0.7)}
 
 
-def sweep_figure(points: pd.DataFrame, base: int) -> Figure:
-    """D versus s for the six coefficients of one base code; the noise floor dashed."""
+def _colour(position: int) -> str:
+    return POSITION_COLOURS[position % len(POSITION_COLOURS)]
+
+
+def sweep_figure(points: pd.DataFrame, base: int, names: tuple[str, ...]) -> Figure:
+    """D versus s for each swept parameter (``names``, by position) of one base code; the noise floor dashed."""
     chosen = points[points["base"] == base]
     if chosen.empty:
         raise ValueError(f"no sweep points for base code {base}")
-    figure = Figure(figsize=(12, 6.5), layout="constrained")
-    axes = figure.subplots(2, 3, sharex=True)
+    rows = -(-len(names) // 3)
+    figure = Figure(figsize=(12, 3.25 * rows), layout="constrained")
+    axes = np.atleast_2d(figure.subplots(rows, 3, sharex=True, squeeze=False))
     floor = float(chosen["noise_floor"].iloc[0])
-    for position, ax in enumerate(axes.flat):
+    for ax in axes.flat[len(names) :]:
+        ax.set_visible(False)
+    for position, ax in enumerate(axes.flat[: len(names)]):
         panel = chosen[chosen["position"] == position]
         for seeding, group in panel.groupby("seeding"):
             group = group.sort_values("factor")
             ax.plot(group["factor"], group["chamfer"], label=f"{seeding} seed", **SEEDING_STYLES.get(seeding, {}))
         ax.axhline(floor, linestyle="--", color="tab:red", label=f"noise floor {floor:.2f} px")
         ax.axvline(1.0, linestyle=":", color="tab:grey")
-        contractive = "contractive" if panel["contractive"].all() else "leaves contraction"
-        ax.set_title(f"coefficient {COEFFICIENT_NAMES[position]} ({contractive})")
+        valid = "valid" if panel["contractive"].all() else "leaves the valid set"
+        ax.set_title(f"{names[position]} ({valid})")
         ax.set_xlabel("scale factor s")
         ax.set_ylabel("Chamfer D to base (px)")
     axes.flat[0].legend(fontsize="small")
@@ -44,31 +49,30 @@ def sweep_figure(points: pd.DataFrame, base: int) -> Figure:
     return figure
 
 
-def scatter_figure(points: pd.DataFrame) -> Figure:
-    """D versus d_Psi over every sweep point, coloured by the rescaled coefficient.
+def scatter_figure(points: pd.DataFrame, names: tuple[str, ...]) -> Figure:
+    """D versus d_Psi over every sweep point, coloured by the rescaled parameter (``names``, by position).
 
     Empty renderings (D pinned to the frame diagonal) are left out and counted in the title;
-    points of codes that leave contraction are drawn as crosses.
+    invalid points (FineFractalDB: codes that leave contraction) are drawn as crosses.
     """
     figure = Figure(figsize=(7.5, 6), layout="constrained")
     ax = figure.subplots()
     shown = points[~points["empty"] & np.isfinite(points["psi_distance"])]
-    for position, name in enumerate(COEFFICIENT_NAMES):
+    for position in range(len(names)):
         group = shown[shown["position"] == position]
         for contractive, marker in ((True, "o"), (False, "x")):
             part = group[group["contractive"] == contractive]
-            colour = POSITION_COLOURS[position]
-            ax.scatter(part["psi_distance"], part["chamfer"], s=10, marker=marker, color=colour, alpha=0.6, linewidths=0.8)
-    handles = [Line2D([], [], color=c, marker="o", linestyle="", label=n) for c, n in zip(POSITION_COLOURS, COEFFICIENT_NAMES)]
-    handles.append(Line2D([], [], color="black", marker="x", linestyle="", label="non-contractive code"))
-    ax.legend(handles=handles, title="rescaled coefficient", fontsize="small")
+            ax.scatter(part["psi_distance"], part["chamfer"], s=10, marker=marker, color=_colour(position), alpha=0.6, linewidths=0.8)
+    handles = [Line2D([], [], color=_colour(p), marker="o", linestyle="", label=n) for p, n in enumerate(names)]
+    handles.append(Line2D([], [], color="black", marker="x", linestyle="", label="invalid (non-contractive) point"))
+    ax.legend(handles=handles, title="rescaled parameter", fontsize="small")
     ax.set_xlabel("descriptor distance d_Psi to the base")
     ax.set_ylabel("Chamfer D to the base rendering (px)")
     ax.set_title(f"{len(shown)} sweep points ({int(points['empty'].sum())} empty renderings left out)")
     return figure
 
 
-def triplet_examples(triplets: pd.DataFrame, table: pd.DataFrame, settings: RenderSettings, per_filter: int) -> dict:
+def triplet_examples(triplets: pd.DataFrame, table: pd.DataFrame, spec: FamilySpec, per_filter: int) -> dict:
     """The first ``per_filter`` measured triplets of each filter, rendered and ordered by the descriptor.
 
     Returns ``{filter: list of dicts}`` with images ``anchor``, ``positive``, ``negative`` and
@@ -82,7 +86,7 @@ def triplet_examples(triplets: pd.DataFrame, table: pd.DataFrame, settings: Rend
             keep = bool(first_is_positive(t["psi_distance_first"], t["psi_distance_second"]))
             order = ("first", "second") if keep else ("second", "first")
             indices = [int(t["anchor"]), int(t[order[0]]), int(t[order[1]])]
-            images = render_rows(table.iloc[indices], settings)
+            images = spec.render_rows(table.iloc[indices])
             rows.append(
                 {
                     "anchor": images[0],

@@ -1,8 +1,9 @@
-"""Perturbation sweeps: does D grow with the size of a one-coefficient perturbation? (METHOD.md 6)
+"""Perturbation sweeps: does D grow with the size of a one-parameter perturbation? (METHOD.md 6)
 
-From a class's base code, one coefficient position is rescaled in every map by each factor s
-of an even grid on [0.6, 1.4] (s = 1 included), probabilities are recomputed from |det|, the
-code is rendered, and D to the base rendering is measured together with d_Psi to the base.
+From a class's base code, one of the family's sweep parameters (``position``; FineFractalDB: a
+coefficient, rescaled in every map, probabilities recomputed from |det|) is multiplied by each
+factor s of an even grid on [0.6, 1.4] (s = 1 included), the result is rendered, and D to the
+base rendering is measured together with d_Psi to the base.
 
 Seeding: with common random numbers (the default) every code of a sweep is rendered with the
 base's seed, so D measures structure rather than sampling noise; otherwise every point gets a
@@ -11,8 +12,8 @@ with the base seed and re-renderings with other seeds.
 
 Per sweep the two directions (s <= 1 and s >= 1, both starting at s = 1) are read outward:
 D is *monotone* when it never decreases, and *monotone within noise* when it never falls more
-than the noise floor below its running maximum. A sweep is contractive when every code in it
-is; one that renders empty anywhere counts in ``n_empty`` (D to an empty image is the frame's L1
+than the noise floor below its running maximum. A sweep is ``contractive`` when every point in it
+passes the family's validity rules (FineFractalDB: strict contraction); one that renders empty anywhere counts in ``n_empty`` (D to an empty image is the frame's L1
 diagonal, see ``fdsml.ifs.chamfer``).
 """
 
@@ -24,17 +25,14 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
+from typing import Any
+
+from fdsml.families import FamilySpec
 from fdsml.ifs.chamfer import chamfer_distances
-from fdsml.ifs.codes import determinant_probabilities, is_contractive, rescale_coefficient
-from fdsml.ifs.descriptor import descriptor_distance, psi
-from fdsml.ifs.finefractaldb import class_code
-from fdsml.ifs.render import RenderSettings
+from fdsml.ifs.descriptor import descriptor_distance
 from fdsml.seeds import SEED_LIMIT
 
 logger = logging.getLogger(__name__)
-
-N_POSITIONS = 6
-
 
 def sweep_factors(factor_range: tuple[float, float], n_factors: int) -> np.ndarray:
     """``n_factors`` evenly spaced factors on ``factor_range``; 1.0 must be one of them and is set exactly."""
@@ -46,64 +44,53 @@ def sweep_factors(factor_range: tuple[float, float], n_factors: int) -> np.ndarr
     return factors
 
 
-def base_codes(table: pd.DataFrame, n_base_codes: int, rng: np.random.Generator) -> tuple[list[np.ndarray], np.ndarray]:
+def base_codes(table: pd.DataFrame, spec: FamilySpec, n_base_codes: int, rng: np.random.Generator) -> tuple[list[Any], np.ndarray]:
     """The class codes of ``n_base_codes`` distinct classes drawn at random, with their class ids."""
     classes = np.unique(table["class_id"].to_numpy())
     if n_base_codes > classes.shape[0]:
         raise ValueError(f"{n_base_codes} base codes need as many classes; the table has {classes.shape[0]}")
     chosen = np.sort(rng.choice(classes, size=n_base_codes, replace=False))
-    first_rows = table.groupby("class_id").head(1).set_index("class_id").loc[chosen]
-    return [class_code(row) for _, row in first_rows.iterrows()], chosen
+    rows = table.groupby("class_id")
+    return [spec.family.class_code(rows.get_group(class_id), spec.settings) for class_id in chosen], chosen
 
 
-def _probabilities(coefficients: np.ndarray) -> np.ndarray | None:
-    """|det| probabilities, or None when every map became singular (that code renders empty)."""
-    try:
-        return determinant_probabilities(coefficients)
-    except ValueError:
-        return None
+def _base(spec: FamilySpec, base: Any):
+    """The base code as an instance (every parameter at factor 1)."""
+    return spec.family.rescaled(base, 0, 1.0, spec.settings)[0]
 
 
-def _render(settings: RenderSettings, coefficients: np.ndarray, probabilities: np.ndarray | None, seed: int) -> np.ndarray:
-    if probabilities is None:
-        return np.zeros((settings.size, settings.size), dtype=np.uint8)
-    return settings.render(coefficients, probabilities, seed)
-
-
-def noise_floor(base: np.ndarray, settings: RenderSettings, seed: int, other_seeds: np.ndarray) -> float:
+def noise_floor(base: Any, spec: FamilySpec, seed: int, other_seeds: np.ndarray) -> float:
     """Median D between the base rendered with ``seed`` and re-rendered with each of ``other_seeds``."""
-    probabilities = determinant_probabilities(base)
-    reference = settings.render(base, probabilities, seed)
-    others = np.stack([settings.render(base, probabilities, int(s)) for s in other_seeds])
+    instance = _base(spec, base)
+    reference = spec.render(instance, seed)
+    others = np.stack([spec.render(instance, int(s)) for s in other_seeds])
     return float(np.median(chamfer_distances(reference, others)))
 
 
 def sweep(
-    base: np.ndarray,
+    base: Any,
     position: int,
     factors: np.ndarray,
-    settings: RenderSettings,
+    spec: FamilySpec,
     seed: int,
     point_seeds: np.ndarray | None = None,
 ) -> pd.DataFrame:
-    """One sweep: per factor, d_Psi and D to the base, whether the code is contractive and renders empty.
+    """One sweep: per factor, d_Psi and D to the base, whether the point is valid (``contractive``) and renders empty.
 
-    Every code renders with ``seed`` (common random numbers) unless ``point_seeds`` gives one
-    seed per factor. Probabilities are recomputed from |det| for every code.
+    Every point renders with ``seed`` (common random numbers) unless ``point_seeds`` gives one
+    seed per factor. A point that cannot be rendered at all is an empty image without d_Psi.
     """
-    base_probabilities = determinant_probabilities(base)
-    reference = settings.render(base, base_probabilities, seed)
-    base_psi = psi(base, base_probabilities)
-    images = np.empty((factors.shape[0], settings.size, settings.size), dtype=np.uint8)
+    base_instance = _base(spec, base)
+    reference = spec.render(base_instance, seed)
+    base_psi = spec.descriptor(base_instance)
+    images = np.zeros((factors.shape[0], spec.size, spec.size), dtype=np.uint8)
     distances = np.full(factors.shape[0], np.nan)
     contractive = np.empty(factors.shape[0], dtype=bool)
     for k, factor in enumerate(factors):
-        code = rescale_coefficient(base, position, float(factor))
-        probabilities = _probabilities(code)
-        images[k] = _render(settings, code, probabilities, seed if point_seeds is None else int(point_seeds[k]))
-        contractive[k] = is_contractive(code)
-        if probabilities is not None:
-            distances[k] = descriptor_distance(psi(code, probabilities), base_psi)
+        instance, contractive[k] = spec.family.rescaled(base, position, float(factor), spec.settings)
+        if instance is not None:
+            images[k] = spec.render(instance, seed if point_seeds is None else int(point_seeds[k]))
+            distances[k] = descriptor_distance(spec.descriptor(instance), base_psi)
     return pd.DataFrame(
         {
             "position": position,
@@ -117,24 +104,25 @@ def sweep(
 
 
 def run_sweeps(
-    bases: list[np.ndarray],
+    bases: list[Any],
     class_ids: np.ndarray,
     factors: np.ndarray,
-    settings: RenderSettings,
+    spec: FamilySpec,
     rng: np.random.Generator,
     n_noise_seeds: int = 4,
     common_random_numbers: bool = True,
 ) -> pd.DataFrame:
-    """Sweeps of every coefficient position of every base code, stacked with ``base``, ``class_id``,
+    """Sweeps of every sweep parameter of every base code, stacked with ``base``, ``class_id``,
     ``noise_floor`` and ``seeding`` ("common" or "fresh") columns."""
     frames = []
+    n_parameters = len(spec.family.sweep_parameters(spec.settings))
     for index, (base, class_id) in enumerate(zip(bases, class_ids)):
-        seeds = rng.integers(SEED_LIMIT, size=1 + n_noise_seeds + N_POSITIONS * factors.shape[0])
+        seeds = rng.integers(SEED_LIMIT, size=1 + n_noise_seeds + n_parameters * factors.shape[0])
         seed, other_seeds = int(seeds[0]), seeds[1 : 1 + n_noise_seeds]
-        point_seeds = seeds[1 + n_noise_seeds :].reshape(N_POSITIONS, -1)
-        floor = noise_floor(base, settings, seed, other_seeds)
-        for position in range(N_POSITIONS):
-            frame = sweep(base, position, factors, settings, seed, None if common_random_numbers else point_seeds[position])
+        point_seeds = seeds[1 + n_noise_seeds :].reshape(n_parameters, -1)
+        floor = noise_floor(base, spec, seed, other_seeds)
+        for position in range(n_parameters):
+            frame = sweep(base, position, factors, spec, seed, None if common_random_numbers else point_seeds[position])
             frames.append(frame.assign(base=index, class_id=class_id, noise_floor=floor))
         logger.debug("sweeps of base code %d (class %s) done, noise floor %.3f px", index, class_id, floor)
     seeding = "common" if common_random_numbers else "fresh"
@@ -191,7 +179,7 @@ def sweep_statistics(points: pd.DataFrame) -> pd.DataFrame:
 
 
 def pooled_spearman(points: pd.DataFrame) -> pd.Series:
-    """Per base code: Spearman between d_Psi and D over all points of its six sweeps."""
+    """Per base code: Spearman between d_Psi and D over all points of its sweeps."""
     return pd.Series({base: spearman(p["psi_distance"], p["chamfer"]) for base, p in points.groupby("base")}, dtype=np.float64)
 
 

@@ -30,9 +30,9 @@ def plot_embedding_maps(
     perturbation range), ``params:analysis``. Returns ``analysis_embedding_map``.
     """
     config = parse_analysis_params(params)
-    fractals = parse_fractals_params(params_fractals)
+    spec = parse_fractals_params(params_fractals).spec
     models = _models(pretrained_model, config)
-    return pictures.embedding_maps(models, fractal_codes, fractals.render, fractals.perturbation.factor_range, config)
+    return pictures.embedding_maps(models, fractal_codes, spec, spec.settings.perturbation.factor_range, config)
 
 
 def trace_trajectories(
@@ -40,8 +40,8 @@ def trace_trajectories(
 ) -> tuple[Figure, dict]:
     """Interpolation between two codes, embedded by each checkpoint: ``analysis_trajectory`` and its smoothness."""
     config = parse_analysis_params(params)
-    render = parse_fractals_params(params_fractals).render
-    return pictures.trajectories(_models(pretrained_model, config), fractal_codes, render, config)
+    spec = parse_fractals_params(params_fractals).spec
+    return pictures.trajectories(_models(pretrained_model, config), fractal_codes, spec, config)
 
 
 def explain_resnets(pretrained_model: dict[str, Any], params: dict) -> tuple[Figure, Figure, dict]:
@@ -59,15 +59,15 @@ def explain_vits(pretrained_model: dict[str, Any], params: dict) -> Figure:
 def plot_sample_grid(fractal_codes: pd.DataFrame, params_fractals: dict, params: dict) -> Figure:
     """Sample fractals, rows = classes, columns = instances: ``analysis_sample_grid``."""
     settings = parse_analysis_params(params).grids
-    render = parse_fractals_params(params_fractals).render
-    return sample_grid_figure(fractal_codes, render, settings.n_classes, settings.n_instances)
+    spec = parse_fractals_params(params_fractals).spec
+    return sample_grid_figure(fractal_codes, spec, settings.n_classes, settings.n_instances)
 
 
 def plot_triplet_grid(fractal_codes: pd.DataFrame, params_fractals: dict, params: dict) -> Figure:
     """Sampled triplets per candidate filter, positive and negative marked: ``analysis_triplet_grid``."""
     config = parse_analysis_params(params)
-    render = parse_fractals_params(params_fractals).render
-    return triplet_grid(fractal_codes, render, config.grids.triplets_per_filter, config.rng(3))
+    spec = parse_fractals_params(params_fractals).spec
+    return triplet_grid(fractal_codes, spec, config.grids.triplets_per_filter, config.rng(3))
 
 
 def collect_metrics(trajectory_metrics: dict, gradcam_metrics: dict, params: dict) -> dict:

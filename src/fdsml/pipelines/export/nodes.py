@@ -31,7 +31,7 @@ def export_backbone(
         licence=config.licence,
         architecture=backbone_recipe(pretrained_model["model"]["name"]).timm_name,
         payload=pretrained_model,
-        fractals=parse_fractals_params(fractals_params),
+        fractals=parse_fractals_params(fractals_params).spec,
         pretrain=parse_pretrain_params(pretrain_params),
         history=pretrain_history,
         downstream=retrieval_table,

@@ -1,24 +1,18 @@
-"""Nodes of the ``fractals`` pipeline: parse parameters, call ``fdsml.ifs.finefractaldb``."""
+"""Nodes of the ``fractals`` pipeline: parse parameters, call ``fdsml.families``."""
 
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 from PIL import Image
 
-from fdsml.config import parse, require_positive
-from fdsml.reuse import non_defining
-from fdsml.ifs.finefractaldb import (
-    FineFractalDBConfig,
-    generate_finefractaldb,
-    is_up_to_date,
-    render_shards,
-    sample_grid,
-    shards_fingerprint,
-)
+from fdsml.config import ConfigError, parse, require_positive
+from fdsml.families import FamilySpec, family_spec
+from fdsml.families.generation import generate_table, is_up_to_date, render_shards, sample_grid, shards_fingerprint
+from fdsml.reuse import defining_configuration
 from fdsml.run_events import StepReport, report_step
 
 logger = logging.getLogger(__name__)
@@ -39,39 +33,42 @@ class OutputSettings:
 
 
 @dataclass(frozen=True)
-class FractalsConfig(FineFractalDBConfig):
-    """``params:fractals``: the dataset's definition plus its outputs."""
+class FractalsConfig:
+    """``params:fractals``: the selected family with its settings (the dataset's definition), plus the outputs."""
 
-    outputs: OutputSettings = non_defining(default_factory=OutputSettings)  # written beside the table, not in it
+    spec: FamilySpec
+    outputs: OutputSettings
 
 
 def parse_fractals_params(params: dict[str, Any]) -> FractalsConfig:
     """Validate ``params:fractals``; a wrong key or value raises ``ConfigError`` naming it."""
-    return parse(FractalsConfig, params, "fractals")
+    if not isinstance(params, dict):
+        raise ConfigError(f"fractals: expected a mapping of parameters, got {type(params).__name__}")
+    outputs = parse(OutputSettings, params.get("outputs", {}), "fractals.outputs")
+    return FractalsConfig(family_spec(params, "fractals"), outputs)
 
 
 def generate_fractal_codes(
     params: dict[str, Any], stored_codes: pd.DataFrame | None, stored_summary: dict | None
 ) -> tuple[pd.DataFrame, dict]:
-    """Sample FineFractalDB from ``params:fractals``, or reuse the stored table when it is up to date.
+    """Generate the selected family's table from ``params:fractals``, or reuse the stored one when it is up to date.
 
     ``stored_codes`` / ``stored_summary`` are the previous run's outputs (None when absent); they
-    are reused only when the summary's fingerprint matches the current configuration and code.
+    are reused only when the summary's fingerprint matches the current family, configuration and code.
     Returns the instance table (``fractal_codes``) and the generation summary (``fractal_summary``).
     """
-    config = parse_fractals_params(params)
-    up_to_date = is_up_to_date(stored_codes, stored_summary, config)
-    size = f"{config.n_classes} classes x {config.instances_per_class} instances"
-    step = StepReport("FineFractalDB table", "fractal_codes", reused=up_to_date, detail=size)
+    spec = parse_fractals_params(params).spec
+    up_to_date = is_up_to_date(stored_codes, stored_summary, spec)
+    size = f"{spec.settings.n_classes} classes x {spec.settings.instances_per_class} instances"
+    step = StepReport(f"{spec.name} table", "fractal_codes", reused=up_to_date, detail=size)
     if up_to_date:
-        report_step(logger, step, "FineFractalDB is up to date (fingerprint %s): reusing the stored table", stored_summary["fingerprint"][:12])
+        report_step(logger, step, "%s is up to date (fingerprint %s): reusing the stored table", spec.name, stored_summary["fingerprint"][:12])
         return stored_codes, stored_summary
-    table, summary = generate_finefractaldb(config)
+    table, summary = generate_table(spec)
     report_step(
         logger,
         step,
-        "Accepted %.1f%% of class codes and %.1f%% of instance draws; median occupancy %.3f",
-        100 * summary["class_acceptance_rate"],
+        "Accepted %.1f%% of instance draws; median occupancy %.3f",
         100 * summary["instance_acceptance_rate"],
         summary["occupancy"]["median"],
     )
@@ -81,19 +78,20 @@ def generate_fractal_codes(
 def render_sample_grid(fractal_codes: pd.DataFrame, params: dict[str, Any]) -> Image.Image:
     """A PNG grid of renderings, rows = classes, columns = instances (``fractal_samples``)."""
     config = parse_fractals_params(params)
-    grid = sample_grid(fractal_codes, config.render, config.outputs.grid_classes, config.outputs.grid_instances)
+    grid = sample_grid(fractal_codes, config.spec, config.outputs.grid_classes, config.outputs.grid_instances)
     return Image.fromarray(grid, mode="L")
 
 
 def materialize_renderings(fractal_codes: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any]:
     """Rendered images as ``.npy`` shards in table order (``fractal_images``); none unless ``materialize``."""
     config = parse_fractals_params(params)
-    outputs = config.outputs
-    shards = render_shards(fractal_codes, config.render, outputs.shard_size, config.workers) if outputs.materialize else ()
+    outputs, spec = config.outputs, config.spec
+    shards = render_shards(fractal_codes, spec, outputs.shard_size, spec.settings.workers) if outputs.materialize else ()
     return {
         "shards": shards,
         "materialized": outputs.materialize,
-        "size": config.render.size,
-        "render": asdict(config.render),
-        "fingerprint": shards_fingerprint(fractal_codes, config.render) if outputs.materialize else None,
+        "size": spec.size,
+        "family": spec.name,
+        "settings": defining_configuration(spec.settings),
+        "fingerprint": shards_fingerprint(fractal_codes, spec) if outputs.materialize else None,
     }

@@ -7,7 +7,6 @@ from typing import Any
 
 import pandas as pd
 
-from fdsml.ifs.table_check import check_codes_table
 from fdsml.pipelines.fractals.nodes import parse_fractals_params
 from fdsml.reporting.history import loss_trend
 from fdsml.training.pretrain import parse_pretrain_params, pretrain
@@ -21,18 +20,18 @@ def pretrain_model(
     fractals_params: dict[str, Any],
     pretrain_params: dict[str, Any],
 ) -> tuple[dict, pd.DataFrame]:
-    """Pre-train a backbone on FineFractalDB with PA-Triplet or the FDSL cross-entropy baseline.
+    """Pre-train a backbone on the selected formula family (FineFractalDB by default) with PA-Triplet or the FDSL cross-entropy baseline.
 
     Inputs: the instance table, the materialised renderings (used when ``pretrain.data.source``
-    is ``shards``), ``params:fractals`` (rendering settings) and ``params:pretrain``. Returns the model file (``pretrained_model``) and the
+    is ``shards``), ``params:fractals`` (the family and its settings) and ``params:pretrain``. Returns the model file (``pretrained_model``) and the
     per-step history (``pretrain_history``).
     """
-    fractals = parse_fractals_params(fractals_params)
+    spec = parse_fractals_params(fractals_params).spec
     config = parse_pretrain_params(pretrain_params)
-    check_codes_table(fractal_codes)
+    spec.check_table(fractal_codes)
     payload, history = pretrain(
         fractal_codes,
-        fractals.render,
+        spec,
         config,
         shards=fractal_images if fractal_images.get("materialized") else None,
     )

@@ -10,8 +10,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from fdsml.config import ConfigError, parse, require_positive, require_range, require_seed
-from fdsml.ifs.render import RenderSettings
-from fdsml.ifs.table_check import check_codes_table
+from fdsml.families import FamilySpec, family_spec
+from fdsml.reuse import defining_configuration
 from fdsml.validation.agreement import measure_all_filters, summarise_agreement
 from fdsml.validation.plots import scatter_figure, sweep_figure, triplet_examples, triplet_grid_figure
 from fdsml.validation.report import markdown_report
@@ -76,39 +76,38 @@ def _config(params: dict) -> ValidateDescriptorConfig:
     return parse(ValidateDescriptorConfig, params, "validate_descriptor")
 
 
-def _render_settings(params_fractals: dict) -> RenderSettings:
-    """Only the ``render`` mapping of the fractals parameters matters here."""
-    if "render" not in params_fractals:
-        raise ConfigError("fractals.render: missing; the validation renders codes as the dataset does")
-    return parse(RenderSettings, params_fractals["render"], "fractals.render")
+def _spec(params_fractals: dict) -> FamilySpec:
+    """The family and its settings: the validation renders and describes instances as the dataset does."""
+    return family_spec(params_fractals, "fractals")
 
 
 def measure_triplet_agreement(fractal_codes: pd.DataFrame, params_fractals: dict, params: dict) -> pd.DataFrame:
     """Sample and measure ``n_triplets`` triplets per candidate filter: d_Psi and D to the anchor."""
     config = _config(params)
-    check_codes_table(fractal_codes)
-    settings = _render_settings(params_fractals)
-    triplets = measure_all_filters(fractal_codes, settings, config.n_triplets, config.rng(0), config.chunk_size)
-    logger.info("Measured %d triplets per filter at %d px", config.n_triplets, settings.size)
+    spec = _spec(params_fractals)
+    spec.check_table(fractal_codes)
+    triplets = measure_all_filters(fractal_codes, spec, config.n_triplets, config.rng(0), config.chunk_size)
+    logger.info("Measured %d triplets per filter at %d px", config.n_triplets, spec.size)
     return triplets
 
 
 def measure_sweeps(fractal_codes: pd.DataFrame, params_fractals: dict, params: dict) -> pd.DataFrame:
-    """Perturbation sweeps of every coefficient of ``n_base_codes`` class codes, for each seeding asked for."""
+    """Perturbation sweeps of every sweep parameter of ``n_base_codes`` class codes, for each seeding asked for."""
     config = _config(params)
-    check_codes_table(fractal_codes)
-    settings = _render_settings(params_fractals)
-    bases, class_ids = base_codes(fractal_codes, config.n_base_codes, config.rng(1))
+    spec = _spec(params_fractals)
+    spec.check_table(fractal_codes)
+    bases, class_ids = base_codes(fractal_codes, spec, config.n_base_codes, config.rng(1))
     factors = sweep_factors(config.sweep.factor_range, config.sweep.n_factors)
     seedings = [config.sweep.common_random_numbers]
     if config.sweep.compare_fresh_seeds:
         seedings.append(not config.sweep.common_random_numbers)
     frames = [
-        run_sweeps(bases, class_ids, factors, settings, config.rng(2), config.sweep.n_noise_seeds, common)
+        run_sweeps(bases, class_ids, factors, spec, config.rng(2), config.sweep.n_noise_seeds, common)
         for common in seedings
     ]
     seeding = " and ".join(frame["seeding"].iloc[0] for frame in frames)
-    logger.info("Ran %d sweeps of %d factors (%s seeding)", 6 * len(bases), len(factors), seeding)
+    n_sweeps = len(spec.family.sweep_parameters(spec.settings)) * len(bases)
+    logger.info("Ran %d sweeps of %d factors (%s seeding)", n_sweeps, len(factors), seeding)
     return pd.concat(frames, ignore_index=True)
 
 
@@ -120,25 +119,31 @@ def summarise(triplets: pd.DataFrame, sweep_points: pd.DataFrame, params_fractal
     primary = "common" if config.sweep.common_random_numbers else "fresh"
     for seeding, points in sweep_points.groupby("seeding"):
         summary["sweeps" if seeding == primary else f"sweeps_{seeding}_seeds"] = summarise_sweeps(points)
-    summary["settings"] = {"validate_descriptor": asdict(config), "render": asdict(_render_settings(params_fractals))}
+    spec = _spec(params_fractals)
+    summary["settings"] = {"validate_descriptor": asdict(config), "family": spec.name, "fractals": defining_configuration(spec.settings)}
     agreement = ", ".join(f"{k} {100 * v:.1f} %" for k, v in summary["agreement"].items())
     logger.info("Descriptor agreement with rendered shape: %s", agreement)
     return summary, markdown_report(summary)
 
 
-def plot_sweeps(sweep_points: pd.DataFrame, params: dict) -> Figure:
-    """D versus s for the configured base code, six panels."""
-    return sweep_figure(sweep_points, _config(params).sweep.plot_base)
+def _sweep_names(params_fractals: dict) -> tuple[str, ...]:
+    spec = _spec(params_fractals)
+    return spec.family.sweep_parameters(spec.settings)
 
 
-def plot_scatter(sweep_points: pd.DataFrame, params: dict) -> Figure:
-    """D versus d_Psi over the primary-seeding sweep points, coloured by coefficient."""
+def plot_sweeps(sweep_points: pd.DataFrame, params_fractals: dict, params: dict) -> Figure:
+    """D versus s for the configured base code, one panel per sweep parameter."""
+    return sweep_figure(sweep_points, _config(params).sweep.plot_base, _sweep_names(params_fractals))
+
+
+def plot_scatter(sweep_points: pd.DataFrame, params_fractals: dict, params: dict) -> Figure:
+    """D versus d_Psi over the primary-seeding sweep points, coloured by sweep parameter."""
     primary = "common" if _config(params).sweep.common_random_numbers else "fresh"
-    return scatter_figure(sweep_points[sweep_points["seeding"] == primary])
+    return scatter_figure(sweep_points[sweep_points["seeding"] == primary], _sweep_names(params_fractals))
 
 
 def plot_triplet_grid(triplets: pd.DataFrame, fractal_codes: pd.DataFrame, params_fractals: dict, params: dict) -> Figure:
     """A few measured triplets per filter with the descriptor's positive and negative marked."""
     config = _config(params)
-    examples = triplet_examples(triplets, fractal_codes, _render_settings(params_fractals), config.grid_triplets_per_filter)
+    examples = triplet_examples(triplets, fractal_codes, _spec(params_fractals), config.grid_triplets_per_filter)
     return triplet_grid_figure(examples)

@@ -28,13 +28,13 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             Node(
                 func=plot_sweeps,
-                inputs=["descriptor_sweep_points", "params:validate_descriptor"],
+                inputs=["descriptor_sweep_points", "params:fractals", "params:validate_descriptor"],
                 outputs="descriptor_sweep_plot",
                 name="plot_descriptor_sweeps_node",
             ),
             Node(
                 func=plot_scatter,
-                inputs=["descriptor_sweep_points", "params:validate_descriptor"],
+                inputs=["descriptor_sweep_points", "params:fractals", "params:validate_descriptor"],
                 outputs="descriptor_scatter_plot",
                 name="plot_descriptor_scatter_node",
             ),

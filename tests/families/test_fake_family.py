@@ -1,0 +1,65 @@
+"""A family registered by a test goes through generation, PA-Triplet pre-training, validation and the grids.
+
+The family lives in ``tests/families/discs.py``: if any step held FineFractalDB-specific code,
+this family (no coefficients, no render settings, its own columns) would break it.
+"""
+
+import json
+
+import numpy as np
+import pandas as pd
+import torch
+from kedro.io import DataCatalog
+from kedro.runner import SequentialRunner
+from matplotlib.figure import Figure
+
+from fdsml.models import load_checkpoint
+from fdsml.pipelines.analysis.nodes import plot_sample_grid, plot_triplet_grid
+from fdsml.pipelines.pretrain import create_pipeline
+from fdsml.pipelines.validate_descriptor import nodes as validation
+
+from ..pipelines.catalogs import pretrain_datasets
+
+FRACTALS = {"family": "discs", "discs": {"seed": 4, "n_classes": 3, "instances_per_class": 6, "size": 16}, "outputs": {"materialize": True}}
+PRETRAIN = {
+    "pa_triplet": {"filter": "each"},
+    "model": {"backbone": "resnet18", "embedding_dim": 8},
+    "data": {"instances": "fresh", "classes_per_batch": 3, "instances_per_class": 2},
+    "train": {"max_steps": 3, "device": "cpu", "checkpoint_every": 2},
+}
+VALIDATION = {"n_triplets": 20, "n_base_codes": 2, "grid_triplets_per_filter": 1, "sweep": {"n_factors": 5, "n_noise_seeds": 2}}
+
+
+def test_a_new_family_is_generated_pretrained_validated_and_pictured(discs, tmp_path):
+    SequentialRunner().run(create_pipeline(), DataCatalog(pretrain_datasets(tmp_path, FRACTALS, PRETRAIN)))
+
+    table = pd.read_parquet(tmp_path / "codes.parquet")
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert list(table.columns) == list(discs.table_columns(None)) and len(table) == 18
+    assert summary["family"] == "discs" and summary["n_instances"] == 18
+    assert (table["radius"] <= 0.5).all() and (table["occupancy"] >= 0.02).all()
+    assert np.stack(table["psi"]).shape == (18, 2)
+    manifest = json.loads((tmp_path / "images/manifest.json").read_text())
+    assert manifest["family"] == "discs" and manifest["size"] == 16 and manifest["count"] == 18
+
+    history = pd.read_csv(tmp_path / "history.csv")
+    assert history["step"].tolist() == [1, 2, 3] and history["loss"].notna().all()
+    model, payload = load_checkpoint(tmp_path / "model.pt")
+    assert payload["metadata"]["filter"] == "each"
+    assert model(torch.rand(2, 3, 16, 16)).shape == (2, 8)
+
+    triplets = validation.measure_triplet_agreement(table, FRACTALS, VALIDATION)
+    sweeps = validation.measure_sweeps(table, FRACTALS, VALIDATION)
+    common = sweeps[sweeps["seeding"] == "common"]
+    assert set(sweeps["position"]) == {0, 1} and (common.loc[common["factor"] == 1.0, "chamfer"] == 0).all()
+    result, markdown = validation.summarise(triplets, sweeps, FRACTALS, VALIDATION)
+    assert set(result["agreement"]) == {"all", "each", "same", "diff"} and "same_by_position" not in result
+    assert result["settings"]["family"] == "discs" and "agreement" in markdown.lower()
+    figures = [
+        validation.plot_sweeps(sweeps, FRACTALS, VALIDATION),
+        validation.plot_scatter(sweeps, FRACTALS, VALIDATION),
+        validation.plot_triplet_grid(triplets, table, FRACTALS, VALIDATION),
+        plot_sample_grid(table, FRACTALS, {}),
+        plot_triplet_grid(table, FRACTALS, {}),
+    ]
+    assert all(isinstance(figure, Figure) for figure in figures)

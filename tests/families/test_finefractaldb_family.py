@@ -1,0 +1,51 @@
+"""FineFractalDB behind the family interface: the default table is byte-for-byte what it was before families."""
+
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from fdsml import reuse
+from fdsml.families import family_spec
+from fdsml.families.generation import generate_table
+from fdsml.ifs import determinant_probabilities, is_contractive, psi
+
+DEFAULT_PARAMS = Path(__file__).parents[2] / "conf/base/parameters_fractals.yml"
+DEFAULT_TABLE_DIGEST = "567760ea3eef17af77c29e5b229747f52df8a5e89c734c9d6a31fb22f6f221f8"
+"""``reuse.content_digest`` of the conf/base default table (10 x 20 at 64 px), computed on main at 11fc89d,
+before FineFractalDB became a family."""
+ONE_MAP_DIGEST = "b22c1a25ab99d40fce6e6e15f53448d7ec36339c892676f773f11c2731a6910e"
+"""The same, for 4 classes of the uniform sampler, one_map scope and 2 positions per class (the other code paths)."""
+
+
+def default_params():
+    return yaml.safe_load(DEFAULT_PARAMS.read_text())["fractals"]
+
+
+def test_the_default_table_is_byte_identical_to_the_pre_family_generator():
+    table, summary = generate_table(family_spec(default_params()))
+    assert reuse.content_digest(table) == DEFAULT_TABLE_DIGEST == summary["table_digest"]
+    assert summary["family"] == "finefractaldb" and summary["title"] == "FineFractalDB"
+
+
+def test_the_other_code_paths_are_byte_identical_too():
+    params = default_params()
+    params |= {"n_classes": 4, "sampler": "uniform"}
+    params["perturbation"] = dict(params["perturbation"], scope="one_map", positions_per_class=2)
+    assert reuse.content_digest(generate_table(family_spec(params))[0]) == ONE_MAP_DIGEST
+
+
+def test_instances_round_trip_through_the_table_and_class_codes_are_recovered():
+    params = default_params() | {"n_classes": 2, "instances_per_class": 3}
+    spec = family_spec(params)
+    table, _ = generate_table(spec)
+    for _, rows in table.groupby("class_id"):
+        code = spec.family.class_code(rows, spec.settings)
+        for _, row in rows.iterrows():
+            instance = spec.instance(row)
+            assert is_contractive(instance.coefficients)
+            np.testing.assert_allclose(instance.probabilities, determinant_probabilities(instance.coefficients))
+            np.testing.assert_array_equal(spec.descriptor(instance), row["psi"])
+            np.testing.assert_array_equal(spec.descriptor(instance), psi(instance.coefficients, instance.probabilities))
+            undone = spec.family.rescaled(code, instance.position, instance.factor, spec.settings)[0]
+            np.testing.assert_allclose(undone.coefficients, instance.coefficients, rtol=1e-12)

@@ -1,0 +1,42 @@
+"""The family registry and the one parameter that selects a family."""
+
+import pytest
+
+from fdsml.config import ConfigError
+from fdsml.families import FamilySpec, family_spec, get_family, known_families, register_family
+from fdsml.families.finefractaldb import FINEFRACTALDB
+from fdsml.ifs.finefractaldb import FineFractalDBConfig
+
+from .discs import DISCS, Discs, DiscSettings
+
+
+def test_finefractaldb_is_the_default_family_and_keeps_its_flat_settings():
+    spec = family_spec({"seed": 3, "render": {"size": 32}, "outputs": {"materialize": False}})
+    assert spec.family is FINEFRACTALDB and spec == FamilySpec(FINEFRACTALDB, FineFractalDBConfig(seed=3, render=spec.settings.render))
+    assert spec.size == 32 and len(spec.descriptor_names) == 6
+
+
+def test_an_unknown_family_is_named_with_the_known_ones():
+    with pytest.raises(ConfigError, match=r"fractals\.family: unknown formula family 'visualatom'; known families: finefractaldb"):
+        family_spec({"family": "visualatom"})
+    with pytest.raises(ConfigError, match=r"pretrain\.family: unknown formula family"):
+        get_family("nope", "pretrain.family")
+
+
+def test_a_registered_family_reads_its_own_block_and_ignores_the_others(discs):
+    params = {"family": "discs", "seed": 1, "render": {"size": 64}, "discs": {"n_classes": 2, "size": 12}, "outputs": {}}
+    spec = family_spec(params)
+    assert spec.family is discs and spec.settings == DiscSettings(n_classes=2, size=12)
+    assert "discs" in known_families()
+    with pytest.raises(ConfigError, match=r"fractals\.discs: unknown key\(s\) points"):
+        family_spec({"family": "discs", "discs": {"points": 5}})
+    # FineFractalDB, selected, skips another family's block instead of refusing it as an unknown key
+    assert family_spec({**params, "family": "finefractaldb"}).settings.render.size == 64
+
+
+def test_a_second_family_of_the_same_name_is_refused(discs):
+    register_family(discs)  # the same object again is harmless
+    with pytest.raises(ValueError, match="'discs' is already registered"):
+        register_family(Discs())
+    with pytest.raises(TypeError, match="Family instance"):
+        register_family(Discs)
