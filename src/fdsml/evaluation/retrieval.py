@@ -18,13 +18,19 @@ Conventions, chosen once here:
   (Recall@K, MAP@R, R-Precision) averages over the other queries only. NMI clusters
   all query items.
 * **Ties** between equally distant neighbours are broken by the search, arbitrarily.
+* **Threads.** faiss runs on ``threads`` OpenMP threads (default: every core this process may
+  use), set for the call and restored after, so a caller decides how many cores the search takes.
+  Under DDP only rank 0 computes the metrics (:func:`fdsml.training.distributed.on_main_rank`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
+import faiss
 import numpy as np
 import torch
 from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
@@ -61,12 +67,13 @@ def retrieval_metrics(
     query_embeddings: np.ndarray | torch.Tensor | None = None,
     query_labels: np.ndarray | torch.Tensor | None = None,
     seed: int = 0,
+    threads: int | None = None,
 ) -> dict[str, float]:
     """Recall@K for each K, MAP@R, R-Precision and NMI, as fractions in [0, 1].
 
     ``embeddings``/``labels`` are the searched set; without ``query_embeddings`` each of
     them queries all the others, with them (In-Shop) the queries search ``embeddings``
-    (the gallery). ``seed`` seeds the k-means behind NMI. Keys: ``recall@K``, ``map@r``,
+    (the gallery). ``seed`` seeds the k-means behind NMI; ``threads`` bounds faiss's threads. Keys: ``recall@K``, ``map@r``,
     ``r_precision``, ``nmi``.
     """
     gallery, gallery_labels = _as_arrays(embeddings, labels, "embeddings")
@@ -97,16 +104,17 @@ def retrieval_metrics(
         kmeans_func=FaissKMeans(niter=_KMEANS_ITERATIONS, seed=seed, min_points_per_centroid=1, gpu=False),
     )
     query_tensor, query_code_tensor = torch.from_numpy(_l2_normalise(queries)), torch.from_numpy(query_codes)
-    if has_queries:
-        result = calculator.get_accuracy(
-            query_tensor,
-            query_code_tensor,
-            torch.from_numpy(_l2_normalise(gallery)),
-            torch.from_numpy(gallery_codes),
-            ref_includes_query=False,
-        )
-    else:
-        result = calculator.get_accuracy(query_tensor, query_code_tensor)
+    with faiss_threads(threads):
+        if has_queries:
+            result = calculator.get_accuracy(
+                query_tensor,
+                query_code_tensor,
+                torch.from_numpy(_l2_normalise(gallery)),
+                torch.from_numpy(gallery_codes),
+                ref_includes_query=False,
+            )
+        else:
+            result = calculator.get_accuracy(query_tensor, query_code_tensor)
     if np.isnan(result["r_precision"]):
         raise ValueError("no query has a relevant item to retrieve: every query label is alone")
     metrics = {f"recall@{k}": float(v) for k, v in result["recall_at_ks"].items()}
@@ -115,6 +123,25 @@ def retrieval_metrics(
     metrics["nmi"] = float(result["NMI"])
     logger.info("retrieval metrics: %s", metrics)
     return metrics
+
+
+@contextmanager
+def faiss_threads(threads: int | None) -> Iterator[int]:
+    """faiss on ``threads`` OpenMP threads (None: every core this process may use) inside the block."""
+    if threads is not None and threads < 1:
+        raise ValueError(f"threads: must be a positive number of faiss threads, got {threads}")
+    before = faiss.omp_get_max_threads()
+    count = threads or usable_cores()
+    faiss.omp_set_num_threads(count)
+    try:
+        yield count
+    finally:
+        faiss.omp_set_num_threads(before)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _as_arrays(embeddings, labels, name: str) -> tuple[np.ndarray, np.ndarray]:
