@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 import torch
 
+from pytorch_metric_learning.utils.inference import FaissKNN
+
 from fdsml.evaluation import retrieval_metrics
 
 KS = (1, 2, 4, 8)
@@ -185,3 +187,21 @@ def test_bad_inputs_fail_with_a_message():
         retrieval_metrics(vectors, labels, ks=(1,), query_embeddings=vectors)
     with pytest.raises(ValueError, match="integers"):
         retrieval_metrics(vectors, labels.astype(float), ks=(1,))
+
+
+def test_faiss_runs_on_the_threads_asked_for_and_gets_its_setting_back(monkeypatch):
+    import faiss
+
+    before, seen = faiss.omp_get_max_threads(), []
+    knn_call = FaissKNN.__call__
+
+    def searching(*args, **kwargs):
+        seen.append(faiss.omp_get_max_threads())
+        return knn_call(*args, **kwargs)
+
+    monkeypatch.setattr(FaissKNN, "__call__", searching)
+    rng = np.random.default_rng(0)
+    retrieval_metrics(rng.normal(size=(20, 4)), np.repeat(np.arange(5), 4), ks=(1,), threads=1)
+    assert seen == [1] and faiss.omp_get_max_threads() == before
+    with pytest.raises(ValueError, match="threads: must be a positive"):
+        retrieval_metrics(rng.normal(size=(20, 4)), np.repeat(np.arange(5), 4), ks=(1,), threads=0)
