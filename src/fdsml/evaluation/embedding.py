@@ -38,6 +38,8 @@ def model_outputs(
     """
     if workers < 0:
         raise ValueError(f"workers: must be >= 0 DataLoader processes, got {workers}")
+    if len(dataset) == 0:  # every replica knows: none is left waiting for the others
+        raise ValueError("no images to embed: the dataset is empty")
     device = torch.device(device)
     context = distributed.current(device)
     share = distributed.shard(len(dataset), context)
@@ -45,8 +47,6 @@ def model_outputs(
     shares = [part for part in distributed.gather_on_main(local, context) or [] if part is not None]
     if not context.is_main:
         return None
-    if not shares:
-        raise ValueError("no images to embed: the dataset is empty")
     return torch.cat([outputs for outputs, _ in shares]), torch.cat([labels for _, labels in shares])
 
 

@@ -7,9 +7,9 @@ CUDA tensors travel over NCCL, CPU tensors (and Python objects) over gloo.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
 import torch
