@@ -128,9 +128,12 @@ def test_the_declared_non_defining_keys():
     assert declared == {
         "fractals": ["workers"],  # fractals.outputs: written beside the table, never part of a family's settings
         "pretrain": ["run_dir", *loop],
-        "retrieval": ["data.eval_batch_size", "data.ks", "n_example_queries", "run_dir", "seeds", "starts", *loop],
-        "classification": ["datasets", "eval_batch_size", "run_dir", "starting_points", *loop],
-        "robustness": ["batch_size", "device", "example_index", "released_root"],
+        "retrieval": [
+            "data.eval_batch_size", "data.eval_workers", "data.faiss_threads", "data.ks",
+            "n_example_queries", "run_dir", "seeds", "starts", *loop,
+        ],
+        "classification": ["datasets", "eval_batch_size", "eval_workers", "run_dir", "starting_points", *loop],
+        "robustness": ["batch_size", "device", "example_index", "released_root", "workers"],
     }
 
 

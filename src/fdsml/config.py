@@ -113,6 +113,12 @@ def require_positive(name: str, value: float) -> None:
         raise ConfigError(f"{name}: must be positive, got {value!r}")
 
 
+def require_non_negative(name: str, value: float) -> None:
+    """Raise unless ``value`` >= 0."""
+    if not value >= 0:
+        raise ConfigError(f"{name}: must be >= 0, got {value!r}")
+
+
 def require_fraction(name: str, value: float, *, inclusive_zero: bool = True) -> None:
     """Raise unless ``value`` lies in [0, 1] (or (0, 1] when zero is not allowed)."""
     low_ok = value >= 0 if inclusive_zero else value > 0

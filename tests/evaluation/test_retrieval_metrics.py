@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 import torch
 
+from pytorch_metric_learning.utils.inference import FaissKNN
+
 from fdsml.evaluation import retrieval_metrics
 
 KS = (1, 2, 4, 8)
@@ -185,3 +187,47 @@ def test_bad_inputs_fail_with_a_message():
         retrieval_metrics(vectors, labels, ks=(1,), query_embeddings=vectors)
     with pytest.raises(ValueError, match="integers"):
         retrieval_metrics(vectors, labels.astype(float), ks=(1,))
+
+
+def test_faiss_runs_on_the_threads_asked_for_and_gets_its_setting_back(monkeypatch):
+    import faiss
+
+    before, seen = faiss.omp_get_max_threads(), []
+    knn_call = FaissKNN.__call__
+
+    def searching(*args, **kwargs):
+        seen.append(faiss.omp_get_max_threads())
+        return knn_call(*args, **kwargs)
+
+    monkeypatch.setattr(FaissKNN, "__call__", searching)
+    rng = np.random.default_rng(0)
+    retrieval_metrics(rng.normal(size=(20, 4)), np.repeat(np.arange(5), 4), ks=(1,), threads=1)
+    assert seen == [1] and faiss.omp_get_max_threads() == before
+    with pytest.raises(ValueError, match="threads: must be a positive"):
+        retrieval_metrics(rng.normal(size=(20, 4)), np.repeat(np.arange(5), 4), ks=(1,), threads=0)
+
+
+@pytest.mark.parametrize("query_set", [False, True])
+def test_map_at_r_and_r_precision_equal_the_librarys_without_its_per_class_loop(monkeypatch, query_set):
+    from pytorch_metric_learning.utils import accuracy_calculator
+    from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
+
+    rng = np.random.default_rng(3)
+    gallery, gallery_labels = rng.normal(size=(300, 8)).astype(np.float32), rng.integers(0, 60, 300)
+    queries, query_labels = rng.normal(size=(120, 8)).astype(np.float32), rng.integers(0, 70, 120)  # some absent
+    unit = lambda x: torch.from_numpy(x / np.linalg.norm(x, axis=1, keepdims=True))  # noqa: E731
+    library = AccuracyCalculator(include=("mean_average_precision_at_r", "r_precision"), k="max_bin_count", knn_func=FaissKNN())
+    if query_set:
+        expected = library.get_accuracy(unit(queries), torch.from_numpy(query_labels), unit(gallery), torch.from_numpy(gallery_labels))
+        ours = {"query_embeddings": queries, "query_labels": query_labels}
+    else:
+        expected = library.get_accuracy(unit(gallery), torch.from_numpy(gallery_labels))
+        ours = {}
+
+    def per_class_loop(*args, **kwargs):
+        raise AssertionError("the library's per-class loop ran")
+
+    monkeypatch.setattr(accuracy_calculator, "get_relevance_mask", per_class_loop)
+    metrics = retrieval_metrics(gallery, gallery_labels, ks=(1,), **ours)
+    assert metrics["map@r"] == pytest.approx(expected["mean_average_precision_at_r"], rel=1e-12)
+    assert metrics["r_precision"] == pytest.approx(expected["r_precision"], rel=1e-12)

@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
 from fdsml.data import ImageRecords
+from fdsml.evaluation.embedding import model_outputs
+from fdsml.training import distributed
 
 if TYPE_CHECKING:
     from fdsml.data.image_records import ImageTransform
@@ -32,26 +34,17 @@ def topk_accuracy(logits: torch.Tensor, labels: torch.Tensor, ks: Sequence[int] 
     return {k: hits[:, : min(k, largest)].any(dim=1).double().mean().item() for k in ks}
 
 
-@torch.inference_mode()
-def model_outputs(
-    model: nn.Module, dataset: Dataset, *, batch_size: int = 256, device: str | torch.device = "cpu"
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The model's outputs (logits or embeddings, N x D) over ``dataset`` in order, and the labels, on the CPU."""
-    model.eval().to(device)
-    outputs, labels = [], []
-    for batch in DataLoader(dataset, batch_size=batch_size, shuffle=False):
-        outputs.append(model(batch["image"].to(device)).float().cpu())
-        labels.append(batch["label"])
-    return torch.cat(outputs), torch.cat(labels)
-
-
 def classification_metrics(
-    model: nn.Module, dataset: Dataset, *, batch_size: int = 256, device: str | torch.device = "cpu"
+    model: nn.Module, dataset: Dataset, *, batch_size: int = 256, device: str | torch.device = "cpu", workers: int = 0
 ) -> dict[str, float]:
-    """``{"top1", "top5"}`` of ``model`` on ``dataset``."""
-    logits, labels = model_outputs(model, dataset, batch_size=batch_size, device=device)
-    accuracy = topk_accuracy(logits, labels, (1, 5))
-    return {"top1": accuracy[1], "top5": accuracy[5]}
+    """``{"top1", "top5"}`` of ``model`` on ``dataset``, the same on every replica (rank 0 scores)."""
+    outputs = model_outputs(model, dataset, batch_size=batch_size, device=device, workers=workers)
+
+    def scores() -> dict[str, float]:
+        accuracy = topk_accuracy(*outputs, (1, 5))
+        return {"top1": accuracy[1], "top5": accuracy[5]}
+
+    return distributed.on_main_rank(scores, distributed.current())
 
 
 def robustness_errors(
@@ -61,12 +54,18 @@ def robustness_errors(
     *,
     batch_size: int = 256,
     device: str | torch.device = "cpu",
+    workers: int = 0,
 ) -> dict[tuple[str, int], float]:
-    """Top-1 error (1 - accuracy) of ``model`` on each corrupted set, keyed like ``sets`` by (corruption, severity)."""
+    """Top-1 error (1 - accuracy) of ``model`` on each corrupted set, keyed like ``sets`` by (corruption, severity).
+
+    The same on every replica; each set is scored by rank 0 as soon as it is embedded, so rank 0
+    never holds more than one set's logits.
+    """
     from fdsml.data import ImageRecordsDataset
 
-    errors = {}
+    context, errors = distributed.current(), {}
     for key, records in sets.items():
-        logits, labels = model_outputs(model, ImageRecordsDataset(records, transform), batch_size=batch_size, device=device)
-        errors[key] = 1.0 - topk_accuracy(logits, labels, (1,))[1]
+        dataset = ImageRecordsDataset(records, transform)
+        outputs = model_outputs(model, dataset, batch_size=batch_size, device=device, workers=workers)
+        errors[key] = distributed.on_main_rank(lambda: 1.0 - topk_accuracy(*outputs, (1,))[1], context)
     return errors

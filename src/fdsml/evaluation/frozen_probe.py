@@ -13,8 +13,7 @@ import torch
 from torch import nn
 
 from fdsml.data import ImageRecords, ImageRecordsDataset, ImageTransform, RetrievalSplits
-from fdsml.evaluation.classification import model_outputs
-from fdsml.evaluation.retrieval import retrieval_metrics
+from fdsml.evaluation.embedding import model_outputs, retrieval_split_metrics
 from fdsml.models.network import EmbeddingModel
 
 
@@ -30,11 +29,13 @@ class _Trunk(nn.Module):
 
 
 def trunk_features(
-    model: EmbeddingModel, records: ImageRecords, transform: ImageTransform, *, batch_size: int = 256, device="cpu"
-) -> np.ndarray:
-    """Pooled trunk features of ``records`` (N x ``model.num_features``), in order."""
-    features, _ = model_outputs(_Trunk(model), ImageRecordsDataset(records, transform), batch_size=batch_size, device=device)
-    return features.numpy()
+    model: EmbeddingModel, records: ImageRecords, transform: ImageTransform, *, batch_size: int = 256, device="cpu", workers: int = 0
+) -> np.ndarray | None:
+    """Pooled trunk features of ``records`` (N x ``model.num_features``), in order; None off rank 0 under DDP."""
+    outputs = model_outputs(
+        _Trunk(model), ImageRecordsDataset(records, transform), batch_size=batch_size, device=device, workers=workers
+    )
+    return None if outputs is None else outputs[0].numpy()
 
 
 def frozen_probe(
@@ -45,22 +46,22 @@ def frozen_probe(
     crop_fraction: float = 0.875,
     batch_size: int = 256,
     device="cpu",
+    workers: int = 0,
     seed: int = 0,
+    threads: int | None = None,
 ) -> dict[str, float]:
-    """Retrieval metrics of the frozen trunk on the test classes (or queries against the gallery)."""
+    """Retrieval metrics of the frozen trunk on the test classes (or queries against the gallery).
+
+    Under DDP the replicas share the embedding and rank 0 the metrics (``threads``: faiss's).
+    """
     view = ImageTransform(image_size, train=False, crop_fraction=crop_fraction)
     was_training = model.training
     try:
-        if splits.has_query_set:
-            return retrieval_metrics(
-                trunk_features(model, splits.gallery, view, batch_size=batch_size, device=device),
-                splits.gallery.labels,
-                ks=splits.ks,
-                query_embeddings=trunk_features(model, splits.query, view, batch_size=batch_size, device=device),
-                query_labels=splits.query.labels,
-                seed=seed,
-            )
-        features = trunk_features(model, splits.test, view, batch_size=batch_size, device=device)
-        return retrieval_metrics(features, splits.test.labels, ks=splits.ks, seed=seed)
+        return retrieval_split_metrics(
+            lambda records: trunk_features(model, records, view, batch_size=batch_size, device=device, workers=workers),
+            splits,
+            seed=seed,
+            threads=threads,
+        )
     finally:
         model.train(was_training)

@@ -24,7 +24,7 @@ import pandas as pd
 import torch
 
 from fdsml import reuse
-from fdsml.config import ConfigError, parse, require_positive
+from fdsml.config import ConfigError, parse, require_non_negative, require_positive
 from fdsml.errors import MissingInputError
 from fdsml.run_events import StepReport, report_step
 from fdsml.data import ImageRecords, ImageTransform
@@ -68,6 +68,7 @@ class RobustnessConfig:
     seed: int = 0
     # scoring and the picture: not part of the generated set's fingerprint
     batch_size: int = reuse.non_defining(default=256)
+    workers: int = reuse.non_defining(default=0)  # DataLoader processes loading the images
     device: Literal["auto", "cpu", "cuda"] = reuse.non_defining(default="auto")
     example_index: int = reuse.non_defining(default=0)
 
@@ -75,6 +76,7 @@ class RobustnessConfig:
         if self.max_images is not None:
             require_positive("max_images", self.max_images)
         require_positive("batch_size", self.batch_size)
+        require_non_negative("workers", self.workers)
         if not self.severities or not set(self.severities) <= set(SEVERITIES):
             raise ConfigError(f"severities: choose among {list(SEVERITIES)}, got {list(self.severities)}")
         if self.example_index < 0:
@@ -223,7 +225,7 @@ def evaluate_robustness(
         view = (payload["metadata"]["image_size"], payload["metadata"]["crop_fraction"])
         _require_view(stored["view"], view, "the corrupted test set")
         clean_transform, corrupted_transform = _transforms(stored, view)
-        model, score = model_from_payload(payload), dict(batch_size=config.batch_size, device=device)
+        model, score = model_from_payload(payload), dict(batch_size=config.batch_size, device=device, workers=config.workers)
         clean_errors[start] = robustness_errors(model, {("clean", 0): clean}, clean_transform, **score)[("clean", 0)]
         errors[start] = robustness_errors(model, corrupted.sets, corrupted_transform, **score)
         logger.info("%s: clean error %.4f", start, clean_errors[start])

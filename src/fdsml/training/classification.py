@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fdsml import reuse
-from fdsml.config import ConfigError, parse, require_fraction, require_positive, require_range
+from fdsml.config import ConfigError, parse, require_fraction, require_non_negative, require_positive, require_range
 from fdsml.data import ImageRecords, ShuffledBatchSampler
 from fdsml.data.classification_datasets import (
     ClassificationSplits,
@@ -108,6 +108,7 @@ class ClassificationConfig:
     image_size: int = 32
     batch_size: int = 64
     eval_batch_size: int = reuse.non_defining(default=256)  # evaluation only: not part of a run's fingerprint
+    eval_workers: int = reuse.non_defining(default=0)  # DataLoader processes loading the test images
     label_smoothing: float = 0.1
     augment: AugmentSettings = field(default_factory=AugmentSettings)
     mixup: MixupSettings = field(default_factory=MixupSettings)
@@ -122,6 +123,7 @@ class ClassificationConfig:
     def __post_init__(self):
         for key in ("image_size", "batch_size", "eval_batch_size"):
             require_positive(key, getattr(self, key))
+        require_non_negative("eval_workers", self.eval_workers)
         require_fraction("label_smoothing", self.label_smoothing)
         if not self.datasets or not self.starting_points:
             raise ConfigError("datasets, starting_points: give at least one of each")
@@ -339,21 +341,35 @@ def finetune_classifier(
 
 
 def evaluate_classifier(model: nn.Module, records: ImageRecords, config: ClassificationConfig) -> dict[str, float]:
-    """``{"top1", "top5"}`` of ``model`` on ``records`` through the test view."""
+    """``{"top1", "top5"}`` of ``model`` on ``records`` through the test view (under DDP: shared by the replicas)."""
     return score_records(
-        model, records, config.image_size, config.augment.crop_fraction, config.eval_batch_size, config.train.device
+        model,
+        records,
+        config.image_size,
+        config.augment.crop_fraction,
+        config.eval_batch_size,
+        config.train.device,
+        workers=config.eval_workers,
     )
 
 
 def score_records(
-    model: nn.Module, records: ImageRecords, image_size: int, crop_fraction: float, batch_size: int, device: str = "auto"
+    model: nn.Module,
+    records: ImageRecords,
+    image_size: int,
+    crop_fraction: float,
+    batch_size: int,
+    device: str = "auto",
+    *,
+    workers: int = 0,
 ) -> dict[str, float]:
     """``{"top1", "top5"}`` of ``model`` on ``records`` seen at ``image_size`` through the test view."""
     from fdsml.data import ImageRecordsDataset
     from fdsml.evaluation.classification import classification_metrics
 
     dataset = ImageRecordsDataset(records, eval_transform(image_size, crop_fraction))
-    return classification_metrics(model, dataset, batch_size=batch_size, device=distributed.resolve_device(device))
+    device = distributed.resolve_device(device, distributed.current().local_rank)
+    return classification_metrics(model, dataset, batch_size=batch_size, device=device, workers=workers)
 
 
 def run_classification(

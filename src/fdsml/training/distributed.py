@@ -7,9 +7,10 @@ CUDA tensors travel over NCCL, CPU tensors (and Python objects) over gloo.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -68,14 +69,19 @@ def join_process_group() -> None:
 
 def setup(preference: Literal["auto", "cpu", "cuda"] = "auto") -> DistContext:
     """Join the process group when launched by torchrun; return this process's context."""
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    device = resolve_device(preference, local_rank)
+    device = resolve_device(preference, int(os.environ.get("LOCAL_RANK", "0")))
+    if device.type == "cuda" and launched_by_torchrun():
+        torch.cuda.set_device(device)
+    return current(device)
+
+
+def current(device: str | torch.device = "cpu") -> DistContext:
+    """This process's place among torchrun's replicas (joining their group once), or a single process."""
+    device = torch.device(device)
     if not launched_by_torchrun():
         return DistContext(device)
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
     join_process_group()
-    return DistContext(device, dist.get_rank(), dist.get_world_size(), local_rank)
+    return DistContext(device, dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
 
 
 def await_main_rank() -> None:
@@ -123,3 +129,48 @@ def average_gradients(module: torch.nn.Module, context: DistContext) -> None:
             if parameter.grad is not None:
                 dist.all_reduce(parameter.grad, op=dist.ReduceOp.SUM)
                 parameter.grad /= context.world_size
+
+
+T = TypeVar("T")
+
+
+def shard(length: int, context: DistContext) -> range:
+    """This replica's contiguous share of ``length`` items, in rank order: ceil(length / world size)
+    each, so the last replicas' shares are shorter, or empty when there are fewer items than replicas."""
+    size = -(-length // context.world_size)
+    return range(min(context.rank * size, length), min((context.rank + 1) * size, length))
+
+
+def gather_on_main(value: Any, context: DistContext) -> list[Any] | None:
+    """Every replica's ``value`` in rank order on rank 0 (pickled over gloo); None on the other ranks."""
+    if not context.distributed:
+        return [value]
+    gathered = [None] * context.world_size if context.is_main else None
+    dist.gather_object(value, gathered, dst=0, group=_artefact_group)
+    return gathered
+
+
+def on_main_rank(compute: Callable[[], T], context: DistContext) -> T:
+    """``compute()`` run by rank 0 alone; every replica returns its result.
+
+    The other ranks wait (up to ``ARTEFACT_TIMEOUT``: a k-means over a large test set takes
+    long) instead of computing the same thing. When rank 0 fails, it raises its error and the
+    others raise a RuntimeError naming it, rather than wait for a result that never comes.
+    """
+    if not context.distributed:
+        return compute()
+    outcome: tuple[bool, Any] | None = None
+    error: BaseException | None = None
+    if context.is_main:
+        try:
+            outcome = (True, compute())
+        except Exception as failure:  # every rank must leave the broadcast below
+            error, outcome = failure, (False, f"{type(failure).__name__}: {failure}")
+    holder = [outcome]
+    dist.broadcast_object_list(holder, src=0, group=_artefact_group, device=torch.device("cpu"))
+    if error is not None:
+        raise error
+    succeeded, value = holder[0]
+    if not succeeded:
+        raise RuntimeError(f"rank 0 failed while computing for every replica: {value}")
+    return value

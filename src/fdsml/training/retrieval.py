@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 
 from fdsml import reuse
-from fdsml.config import ConfigError, parse, require_positive
+from fdsml.config import ConfigError, parse, require_non_negative, require_positive
 from fdsml.data import (
     ImageRecords,
     ImageRecordsDataset,
@@ -28,8 +28,7 @@ from fdsml.data import (
     available_datasets,
     read_retrieval_dataset,
 )
-from fdsml.evaluation import retrieval_metrics
-from fdsml.evaluation.classification import model_outputs
+from fdsml.evaluation.embedding import model_outputs, retrieval_split_metrics
 from fdsml.evaluation.retrieval_examples import nearest_neighbours, top_k_figure
 from fdsml.losses.couce import CouCESettings, build_couce_objective
 from fdsml.losses.proxy import PROXY_LOSSES, build_proxy_loss
@@ -57,6 +56,8 @@ class RetrievalData:
     flip: bool = True
     batch_size: int = 32
     eval_batch_size: int = reuse.non_defining(default=128)  # evaluation only: not part of a run's fingerprint
+    eval_workers: int = reuse.non_defining(default=0)  # DataLoader processes loading the test images
+    faiss_threads: int | None = reuse.non_defining(default=None)  # null: every core rank 0 may use
     ks: tuple[int, ...] | None = reuse.non_defining(default=None)
 
     def __post_init__(self):
@@ -65,6 +66,9 @@ class RetrievalData:
         require_positive("image_size", self.image_size)
         require_positive("batch_size", self.batch_size)
         require_positive("eval_batch_size", self.eval_batch_size)
+        require_non_negative("eval_workers", self.eval_workers)
+        if self.faiss_threads is not None:
+            require_positive("faiss_threads", self.faiss_threads)
 
     def transform(self, train: bool) -> ImageTransform:
         return ImageTransform(
@@ -216,26 +220,21 @@ def run_fingerprint(config: RetrievalConfig, start: StartingPoint, seed: int, st
     return reuse.fingerprint(run, code=__name__, inputs={"start_weights": start_weights}, world_size=world_size)
 
 
-def embed(model: EmbeddingModel, records: ImageRecords, config: RetrievalConfig) -> np.ndarray:
-    """Embeddings of ``records`` with the test view (resize + centre crop), in order."""
+def embed(model: EmbeddingModel, records: ImageRecords, config: RetrievalConfig) -> np.ndarray | None:
+    """Embeddings of ``records`` with the test view (resize + centre crop), in order; None off rank 0 under DDP."""
     dataset = ImageRecordsDataset(records, config.data.transform(train=False))
     device = next(model.parameters()).device
-    embeddings, _ = model_outputs(model, dataset, batch_size=config.data.eval_batch_size, device=device)
-    return embeddings.numpy()
+    outputs = model_outputs(
+        model, dataset, batch_size=config.data.eval_batch_size, device=device, workers=config.data.eval_workers
+    )
+    return None if outputs is None else outputs[0].numpy()
 
 
 def evaluate(model: EmbeddingModel, splits: RetrievalSplits, config: RetrievalConfig, seed: int = 0) -> dict[str, float]:
-    """Recall@K, MAP@R, R-Precision and NMI on the test classes (or queries against the gallery)."""
-    if splits.has_query_set:
-        return retrieval_metrics(
-            embed(model, splits.gallery, config),
-            splits.gallery.labels,
-            ks=splits.ks,
-            query_embeddings=embed(model, splits.query, config),
-            query_labels=splits.query.labels,
-            seed=seed,
-        )
-    return retrieval_metrics(embed(model, splits.test, config), splits.test.labels, ks=splits.ks, seed=seed)
+    """Recall@K, MAP@R, R-Precision and NMI on the test classes (or queries against the gallery), on every replica."""
+    return retrieval_split_metrics(
+        lambda records: embed(model, records, config), splits, seed=seed, threads=config.data.faiss_threads
+    )
 
 
 def compare_starting_points(config: RetrievalConfig, pretrained: dict | None = None) -> tuple[dict, pd.DataFrame, dict[str, dict]]:
@@ -285,13 +284,17 @@ def retrieval_examples(model: EmbeddingModel, splits: RetrievalSplits, config: R
     queries, gallery = (splits.query, splits.gallery) if splits.has_query_set else (splits.test, splits.test)
     rng = np.random.default_rng(config.seeds[0])
     chosen = rng.choice(len(queries.labels), size=min(config.n_example_queries, len(queries.labels)), replace=False)
-    query_embeddings = embed(model, queries, config)[chosen]
     gallery_embeddings = embed(model, gallery, config)
-    neighbours = nearest_neighbours(query_embeddings, gallery_embeddings, k + 1, same_set=False)
-    if splits.has_query_set:
-        neighbours = neighbours[:, :k]
-    else:  # the query is in the gallery: drop it from its own list
-        neighbours = np.array([[i for i in row if i != q][:k] for row, q in zip(neighbours, chosen)])
+    query_embeddings = gallery_embeddings if queries is gallery else embed(model, queries, config)
+
+    def neighbours_of_chosen() -> np.ndarray:
+        found = nearest_neighbours(query_embeddings[chosen], gallery_embeddings, k + 1, same_set=False)
+        if splits.has_query_set:
+            return found[:, :k]
+        # the query is in the gallery: drop it from its own list
+        return np.array([[i for i in row if i != q][:k] for row, q in zip(found, chosen)])
+
+    neighbours = distributed.on_main_rank(neighbours_of_chosen, distributed.current())
     query_view = ImageRecordsDataset(queries, config.data.transform(train=False))
     gallery_view = ImageRecordsDataset(gallery, config.data.transform(train=False))
     query_images = [query_view.load_image(int(i)).numpy() for i in chosen]

@@ -14,7 +14,7 @@ import pandas as pd
 from fdsml.evaluation import robustness
 from fdsml.evaluation.robustness import parse_robustness_params
 from fdsml.training.classification import parse_classification_params
-from fdsml.training.distributed import resolve_device
+from fdsml.training.distributed import setup
 
 
 def _parse(classification_params: dict, robustness_params: dict):
@@ -34,7 +34,7 @@ def evaluate_robustness(
 ) -> tuple[pd.DataFrame, dict, str]:
     """Every fine-tuned classifier of ``robustness.dataset``: ``robustness_errors``, ``robustness_metrics``, ``robustness_table``."""
     config, classification, dataset = _parse(classification_params, robustness_params)
-    models, device = fine_tuned_classifiers["models"].values(), resolve_device(config.device)
+    models, device = fine_tuned_classifiers["models"].values(), setup(config.device).device
     return robustness.evaluate_robustness(models, corrupted_test_set, config, dataset, classification.train.seed, device)
 
 

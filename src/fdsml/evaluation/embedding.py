@@ -1,0 +1,94 @@
+"""A model's outputs over a dataset, the one embedding loop of every evaluation (retrieval,
+classification, robustness, the frozen probe), and the scoring of retrieval splits with it.
+
+Built to evaluate at scale: images load in ``workers`` DataLoader processes, the forward runs
+under bf16 autocast on CUDA (outputs come back in float32), and under DDP every replica embeds
+only its contiguous share of the dataset; rank 0 gathers the shares in the dataset's order and
+alone computes the metrics (faiss, k-means), which every replica then receives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset, Subset
+
+from fdsml.data import ImageRecords, RetrievalSplits
+from fdsml.evaluation.retrieval import retrieval_metrics
+from fdsml.training import distributed
+
+
+@torch.inference_mode()
+def model_outputs(
+    model: nn.Module,
+    dataset: Dataset,
+    *,
+    batch_size: int = 256,
+    device: str | torch.device = "cpu",
+    workers: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The model's outputs (logits or embeddings, N x D, float32) over ``dataset`` in order, and the labels, on the CPU.
+
+    Under DDP each replica embeds its share and only rank 0 gets the whole (the other ranks get
+    None): score it with :func:`fdsml.training.distributed.on_main_rank`. ``workers``: DataLoader
+    processes loading the images (0: the main process).
+    """
+    if workers < 0:
+        raise ValueError(f"workers: must be >= 0 DataLoader processes, got {workers}")
+    if len(dataset) == 0:  # every replica knows: none is left waiting for the others
+        raise ValueError("no images to embed: the dataset is empty")
+    device = torch.device(device)
+    context = distributed.current(device)
+    share = distributed.shard(len(dataset), context)
+    local = _outputs(model, Subset(dataset, share), batch_size, device, workers) if len(share) else None
+    shares = [part for part in distributed.gather_on_main(local, context) or [] if part is not None]
+    if not context.is_main:
+        return None
+    return torch.cat([outputs for outputs, _ in shares]), torch.cat([labels for _, labels in shares])
+
+
+def _outputs(
+    model: nn.Module, dataset: Dataset, batch_size: int, device: torch.device, workers: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """This process's outputs (float32, CPU) and labels over ``dataset``, in order."""
+    model.eval().to(device)
+    cuda = device.type == "cuda"
+    loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=workers, pin_memory=cuda)
+    outputs, labels = [], []
+    for batch in loader:
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda):
+            outputs.append(model(batch["image"].to(device, non_blocking=True)).float().cpu())
+        labels.append(batch["label"])
+    return torch.cat(outputs), torch.cat(labels)
+
+
+def retrieval_split_metrics(
+    embed: Callable[[ImageRecords], np.ndarray | None], splits: RetrievalSplits, *, seed: int = 0, threads: int | None = None
+) -> dict[str, float]:
+    """Retrieval metrics of the test classes (or the queries against the gallery), the same on every replica.
+
+    ``embed`` maps records to their embeddings in order (None off rank 0, as :func:`model_outputs`);
+    rank 0 computes the metrics with faiss on ``threads`` threads while the others wait.
+    """
+    context = distributed.current()
+    if splits.has_query_set:
+        gallery, queries = embed(splits.gallery), embed(splits.query)
+        return distributed.on_main_rank(
+            lambda: retrieval_metrics(
+                gallery,
+                splits.gallery.labels,
+                ks=splits.ks,
+                query_embeddings=queries,
+                query_labels=splits.query.labels,
+                seed=seed,
+                threads=threads,
+            ),
+            context,
+        )
+    test = embed(splits.test)
+    return distributed.on_main_rank(
+        lambda: retrieval_metrics(test, splits.test.labels, ks=splits.ks, seed=seed, threads=threads), context
+    )

@@ -1,0 +1,40 @@
+"""A replica of a two-process gloo evaluation, spawned by test_embedding: embed, score, fail, and save what it saw."""
+
+import os
+
+import torch
+
+
+def evaluate_as_replica(rank: int, world_size: int, port: int, folder: str) -> None:
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size)
+    )
+    torch.set_num_threads(1)
+    import fdsml.evaluation.embedding as embedding
+    from fdsml.evaluation.classification import classification_metrics
+    from fdsml.evaluation.frozen_probe import frozen_probe
+    from fdsml.training import distributed
+
+    from .test_embedding import embedding_model, images, tiny_model
+    from .test_frozen_probe import two_kinds_of_image
+
+    calls = []
+    scored_once = embedding.retrieval_metrics
+
+    def counting(*args, **kwargs):
+        calls.append(distributed.current().rank)
+        return scored_once(*args, **kwargs)
+
+    embedding.retrieval_metrics = counting
+    outputs = embedding.model_outputs(tiny_model(), images(), batch_size=2)
+    probe = frozen_probe(embedding_model(), two_kinds_of_image(), image_size=16, crop_fraction=1.0, batch_size=3)
+    top = classification_metrics(tiny_model(), images(), batch_size=3)
+    try:
+        distributed.on_main_rank(lambda: 1 / 0, distributed.current())
+        failure = None
+    except Exception as error:  # what each replica raises when rank 0 fails
+        failure = f"{type(error).__name__}: {error}"
+    torch.save(
+        {"outputs": outputs, "probe": probe, "calls": calls, "top": top, "failure": failure}, f"{folder}/rank{rank}.pt"
+    )
+    torch.distributed.destroy_process_group()

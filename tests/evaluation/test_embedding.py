@@ -1,0 +1,89 @@
+"""One embedding loop for every evaluation: DataLoader workers, and under DDP a share per replica,
+gathered on rank 0 in the dataset's order, with the metrics computed once and handed to every replica."""
+
+import socket
+
+import numpy as np
+import pytest
+import torch
+import torch.multiprocessing as mp
+from torch import nn
+
+import fdsml.evaluation.embedding as embedding
+from fdsml.data import ImageRecords, ImageRecordsDataset, ImageTransform
+from fdsml.evaluation.classification import classification_metrics
+from fdsml.evaluation.frozen_probe import frozen_probe
+from fdsml.models import build_model
+from fdsml.training.distributed import DistContext, shard
+
+from .ddp_eval_worker import evaluate_as_replica
+from .test_frozen_probe import two_kinds_of_image
+
+# An odd count: two replicas get unequal shares (4 and 3).
+IMAGES = 7
+
+
+def images() -> ImageRecordsDataset:
+    pixels = np.random.default_rng(0).integers(0, 256, (IMAGES, 8, 8), dtype=np.uint8)
+    records = ImageRecords(labels=np.arange(IMAGES) % 3, images=pixels)
+    return ImageRecordsDataset(records, ImageTransform(8, crop_fraction=1.0))
+
+
+def tiny_model() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 3))
+
+
+def embedding_model():
+    torch.manual_seed(0)
+    return build_model("resnet18", img_size=16, embedding_dim=8)
+
+
+def test_shares_are_contiguous_cover_every_item_once_and_may_be_empty():
+    assert [shard(7, DistContext(torch.device("cpu"), rank, 2)) for rank in range(2)] == [range(0, 4), range(4, 7)]
+    assert [list(shard(1, DistContext(torch.device("cpu"), rank, 3))) for rank in range(3)] == [[0], [], []]
+
+
+def test_dataloader_workers_give_the_outputs_of_the_main_process():
+    alone = embedding.model_outputs(tiny_model(), images(), batch_size=3)
+    with_workers = embedding.model_outputs(tiny_model(), images(), batch_size=3, workers=2)
+    assert torch.equal(alone[0], with_workers[0]) and torch.equal(alone[1], with_workers[1])
+    assert alone[0].dtype == torch.float32 and alone[0].shape == (IMAGES, 3)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def replicas(tmp_path_factory):
+    """What each of two gloo replicas saw: outputs, the frozen probe's metrics and who computed them, top-k, a failure."""
+    folder = tmp_path_factory.mktemp("replicas")
+    mp.spawn(evaluate_as_replica, args=(2, _free_port(), str(folder)), nprocs=2, join=True)
+    return [torch.load(folder / f"rank{rank}.pt", weights_only=False) for rank in range(2)]
+
+
+def test_rank_0_gathers_the_shares_in_the_order_of_one_process(replicas):
+    outputs, labels = embedding.model_outputs(tiny_model(), images(), batch_size=2)
+    gathered, gathered_labels = replicas[0]["outputs"]
+    assert torch.equal(gathered_labels, labels)
+    torch.testing.assert_close(gathered, outputs, rtol=1e-5, atol=1e-6)
+    assert replicas[1]["outputs"] is None, "the other ranks hold no copy of the whole"
+
+
+def test_retrieval_metrics_are_computed_once_by_rank_0_and_every_replica_returns_them(replicas):
+    assert replicas[0]["calls"] == [0] and replicas[1]["calls"] == []
+    alone = frozen_probe(embedding_model(), two_kinds_of_image(), image_size=16, crop_fraction=1.0, batch_size=3)
+    assert replicas[0]["probe"] == replicas[1]["probe"]
+    assert replicas[0]["probe"] == pytest.approx(alone, abs=1e-9)
+
+
+def test_classification_scores_are_the_same_on_every_replica_and_as_in_one_process(replicas):
+    assert replicas[0]["top"] == replicas[1]["top"] == classification_metrics(tiny_model(), images(), batch_size=3)
+
+
+def test_a_failure_on_rank_0_reaches_every_replica_instead_of_leaving_it_waiting(replicas):
+    assert replicas[0]["failure"] == "ZeroDivisionError: division by zero"
+    assert replicas[1]["failure"] == "RuntimeError: rank 0 failed while computing for every replica: ZeroDivisionError: division by zero"
