@@ -125,7 +125,7 @@ def test_the_declared_non_defining_keys():
     loop = ["train.checkpoint_every", "train.log_every", "train.num_workers", "train.resume"]
     assert declared == {
         "fractals": ["outputs", "workers"],
-        "pretrain": ["run_dir", *loop],
+        "pretrain": ["run_dir", *loop, "validation.batch_size"],
         "retrieval": ["data.eval_batch_size", "data.ks", "n_example_queries", "run_dir", "seeds", "starts", *loop],
         "classification": ["datasets", "eval_batch_size", "run_dir", "starting_points", *loop],
         "robustness": ["batch_size", "device", "example_index", "released_root"],

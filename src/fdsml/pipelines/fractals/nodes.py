@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import pandas as pd
 from PIL import Image
 
 from fdsml.config import parse, require_positive
+from fdsml.data.holdout import HoldoutSettings
 from fdsml.reuse import non_defining
 from fdsml.ifs.finefractaldb import (
     FineFractalDBConfig,
@@ -40,8 +41,9 @@ class OutputSettings:
 
 @dataclass(frozen=True)
 class FractalsConfig(FineFractalDBConfig):
-    """``params:fractals``: the dataset's definition plus its outputs."""
+    """``params:fractals``: the dataset's definition (with the rows pre-training holds out) plus its outputs."""
 
+    holdout: HoldoutSettings = field(default_factory=HoldoutSettings)  # drawn from ``seed``; the table itself is unchanged
     outputs: OutputSettings = non_defining(default_factory=OutputSettings)  # written beside the table, not in it
 
 

@@ -7,9 +7,10 @@ from typing import Any
 
 import pandas as pd
 
+from fdsml.data.holdout import split_table
 from fdsml.ifs.table_check import check_codes_table
 from fdsml.pipelines.fractals.nodes import parse_fractals_params
-from fdsml.reporting.history import loss_trend
+from fdsml.reporting.history import loss_trend, validation_cost
 from fdsml.training.pretrain import parse_pretrain_params, pretrain
 
 logger = logging.getLogger(__name__)
@@ -24,8 +25,8 @@ def pretrain_model(
     """Pre-train a backbone on FineFractalDB with PA-Triplet or the FDSL cross-entropy baseline.
 
     Inputs: the instance table, the materialised renderings (used when ``pretrain.data.source``
-    is ``shards``), ``params:fractals`` (rendering settings) and ``params:pretrain``. Returns the model file (``pretrained_model``) and the
-    per-step history (``pretrain_history``).
+    is ``shards``), ``params:fractals`` (rendering settings, the held-out split) and ``params:pretrain``.
+    Returns the model file (``pretrained_model``) and the per-step history (``pretrain_history``).
     """
     fractals = parse_fractals_params(fractals_params)
     config = parse_pretrain_params(pretrain_params)
@@ -35,8 +36,12 @@ def pretrain_model(
         fractals.render,
         config,
         shards=fractal_images if fractal_images.get("materialized") else None,
+        split=split_table(fractal_codes, fractals.holdout, fractals.seed),
     )
     if len(history):
         first, last = loss_trend(history)
         logger.info("Pre-training loss %.4f -> %.4f over %d steps", first, last, len(history))
+    cost = validation_cost(history) if len(history) else None
+    if cost is not None:
+        logger.info("Held-out validation took %.1f %% of the training steps' time", 100 * cost)
     return payload, history
