@@ -1,12 +1,14 @@
 """Held-out validation inside pre-training: it never changes the training, it sees only held-out rows,
 and its ordering agreement rises under PA-Triplet, not under PA-Triplet with its candidates swapped."""
 
-import numpy as np
+import dataclasses
+
 import pytest
 import torch
 
 from fdsml.config import ConfigError
 from fdsml.data.holdout import HoldoutSettings, split_table
+from fdsml.ifs.finefractaldb import generate_finefractaldb
 from fdsml.training import pretrain as pretrain_module
 from fdsml.training.objectives import PATripletObjective
 from fdsml.training.pretrain import pretrain
@@ -41,3 +43,56 @@ def test_a_split_leaving_too_few_classes_for_a_batch_names_the_keys(tiny_table, 
     split = split_table(tiny_table, HoldoutSettings(class_fraction=0.34), seed=0)
     with pytest.raises(ConfigError, match=r"pretrain\.data\.classes_per_batch: 3, but the training rows have 2 .*fractals\.holdout"):
         pretrain(tiny_table, RENDER, tiny_config(tmp_path), split=split)
+
+
+class SwappedPATriplet(PATripletObjective):
+    """PA-Triplet with its positives and negatives swapped: the bug the agreement must expose."""
+
+    def indices(self, labels, psi, step):
+        anchors, positives, negatives = super().indices(labels, psi, step)
+        return anchors, negatives, positives
+
+
+LEARNING_TABLE = dataclasses.replace(TINY_FRACTALS, n_classes=3, instances_per_class=16)
+RISE = 0.1  # a clear rise: 500 triplets of 24 held-out images move by a few hundredths between equivalent models
+
+
+@pytest.fixture(scope="module")
+def learning_table():
+    return generate_finefractaldb(LEARNING_TABLE)[0]
+
+
+def agreement_gain(table, run_dir, monkeypatch, swapped: bool) -> float:
+    """Held-out ``all`` agreement after 40 PA-Triplet steps minus its value on the same initial model.
+
+    Half of every class's instances are held out. BatchNorm stays on its initial statistics
+    (``freeze_batchnorm``) so both measurements normalise alike: otherwise the running statistics,
+    which any training moves, would shift the agreement by themselves.
+    """
+    split = split_table(table, HoldoutSettings(instance_fraction=0.5), seed=0)
+    config = tiny_config(
+        run_dir,
+        pa_triplet={"filter": "all"},
+        data={"classes_per_batch": 3, "instances_per_class": 6},
+        optimizer={"base_lr": 4.0},
+        train={"max_steps": 40, "checkpoint_every": 100, "log_every": 40, "freeze_batchnorm": True},
+        validation={"every": 40, "triplets": 500},
+    )
+    if swapped:
+        monkeypatch.setattr(pretrain_module, "build_objective", lambda c: SwappedPATriplet(c.pa_triplet.filter, seed=c.train.seed))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.train.seed)  # the initial model pretrain builds
+        initial = pretrain_module.build_pretrain_model(config, len(split.training_classes), LEARNING_TABLE.render.size)
+    validation = pretrain_module.build_validation(config, table, LEARNING_TABLE.render, None, split)
+    before = validation(initial, step=0)["val_agreement_all"]
+    _, history = pretrain(table, LEARNING_TABLE.render, config, split=split)
+    return history["val_agreement_all"].iloc[-1] - before
+
+
+def test_pa_triplet_raises_the_held_out_ordering_agreement(learning_table, tmp_path, monkeypatch):
+    assert agreement_gain(learning_table, tmp_path, monkeypatch, swapped=False) >= RISE
+
+
+def test_with_positives_and_negatives_swapped_the_agreement_does_not_rise(learning_table, tmp_path, monkeypatch):
+    """The same measurement fails when the loss is wrong: the loss alone would still fall."""
+    assert agreement_gain(learning_table, tmp_path, monkeypatch, swapped=True) < RISE
