@@ -211,8 +211,6 @@ class PretrainValidation:
 
     def metrics(self, model: nn.Module) -> dict[str, float]:
         """Every metric of ``METRICS``, NaN where the held-out data or the settings allow none (the model in eval mode)."""
-        from fdsml.evaluation.frozen_probe import frozen_probe  # torchvision's transforms: only when probing
-
         result = dict.fromkeys(METRICS, float("nan"))
         if self.images is not None:
             vectors, outputs = self._outputs(model)
@@ -226,6 +224,8 @@ class PretrainValidation:
                 recall = retrieval_metrics(vectors[unseen], self.class_ids[unseen.numpy()], ks=(1,), seed=self.seed)["recall@1"]
                 result["val_class_recall_at_1"] = recall
         if self.probe is not None:
+            from fdsml.evaluation.frozen_probe import frozen_probe  # torchvision's transforms: only when probing
+
             device = next(model.parameters()).device
             probe = frozen_probe(
                 model,
