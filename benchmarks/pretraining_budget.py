@@ -39,7 +39,7 @@ METHOD_OVERRIDES = {
     "diff": {"objective": "pa_triplet", "pa_triplet": {"filter": "diff"}},
     "fresh_each": {"objective": "pa_triplet", "pa_triplet": {"filter": "each"}, "data": {"instances": "fresh"}},
 }
-CODE_MODULES = ("fdsml.training.pretrain", "fdsml.training.retrieval", "fdsml.evaluation.frozen_probe", "fdsml.ifs.finefractaldb")
+CODE_MODULES = ("fdsml.training.pretrain", "fdsml.training.retrieval", "fdsml.evaluation.frozen_probe", "fdsml.families.generation")
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,8 @@ def dvc_commands(study: Study, arms: list[tuple[str, int]]) -> list[str]:
     """One ``dvc exp run --queue`` per pre-trained arm: the same overrides on conf/base's parameter files.
 
     Each experiment's retrieval stage fine-tunes scratch and the arm's model; the frozen probe
-    is the pre-training validation's ``probe`` columns.
+    is the pre-training validation's ``probe`` columns (and pre-training holds out
+    ``fractals.holdout``'s rows, where the direct run trains on every row).
     """
     files = {
         "fractals": "conf/base/parameters_fractals.yml",
@@ -122,7 +123,7 @@ def run_arm(task: tuple[Study, str, int, str, int]) -> dict:
     from kedro.config import OmegaConfigLoader
 
     from fdsml.evaluation.frozen_probe import frozen_probe
-    from fdsml.ifs.finefractaldb import generate_finefractaldb
+    from fdsml.families.generation import generate_table
     from fdsml.models import build_model, model_from_payload, save_checkpoint
     from fdsml.models.starting_points import StartingPoint
     from fdsml.pipelines.fractals.nodes import parse_fractals_params
@@ -139,10 +140,12 @@ def run_arm(task: tuple[Study, str, int, str, int]) -> dict:
         start = StartingPoint("scratch", backbone=study.backbone)
         pretrain_seconds, steps = 0.0, 0
     else:
-        fractals = parse_fractals_params(_merge(params["fractals"], study.fractals_overrides()))
-        table, _ = generate_finefractaldb(fractals)
-        config = parse_pretrain_params(_merge(params["pretrain"], study.pretrain_overrides(method, budget)) | {"run_dir": str(work / "pretrain")})
-        payload, history = pretrain(table, fractals.render, config)
+        spec = parse_fractals_params(_merge(params["fractals"], study.fractals_overrides())).spec
+        table, _ = generate_table(spec)
+        # Every row, no held-out validation: the study's own probe and fine-tuning are its measures.
+        overrides = _merge(study.pretrain_overrides(method, budget), {"validation": {"every": None}})
+        config = parse_pretrain_params(_merge(params["pretrain"], overrides) | {"run_dir": str(work / "pretrain")})
+        payload, history = pretrain(table, spec, config)
         save_checkpoint(work / "model.pt", payload)
         model = model_from_payload(payload)
         start = StartingPoint(method, str(work / "model.pt"), study.backbone)

@@ -24,6 +24,7 @@ def test_only_rank_zero_writes_files(tmp_path, monkeypatch):
 
 TINY_SHARDED_RUN = {
     "fractals": {
+        "holdout": {"instance_fraction": 0.0, "class_fraction": 0.0},
         "n_classes": 3,
         "instances_per_class": 6,
         "class_filter": {"size": 96, "points": 4000},
@@ -31,6 +32,7 @@ TINY_SHARDED_RUN = {
         "outputs": {"materialize": True, "shard_size": 8},
     },
     "pretrain": {
+        "validation": {"every": 0},
         "data": {"source": "shards", "classes_per_batch": 3, "instances_per_class": 3},
         "model": {"embedding_dim": 8},
         "train": {"max_steps": 2, "checkpoint_every": 1, "device": "cpu"},

@@ -27,12 +27,14 @@ BIN = Path(sys.executable).parent
 
 TINY = {
     "fractals": {
+        "holdout": {"instance_fraction": 0.0, "class_fraction": 0.0},
         "n_classes": 3,
         "instances_per_class": 6,
         "class_filter": {"size": 128, "points": 8000},
         "render": {"size": 32, "points": 800},
     },
     "pretrain": {
+        "validation": {"every": 0},
         "data": {"classes_per_batch": 3, "instances_per_class": 3},
         "model": {"embedding_dim": 8},
         "train": {"max_steps": 2, "checkpoint_every": 1, "device": "cpu"},

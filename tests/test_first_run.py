@@ -25,7 +25,8 @@ TINY = (
     "fractals.n_classes=4,fractals.instances_per_class=3,fractals.render.size=32,fractals.render.points=800,"
     "fractals.class_filter.size=128,fractals.class_filter.points=8000,"
     "pretrain.data.classes_per_batch=4,pretrain.data.instances_per_class=3,pretrain.model.embedding_dim=8,"
-    "pretrain.train.max_steps=1,pretrain.train.device=cpu"
+    "pretrain.train.max_steps=1,pretrain.train.device=cpu,fractals.holdout.instance_fraction=0,"
+    "fractals.holdout.class_fraction=0,pretrain.validation.every=0"
 )
 
 

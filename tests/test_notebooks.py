@@ -22,8 +22,15 @@ pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 TINY = {
-    "fractals": {"n_classes": 3, "instances_per_class": 6, "class_filter": {"size": 128, "points": 8000}, "render": {"size": 32, "points": 800}},
+    "fractals": {
+        "n_classes": 3,
+        "instances_per_class": 6,
+        "class_filter": {"size": 128, "points": 8000},
+        "render": {"size": 32, "points": 800},
+        "holdout": {"instance_fraction": 0.0, "class_fraction": 0.0},
+    },
     "pretrain": {
+        "validation": {"every": 0},
         "data": {"classes_per_batch": 3, "instances_per_class": 3},
         "model": {"embedding_dim": 8},
         "train": {"max_steps": 2, "checkpoint_every": 1, "device": "cpu"},

@@ -127,7 +127,7 @@ def test_the_declared_non_defining_keys():
     loop = ["train.checkpoint_every", "train.log_every", "train.num_workers", "train.resume"]
     assert declared == {
         "fractals": ["workers"],  # fractals.outputs: written beside the table, never part of a family's settings
-        "pretrain": ["run_dir", *loop],
+        "pretrain": ["run_dir", *loop, "validation.batch_size"],
         "retrieval": [
             "data.eval_batch_size", "data.eval_workers", "data.faiss_threads", "data.ks",
             "n_example_queries", "run_dir", "seeds", "starts", *loop,

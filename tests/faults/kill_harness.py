@@ -35,6 +35,7 @@ WALL_TIME = re.compile(r"(^|_)(s|seconds|time|elapsed|images_per_s)$")
 
 TINY = {
     "fractals": {
+        "holdout": {"instance_fraction": 0.0, "class_fraction": 0.0},
         "n_classes": 3,
         "instances_per_class": 4,
         "class_filter": {"size": 64, "points": 3000},
@@ -42,6 +43,7 @@ TINY = {
         "outputs": {"materialize": True, "shard_size": 4},
     },
     "pretrain": {
+        "validation": {"every": 0},
         "data": {"source": "shards", "classes_per_batch": 3, "instances_per_class": 3},
         "model": {"embedding_dim": 8},
         "train": {"max_steps": 3, "checkpoint_every": 1, "device": "cpu"},

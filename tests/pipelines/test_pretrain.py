@@ -17,20 +17,24 @@ FRACTALS = {
     "class_filter": {"size": 96, "points": 4000},
     "render": {"size": 32, "points": 600},
     "outputs": {"materialize": True, "shard_size": 10},
+    "holdout": {"instance_fraction": 0.2, "class_fraction": 0.0},  # one instance of each class
 }
 PRETRAIN = {
     "pa_triplet": {"filter": "each"},
     "model": {"backbone": "resnet18", "embedding_dim": 8},
     "data": {"source": "shards", "classes_per_batch": 3, "instances_per_class": 2},
     "train": {"max_steps": 3, "device": "cpu", "checkpoint_every": 2},
+    "validation": {"every": 2, "triplets": 20},
 }
 
 
 def test_pipeline_trains_from_materialised_shards_and_saves_a_loadable_model(tmp_path):
+    """On the training rows of the shards; the held-out instances are validated at steps 2 and 3."""
     catalog = DataCatalog(pretrain_datasets(tmp_path, FRACTALS, PRETRAIN))
     SequentialRunner().run(create_pipeline(), catalog)
     history = pd.read_csv(tmp_path / "history.csv")
     assert history["step"].tolist() == [1, 2, 3] and history["loss"].notna().all()
+    assert history["val_agreement_all"].notna().tolist() == [False, True, True]
     model, payload = load_checkpoint(tmp_path / "model.pt")
     assert payload["metadata"]["filter"] == "each" and payload["metadata"]["steps"] == 3
     assert model(torch.rand(2, 3, 32, 32)).shape == (2, 8)

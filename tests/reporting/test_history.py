@@ -1,6 +1,7 @@
 import pandas as pd
 
-from fdsml.reporting.history import loss_trend
+from fdsml.reporting.history import loss_trend, validation_cost, validation_metrics
+from fdsml.reporting.report import pretrain_section
 
 
 def test_the_trend_averages_the_first_and_last_tenth_of_the_steps():
@@ -10,3 +11,35 @@ def test_the_trend_averages_the_first_and_last_tenth_of_the_steps():
 
 def test_a_short_history_compares_its_first_and_last_step():
     assert loss_trend(pd.DataFrame({"loss": [4.0, 3.0, 2.0]})) == (4.0, 2.0)
+
+
+def _validated_history():
+    nan = float("nan")
+    return pd.DataFrame(
+        {
+            "step": [1, 2, 3, 4],
+            "loss": [1.0, 0.9, 0.8, 0.7],
+            "data_s": [0.5] * 4,
+            "step_s": [1.5] * 4,
+            "val_agreement_all": [nan, 0.55, nan, 0.7],
+            "val_top1": [nan] * 4,  # a PA-Triplet run: never measured
+            "validation_s": [nan, 0.4, nan, 0.4],
+        }
+    )
+
+
+def test_validation_metrics_are_the_measured_ones_at_the_steps_they_ran():
+    metrics = validation_metrics(_validated_history())
+    assert metrics.index.tolist() == [2, 4] and metrics.columns.tolist() == ["val_agreement_all"]
+    assert validation_metrics(pd.DataFrame({"step": [1], "loss": [1.0]})).empty
+
+
+def test_the_cost_is_validation_time_over_training_step_time():
+    assert validation_cost(_validated_history()) == 0.8 / 8.0
+    assert validation_cost(pd.DataFrame({"loss": [1.0]})) is None
+
+
+def test_the_report_shows_the_first_and_last_validation_and_the_cost():
+    text = pretrain_section(_validated_history().assign(images_per_s=10.0))
+    assert "| metric | step 2 | step 4 |" in text and "| agreement_all | 0.550 | 0.700 |" in text
+    assert "| top1 |" not in text and "10.0 % of the training steps' time" in text

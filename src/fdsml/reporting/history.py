@@ -1,4 +1,4 @@
-"""How a training history reads at a glance: the mean loss over the first and the last tenth of the steps."""
+"""How a training history reads at a glance: the loss trend, and the held-out validation's metrics and cost."""
 
 from __future__ import annotations
 
@@ -9,3 +9,22 @@ def loss_trend(history: pd.DataFrame) -> tuple[float, float]:
     """(mean loss over the first tenth of the steps, over the last tenth); a tenth is at least one step."""
     tenth = max(len(history) // 10, 1)
     return float(history["loss"].iloc[:tenth].mean()), float(history["loss"].iloc[-tenth:].mean())
+
+
+VALIDATION_PREFIX = "val_"
+
+
+def validation_metrics(history: pd.DataFrame) -> pd.DataFrame:
+    """The held-out validation's metrics (``val_*`` columns it measured) at the steps it ran, indexed by step;
+    empty when it never ran."""
+    if "validation_s" not in history:
+        return pd.DataFrame()
+    ran = history[history["validation_s"].notna()]
+    return ran.set_index("step")[[c for c in history.columns if c.startswith(VALIDATION_PREFIX)]].dropna(axis=1, how="all")
+
+
+def validation_cost(history: pd.DataFrame) -> float | None:
+    """Seconds spent validating over the seconds spent on the training steps (data and step); None when it never ran."""
+    if "validation_s" not in history or history["validation_s"].isna().all():
+        return None
+    return float(history["validation_s"].sum() / (history["data_s"] + history["step_s"]).sum())

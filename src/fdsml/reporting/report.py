@@ -12,12 +12,15 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from fdsml.reporting.history import loss_trend  # noqa: E402
+from fdsml.reporting.history import loss_trend, validation_cost, validation_metrics  # noqa: E402
 
 
 def training_curves(history: pd.DataFrame, title: str):
-    """Loss (smoothed) and learning rate against the step."""
-    figure, (loss_axis, lr_axis) = plt.subplots(1, 2, figsize=(9, 3.2))
+    """Loss (smoothed) and learning rate against the step, and the held-out validation's metrics when it ran."""
+    validation = validation_metrics(history)
+    panels = 3 if len(validation) else 2
+    figure, axes = plt.subplots(1, panels, figsize=(4.5 * panels, 3.2))
+    loss_axis, lr_axis = axes[:2]
     window = max(len(history) // 20, 1)
     loss_axis.plot(history["step"], history["loss"], alpha=0.3, color="tab:blue", label="per step")
     loss_axis.plot(history["step"], history["loss"].rolling(window, min_periods=1).mean(), color="tab:blue", label=f"mean of {window}")
@@ -25,6 +28,11 @@ def training_curves(history: pd.DataFrame, title: str):
     loss_axis.legend(fontsize=8)
     lr_axis.plot(history["step"], history["lr"], color="tab:orange")
     lr_axis.set(xlabel="step", ylabel="learning rate", title="schedule")
+    if len(validation):
+        for name, values in validation.items():
+            axes[2].plot(validation.index, values, marker="o", label=name.removeprefix("val_"))
+        axes[2].set(xlabel="step", ylabel="held-out metric", title="held-out validation", ylim=(0, 1.02))
+        axes[2].legend(fontsize=7)
     figure.tight_layout()
     return figure
 
@@ -60,7 +68,28 @@ def pretrain_section(history: pd.DataFrame) -> str:
         f"{len(history)} steps; loss {first:.4f} (first tenth) -> {last:.4f} (last tenth); "
         f"{history['images_per_s'].median():.0f} images/s (median).\n"
     )
-    return "## Pre-training\n\n" + text + "\n" + _picture("pre-training curves", "pretrain_curves.png")
+    return "## Pre-training\n\n" + text + heldout_validation(history) + "\n" + _picture("pre-training curves", "pretrain_curves.png")
+
+
+def heldout_validation(history: pd.DataFrame) -> str:
+    """The held-out validation at its first and last step, and its cost; a line saying it was off otherwise."""
+    validation = validation_metrics(history)
+    if not len(validation):
+        return "\nNo held-out validation ran (`pretrain.validation.every` is off).\n"
+    shown = validation.iloc[[0, -1]] if len(validation) > 1 else validation
+    header = "| metric | " + " | ".join(f"step {step}" for step in shown.index) + " |\n"
+    header += "|---|" + "---:|" * len(shown) + "\n"
+    rows = "".join(
+        f"| {name.removeprefix('val_')} | " + " | ".join("n/a" if pd.isna(v) else f"{v:.3f}" for v in shown[name]) + " |\n"
+        for name in shown.columns
+    )
+    cost = validation_cost(history)
+    return (
+        "\nHeld-out validation (rows never trained on: `fractals.holdout`; agreement = fraction of held-out "
+        "triplets per filter ordered as the descriptor orders them; top1 on held-out instances of training classes; "
+        "class_recall_at_1 among held-out classes; probe_recall_at_1 of the frozen trunk on real images), "
+        f"{len(validation)} validations costing {100 * cost:.1f} % of the training steps' time:\n\n" + header + rows
+    )
 
 
 def validation_section(table: str) -> str:

@@ -15,7 +15,7 @@ import logging
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import pandas as pd
 import torch
@@ -260,6 +260,17 @@ def settle_rows(rows: list[dict[str, Any]], context: distributed.DistContext) ->
     return rows
 
 
+class Validation(Protocol):
+    """A held-out validation the loop runs between steps (:mod:`fdsml.evaluation.pretrain_validation`).
+
+    Calling it must leave the model's weights, modes and the random state as it found them.
+    """
+
+    def due(self, step: int, total_steps: int) -> bool: ...
+
+    def __call__(self, model: nn.Module, step: int) -> dict[str, float]: ...
+
+
 @dataclass
 class TrainResult:
     model: nn.Module
@@ -288,6 +299,7 @@ def train(
     *,
     plan: TrainingPlan,
     fingerprint: str = "",
+    validation: Validation | None = None,
 ) -> TrainResult:
     """Train ``model`` on ``objective`` for ``plan``'s steps; the last state is always at ``checkpoint_path``.
 
@@ -297,7 +309,8 @@ def train(
     ``model_input``, applied to each batch's images on the device (e.g. uint8 renderings to float).
     DataLoader workers persist across epochs: each index carries its epoch to them. A checkpoint
     is resumed only when its ``fingerprint`` (what defines the run) matches; a stale one from
-    another configuration is started over, not continued.
+    another configuration is started over, not continued. ``validation`` (given on the main rank
+    only) adds its metrics to the history row of every step it is due at.
     """
     context = distributed.setup(loop.device)
     plan.check()
@@ -416,6 +429,8 @@ def train(
                     "batch_images": global_batch,
                 }
             )
+            if validation is not None and validation.due(step, total_steps):
+                pending[-1].update(validation(model, step))
             progress.update()
             if step % loop.log_every == 0 or step == total_steps:
                 settle()

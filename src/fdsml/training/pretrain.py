@@ -18,7 +18,10 @@ from fdsml.data import (
     FractalCodesDataset,
     ShardedImagesDataset,
     ShuffledBatchSampler,
+    read_retrieval_dataset,
 )
+from fdsml.data.holdout import HoldoutSettings, HoldoutSplit, TrainingRows, split_table
+from fdsml.evaluation.pretrain_validation import PretrainValidation, ValidationSettings
 from fdsml.families import FamilySpec
 from fdsml.models import build_model, model_payload
 from fdsml.models.backbones import MODEL_REGISTRY
@@ -107,6 +110,7 @@ class PretrainConfig:
     data: DataSettings = field(default_factory=DataSettings)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     train: LoopConfig = field(default_factory=LoopConfig)
+    validation: ValidationSettings = field(default_factory=ValidationSettings)
     run_dir: str = reuse.non_defining(default="data/06_models/pretrain_run")
 
     def __post_init__(self):
@@ -141,22 +145,32 @@ def parse_pretrain_params(params: dict[str, Any]) -> PretrainConfig:
 
 
 def run_fingerprint(
-    config: PretrainConfig, spec: FamilySpec, table: pd.DataFrame, world_size: int, shards: dict | None = None
+    config: PretrainConfig,
+    spec: FamilySpec,
+    table: pd.DataFrame,
+    world_size: int,
+    shards: dict | None = None,
+    split: HoldoutSplit | None = None,
 ) -> str:
     """The run folder's reuse fingerprint (:mod:`fdsml.reuse`): what a resumed or reused run must share.
 
-    The codes table enters by content; materialised shards (``data.source: shards``) by the
-    fingerprint the fractals pipeline recorded for them.
+    The codes table and its held-out split enter by content; materialised shards
+    (``data.source: shards``) by the fingerprint the fractals pipeline recorded for them.
     """
     inputs = {"codes": reuse.content_digest(table)}
+    if split is not None:
+        inputs["split"] = reuse.content_digest({"training": split.training, "heldout": split.heldout})
     if config.data.source == "shards":
         inputs["images"] = (shards or {}).get("fingerprint", "")
     return reuse.fingerprint({"pretrain": config, **spec.defining()}, code=__name__, inputs=inputs, world_size=world_size)
 
 
-def build_fractal_dataset(table: pd.DataFrame, spec: FamilySpec, config: PretrainConfig, shards: dict | None):
+def build_fractal_dataset(
+    table: pd.DataFrame, spec: FamilySpec, config: PretrainConfig, shards: dict | None, *, as_stored: bool = False
+):
     """Images rendered on the fly through the family (the table's instances, or fresh ones), or read from
-    materialised ``shards`` (the stored manifest), at the model's input size."""
+    materialised ``shards`` (the stored manifest), at the model's input size. ``as_stored``: the table's
+    own instances with their own seeds, as validation reads the held-out rows."""
     img_size = config.model.img_size or spec.size
     if config.data.source == "shards":
         if shards is None:
@@ -164,7 +178,12 @@ def build_fractal_dataset(table: pd.DataFrame, spec: FamilySpec, config: Pretrai
         return ShardedImagesDataset(shards["folder"], table, img_size=img_size)
     data = config.data
     return FractalCodesDataset(
-        table, spec, seed=config.train.seed, fresh_noise=data.fresh_noise, instances=data.instances, img_size=img_size
+        table,
+        spec,
+        seed=config.train.seed,
+        fresh_noise=data.fresh_noise and not as_stored,
+        instances="table" if as_stored else data.instances,
+        img_size=img_size,
     )
 
 
@@ -246,27 +265,71 @@ def build_objective(config: PretrainConfig):
     )
 
 
+def check_training_rows(config: PretrainConfig, table: pd.DataFrame, split: HoldoutSplit) -> None:
+    """Fail at start, naming the keys, when the held-out split leaves too few classes or instances for a batch."""
+    if config.shuffled_batches or (config.objective == "pa_triplet" and config.pa_triplet.mode == "explicit"):
+        return
+    counts = table["class_id"].iloc[split.training].value_counts()
+    data = config.data
+    for key, have, need in (
+        ("classes_per_batch", len(counts), data.classes_per_batch),
+        ("instances_per_class", int(counts.min()), data.instances_per_class),
+    ):
+        if have < need:
+            raise ConfigError(
+                f"pretrain.data.{key}: {need}, but the training rows have {have} (fractals.holdout holds out "
+                f"{len(split.heldout)} of {len(table)} rows); lower pretrain.data.{key} or fractals.holdout's fractions"
+            )
+
+
+def build_validation(
+    config: PretrainConfig, table: pd.DataFrame, spec: FamilySpec, shards: dict | None, split: HoldoutSplit
+) -> PretrainValidation | None:
+    """The loop's validation hook on the held-out rows (rendered with the table's seeds), or None when off."""
+    settings = config.validation
+    if not settings.enabled:
+        return None
+    probe = settings.probe
+    return PretrainValidation(
+        settings,
+        build_fractal_dataset(table, spec, config, shards, as_stored=True),
+        split,
+        classifier=config.objective == "fdsl",
+        seed=config.train.seed,
+        probe=read_retrieval_dataset(probe.dataset, probe.root) if probe is not None else None,
+        probe_image_size=(probe.image_size if probe is not None else None) or config.model.img_size or spec.size,
+    )
+
+
 def pretrain(
     table: pd.DataFrame,
     spec: FamilySpec,
     config: PretrainConfig,
     *,
     shards: dict | None = None,
+    split: HoldoutSplit | None = None,
 ) -> tuple[dict, pd.DataFrame]:
-    """Pre-train on the family's ``table`` (rendered through ``spec``); returns the model file payload and the per-step history.
+    """Pre-train on the training rows of the family's ``table`` (rendered through ``spec``); returns the model
+    file payload and the per-step history.
 
+    ``split`` (:func:`fdsml.data.holdout.split_table`; None: train on every row) says which rows
+    are held out: never trained on, read by the validation (``validation``). The classifier
+    (FDSL) has one output per training class, in ``split.training_classes`` order.
     ``shards`` is the materialised renderings' manifest (``fractal_images``), read when
     ``data.source`` is ``shards``.
     """
+    split = split if split is not None else split_table(table, HoldoutSettings(), seed=0)
+    check_training_rows(config, table, split)
     context = distributed.setup(config.train.device)
-    plan = plan_pretrain(config, len(table), context.world_size).check()
-    dataset = build_fractal_dataset(table, spec, config, shards)
+    plan = plan_pretrain(config, len(split.training), context.world_size).check()
+    dataset = TrainingRows(build_fractal_dataset(table, spec, config, shards), split)
     sampler = build_batch_sampler(dataset.labels, config, context, plan)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.train.seed)
-        model = build_pretrain_model(config, int(table["class_id"].nunique()), spec.size)
+        model = build_pretrain_model(config, len(split.training_classes), spec.size)
     objective = build_objective(config)
-    fingerprint = run_fingerprint(config, spec, table, context.world_size, shards)
+    fingerprint = run_fingerprint(config, spec, table, context.world_size, shards, split)
+    validation = build_validation(config, table, spec, shards, split) if context.is_main else None
     result = train(
         model,
         objective,
@@ -277,12 +340,14 @@ def pretrain(
         Path(config.run_dir) / "last.pt",
         plan=plan,
         fingerprint=fingerprint,
+        validation=validation,
     )
     metadata = {
         "objective": config.objective,
         "filter": config.pa_triplet.filter if config.objective == "pa_triplet" else None,
         "mode": config.pa_triplet.mode if config.objective == "pa_triplet" else None,
         "steps": result.steps,
+        "training_classes": split.training_classes.tolist(),
         "run_fingerprint": fingerprint,
     }
     return model_payload(result.model, **metadata), result.history

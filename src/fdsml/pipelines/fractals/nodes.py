@@ -10,6 +10,7 @@ import pandas as pd
 from PIL import Image
 
 from fdsml.config import ConfigError, parse, require_positive
+from fdsml.data.holdout import HoldoutSettings
 from fdsml.families import FamilySpec, family_spec
 from fdsml.families.generation import generate_table, is_up_to_date, render_shards, sample_grid, shards_fingerprint
 from fdsml.reuse import defining_configuration
@@ -34,9 +35,11 @@ class OutputSettings:
 
 @dataclass(frozen=True)
 class FractalsConfig:
-    """``params:fractals``: the selected family with its settings (the dataset's definition), plus the outputs."""
+    """``params:fractals``: the selected family with its settings (the dataset's definition), the rows
+    pre-training holds out of it (drawn from the family's seed; the table itself is unchanged), and the outputs."""
 
     spec: FamilySpec
+    holdout: HoldoutSettings
     outputs: OutputSettings
 
 
@@ -45,7 +48,8 @@ def parse_fractals_params(params: dict[str, Any]) -> FractalsConfig:
     if not isinstance(params, dict):
         raise ConfigError(f"fractals: expected a mapping of parameters, got {type(params).__name__}")
     outputs = parse(OutputSettings, params.get("outputs", {}), "fractals.outputs")
-    return FractalsConfig(family_spec(params, "fractals"), outputs)
+    holdout = parse(HoldoutSettings, params.get("holdout", {}), "fractals.holdout")
+    return FractalsConfig(family_spec(params, "fractals", reserved=("outputs", "holdout")), holdout, outputs)
 
 
 def generate_fractal_codes(

@@ -7,8 +7,9 @@ from typing import Any
 
 import pandas as pd
 
+from fdsml.data.holdout import split_table
 from fdsml.pipelines.fractals.nodes import parse_fractals_params
-from fdsml.reporting.history import loss_trend
+from fdsml.reporting.history import loss_trend, validation_cost
 from fdsml.training.pretrain import parse_pretrain_params, pretrain
 
 logger = logging.getLogger(__name__)
@@ -23,10 +24,12 @@ def pretrain_model(
     """Pre-train a backbone on the selected formula family (FineFractalDB by default) with PA-Triplet or the FDSL cross-entropy baseline.
 
     Inputs: the instance table, the materialised renderings (used when ``pretrain.data.source``
-    is ``shards``), ``params:fractals`` (the family and its settings) and ``params:pretrain``. Returns the model file (``pretrained_model``) and the
-    per-step history (``pretrain_history``).
+    is ``shards``), ``params:fractals`` (the family and its settings, the held-out split) and
+    ``params:pretrain``. Returns the model file (``pretrained_model``) and the per-step history
+    (``pretrain_history``).
     """
-    spec = parse_fractals_params(fractals_params).spec
+    fractals = parse_fractals_params(fractals_params)
+    spec = fractals.spec
     config = parse_pretrain_params(pretrain_params)
     spec.check_table(fractal_codes)
     payload, history = pretrain(
@@ -34,8 +37,12 @@ def pretrain_model(
         spec,
         config,
         shards=fractal_images if fractal_images.get("materialized") else None,
+        split=split_table(fractal_codes, fractals.holdout, spec.settings.seed),
     )
     if len(history):
         first, last = loss_trend(history)
         logger.info("Pre-training loss %.4f -> %.4f over %d steps", first, last, len(history))
+    cost = validation_cost(history) if len(history) else None
+    if cost is not None:
+        logger.info("Held-out validation took %.1f %% of the training steps' time", 100 * cost)
     return payload, history

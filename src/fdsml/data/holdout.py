@@ -1,0 +1,136 @@
+"""The held-out split of a codes table: rows pre-training never sees, for its validation.
+
+Two parts are held out: some whole classes (retrieval among fractal classes the model never
+saw) and some instances of every remaining class (unseen instances of known classes). The
+split is a pure function of the table's ``class_id`` column, the fractions and the seed (drawn
+from its own ``SeedSequence``, no global state), so the stored table never changes: the split
+is part of the table's definition (``fractals.holdout``) without being written into it. Any
+table with a ``class_id`` column and one row per instance splits alike, whatever formula family
+made it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from torch.utils.data import Dataset
+
+from fdsml.config import ConfigError
+
+HOLDOUT_STREAM = 0x686F6C64  # "hold": the split's SeedSequence key, apart from the per-class generator streams
+
+
+@dataclass(frozen=True)
+class HoldoutSettings:
+    """``fractals.holdout``: the fraction of classes, and of each remaining class's instances, never trained on.
+
+    A positive fraction holds out at least one class (instance), and always leaves at least one
+    to train on; 0 disables that part.
+    """
+
+    instance_fraction: float = 0.0
+    class_fraction: float = 0.0
+
+    def __post_init__(self):
+        for key in ("instance_fraction", "class_fraction"):
+            value = getattr(self, key)
+            if not 0 <= value < 1:
+                raise ConfigError(f"fractals.holdout.{key}: must lie in [0, 1) (0 disables), got {value!r}")
+
+
+def _held_count(fraction: float, total: int, key: str) -> int:
+    """How many of ``total`` items a fraction holds out: rounded, at least one when positive, never all."""
+    if fraction == 0:
+        return 0
+    count = max(1, int(round(fraction * total)))
+    if count >= total:
+        raise ConfigError(
+            f"fractals.holdout.{key}: {fraction} of {total} would leave nothing to train on; lower it or set it to 0"
+        )
+    return count
+
+
+@dataclass(frozen=True)
+class HoldoutSplit:
+    """Row positions (into the table) of each part, ascending, and the classes trained on.
+
+    ``training_classes`` is sorted: a classifier trained on the training rows has output ``i``
+    for class ``training_classes[i]`` (:meth:`training_labels`).
+    """
+
+    training: np.ndarray
+    heldout_instances: np.ndarray
+    heldout_classes: np.ndarray
+    training_classes: np.ndarray
+
+    @property
+    def heldout(self) -> np.ndarray:
+        """Every held-out row (both parts), ascending."""
+        return np.sort(np.concatenate([self.heldout_instances, self.heldout_classes]))
+
+    def training_labels(self, class_ids: np.ndarray) -> np.ndarray:
+        """``class_ids`` of training classes as the classifier's outputs 0..C-1 (identity for classes 0..C-1)."""
+        class_ids = np.asarray(class_ids)
+        positions = np.searchsorted(self.training_classes, class_ids)
+        if not np.array_equal(self.training_classes[np.minimum(positions, len(self.training_classes) - 1)], class_ids):
+            raise ValueError("training_labels: a class id is not one of the training classes")
+        return positions.astype(np.int64)
+
+
+def split_table(table: pd.DataFrame, settings: HoldoutSettings, seed: int) -> HoldoutSplit:
+    """Hold out ``class_fraction`` of the classes, then ``instance_fraction`` of each remaining class's rows.
+
+    Draws from ``SeedSequence(seed, spawn_key=(HOLDOUT_STREAM,))``: the same table, settings and
+    seed give the same split.
+    """
+    if "class_id" not in table.columns:
+        raise KeyError("the codes table lacks column class_id, which the held-out split needs")
+    class_ids = table["class_id"].to_numpy()
+    classes = np.unique(class_ids)
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(HOLDOUT_STREAM,)))
+    held_classes = np.sort(rng.choice(classes, _held_count(settings.class_fraction, len(classes), "class_fraction"), replace=False))
+    training_classes = np.setdiff1d(classes, held_classes)
+    held_instances = []
+    for label in training_classes:
+        rows = np.flatnonzero(class_ids == label)
+        count = _held_count(settings.instance_fraction, len(rows), "instance_fraction")
+        held_instances.append(rng.choice(rows, count, replace=False))
+    heldout_instances = np.sort(np.concatenate(held_instances)).astype(np.int64)
+    heldout_classes = np.flatnonzero(np.isin(class_ids, held_classes)).astype(np.int64)
+    training = np.setdiff1d(np.arange(len(table)), np.concatenate([heldout_instances, heldout_classes])).astype(np.int64)
+    return HoldoutSplit(training, heldout_instances, heldout_classes, training_classes)
+
+
+class TrainingRows(Dataset):
+    """The training rows of a formula family's dataset, labelled with the classifier's outputs 0..C-1.
+
+    Items keep their table row as ``index``, so fresh rendering noise (a function of the row)
+    is the same with or without a held-out split; ``set_epoch`` reaches the wrapped dataset.
+    """
+
+    def __init__(self, dataset, split: HoldoutSplit):
+        self.dataset = dataset
+        self.rows = split.training
+        self.labels = split.training_labels(np.asarray(dataset.labels)[self.rows])
+
+    @property
+    def psi(self) -> np.ndarray:
+        return np.asarray(self.dataset.psi)[self.rows]
+
+    def set_epoch(self, epoch: int) -> None:
+        if hasattr(self.dataset, "set_epoch"):
+            self.dataset.set_epoch(epoch)
+
+    def model_input(self, images):
+        """The wrapped dataset's conversion of shipped images into the model's input."""
+        return self.dataset.model_input(images)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index: int) -> dict:
+        item = self.dataset[int(self.rows[int(index)])]
+        item["label"] = int(self.labels[int(index)])
+        return item

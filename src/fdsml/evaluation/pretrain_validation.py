@@ -1,0 +1,249 @@
+"""Held-out validation during pre-training: does the model learn what pre-training asks, and does it transfer?
+
+The training loop calls a :class:`PretrainValidation` every ``every`` steps and at the end. It
+scores the model on rows of the codes table never trained on (:mod:`fdsml.data.holdout`),
+rendered once with the table's own seeds (fixed noise) and kept for the run:
+
+* ``val_agreement_<filter>``: on a fixed, seeded set of held-out triplets per candidate filter
+  (drawn as the explicit sampler draws them), the fraction whose representation distances
+  order the two candidates as the descriptor distance does: the quantity PA-Triplet optimises;
+* ``val_top1`` (cross-entropy models): top-1 accuracy on the held-out instances of training classes;
+* ``val_class_recall_at_1``: k-NN Recall@1 among the held-out classes (retrieval of unseen fractal classes);
+* ``val_probe_recall_at_1``: the frozen trunk's Recall@1 on a real retrieval dataset (:mod:`fdsml.evaluation.frozen_probe`);
+* ``validation_s``: the seconds the validation took (its cost against the step time).
+
+The representation is what each objective shapes: PA-Triplet's output embedding, FDSL's pooled
+trunk features (its output is class logits of the training classes, meaningless for unseen
+ones). Distances are Euclidean between L2-normalised vectors, as in PA-Triplet's default loss
+and :func:`fdsml.evaluation.retrieval_metrics`. Validation runs in eval mode under
+``torch.random.fork_rng`` and restores every module's mode, so training is the same, byte for
+byte, with validation on or off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from fdsml import reuse
+from fdsml.config import ConfigError, require_positive
+from fdsml.data import RetrievalSplits
+from fdsml.data.holdout import HoldoutSplit
+from fdsml.evaluation.classification import topk_accuracy
+from fdsml.evaluation.retrieval import retrieval_metrics
+from fdsml.ifs.descriptor import descriptor_distance
+from fdsml.losses.candidates import FILTERS, TripletPools, first_is_positive
+
+logger = logging.getLogger(__name__)
+
+METRICS = (
+    *(f"val_agreement_{name}" for name in FILTERS),
+    "val_top1",
+    "val_class_recall_at_1",
+    "val_probe_recall_at_1",
+)  # every validation reports them all (NaN where the data or the model has none), so history columns never vary
+VALIDATION_STREAM = 0x76616C  # "val": the held-out subset and triplets' SeedSequence key
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """``pretrain.validation.probe``: the real retrieval dataset the frozen trunk is probed on."""
+
+    dataset: str = "digits"
+    root: str | None = None
+    image_size: int | None = None  # None: the model's input size
+    crop_fraction: float = 0.875
+    max_images: int | None = None  # a seeded subset of the test images (and of the queries and the gallery); None: all
+
+    def __post_init__(self):
+        for key in ("image_size", "max_images"):
+            if getattr(self, key) is not None:
+                require_positive(f"pretrain.validation.probe.{key}", getattr(self, key))
+
+
+@dataclass(frozen=True)
+class ValidationSettings:
+    """``pretrain.validation``: how often, on how many held-out triplets and images, and the probe (None: none)."""
+
+    every: int | None = None  # steps between validations (also at the end); None or 0: no validation
+    triplets: int = 1000  # fixed held-out triplets per filter
+    max_images: int = 512  # held-out images read from each part (a seeded subset beyond that)
+    batch_size: int = reuse.non_defining(default=256)  # forward batches: cannot change the metrics
+    probe: ProbeSettings | None = None
+
+    def __post_init__(self):
+        if self.every is not None and self.every < 0:
+            raise ConfigError(f"pretrain.validation.every: must be >= 0 (0 or null disables), got {self.every}")
+        for key in ("triplets", "max_images", "batch_size"):
+            require_positive(f"pretrain.validation.{key}", getattr(self, key))
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.every)
+
+
+@dataclass(frozen=True)
+class HeldoutTriplets:
+    """Fixed triplets (positions into the held-out images) and whether the descriptor puts candidate 1 first."""
+
+    anchors: np.ndarray
+    first: np.ndarray
+    second: np.ndarray
+    descriptor_first: np.ndarray
+
+    @classmethod
+    def draw(cls, class_ids: np.ndarray, psi: np.ndarray, filter_name: str, count: int, rng: np.random.Generator):
+        """``count`` triplets of ``filter_name`` as pre-training's explicit sampler draws them; None when the
+        held-out images cannot serve the filter (too few classes or instances)."""
+        try:
+            pools = TripletPools(class_ids, filter_name)
+        except ValueError:
+            return None
+        if pools.eligible.size == 0:
+            return None
+        anchors, first, second = pools.sample(count, rng)
+        descriptor_first = first_is_positive(
+            descriptor_distance(psi[anchors], psi[first]), descriptor_distance(psi[anchors], psi[second])
+        )
+        return cls(anchors, first, second, np.asarray(descriptor_first))
+
+
+def ordering_agreement(vectors: torch.Tensor, triplets: HeldoutTriplets) -> float:
+    """Fraction of ``triplets`` whose distances between L2-normalised ``vectors`` order the candidates as the descriptor does."""
+    unit = F.normalize(vectors.to(torch.float64), dim=1)
+    anchors, first, second = (torch.from_numpy(part) for part in (triplets.anchors, triplets.first, triplets.second))
+    by_vectors = first_is_positive((unit[anchors] - unit[first]).norm(dim=1), (unit[anchors] - unit[second]).norm(dim=1))
+    return float((by_vectors.numpy() == triplets.descriptor_first).mean())
+
+
+@contextlib.contextmanager
+def evaluation_mode(model: nn.Module):
+    """``model`` in eval mode, no gradients, the global RNGs untouched; every module's mode restored after."""
+    modes = [(module, module.training) for module in model.modules()]
+    device = next(model.parameters()).device
+    try:
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), torch.no_grad():
+            model.eval()
+            yield
+    finally:
+        for module, training in modes:
+            module.training = training
+
+
+def _subset(rows: np.ndarray, limit: int | None, rng: np.random.Generator) -> np.ndarray:
+    """``rows``, or a seeded subset of ``limit`` of them in their order."""
+    return rows if limit is None or len(rows) <= limit else np.sort(rng.choice(rows, limit, replace=False))
+
+
+def probe_splits(splits: RetrievalSplits, max_images: int | None, seed: int) -> RetrievalSplits:
+    """The probe's images: at most ``max_images`` test images (or queries, and gallery images), drawn once
+    with ``seed``; scored by Recall@1, which any subset of two or more images supports."""
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(VALIDATION_STREAM, 1)))
+
+    def part(records):
+        return None if records is None else records.subset(_subset(np.arange(len(records)), max_images, rng))
+
+    return RetrievalSplits(
+        splits.name, splits.train, (1,), test=part(splits.test), query=part(splits.query), gallery=part(splits.gallery)
+    )
+
+
+class PretrainValidation:
+    """The loop's validation hook: held-out images rendered once, triplets drawn once, metrics on call.
+
+    ``dataset`` is the whole codes table as a fixed-noise FineFractalDB dataset (items by table
+    row); ``split`` says which rows are held out. ``classifier``: the model outputs training-class
+    logits (FDSL), scored by top-1 and represented by its trunk features. ``probe`` is the probe's
+    retrieval dataset (None: no probe), of which ``settings.probe.max_images`` are read, at ``probe_image_size``.
+    """
+
+    def __init__(
+        self,
+        settings: ValidationSettings,
+        dataset,
+        split: HoldoutSplit,
+        *,
+        classifier: bool,
+        seed: int,
+        probe=None,
+        probe_image_size: int | None = None,
+    ):
+        self.settings = settings
+        self.classifier = classifier
+        self.seed = seed
+        self.probe = None if probe is None else probe_splits(probe, settings.probe.max_images, seed)
+        self.probe_image_size = probe_image_size
+        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(VALIDATION_STREAM,)))
+        instances = _subset(split.heldout_instances, settings.max_images, rng)
+        classes = _subset(split.heldout_classes, settings.max_images, rng)
+        rows = np.concatenate([instances, classes])
+        items = [dataset[int(row)] for row in rows]
+        self.images = dataset.model_input(torch.stack([item["image"] for item in items])) if items else None
+        self.class_ids = np.asarray(dataset.labels)[rows]
+        psi = np.asarray(dataset.psi, dtype=np.float64)[rows]
+        self.instance_part = torch.arange(len(rows)) < len(instances)
+        self.instance_labels = torch.from_numpy(split.training_labels(self.class_ids[: len(instances)]))
+        self.triplets = {
+            name: HeldoutTriplets.draw(self.class_ids, psi, name, settings.triplets, rng) for name in FILTERS
+        }
+
+    def due(self, step: int, total_steps: int) -> bool:
+        """Every ``every`` steps and at the last one."""
+        return self.settings.enabled and (step % self.settings.every == 0 or step == total_steps)
+
+    def _outputs(self, model: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
+        """(representation, model output) of every held-out image, in float32 on the CPU."""
+        device = next(model.parameters()).device
+        represented, outputs = [], []
+        for batch in self.images.split(self.settings.batch_size):
+            features = model.features(batch.to(device))
+            output = model.head(features)
+            represented.append((features if self.classifier else output).float().cpu())
+            outputs.append(output.float().cpu())
+        return torch.cat(represented), torch.cat(outputs)
+
+    def metrics(self, model: nn.Module) -> dict[str, float]:
+        """Every metric of ``METRICS``, NaN where the held-out data or the settings allow none (the model in eval mode)."""
+        result = dict.fromkeys(METRICS, float("nan"))
+        if self.images is not None:
+            vectors, outputs = self._outputs(model)
+            for name, triplets in self.triplets.items():
+                if triplets is not None:
+                    result[f"val_agreement_{name}"] = ordering_agreement(vectors, triplets)
+            if self.classifier and self.instance_part.any():
+                result["val_top1"] = topk_accuracy(outputs[self.instance_part], self.instance_labels, (1,))[1]
+            unseen = ~self.instance_part
+            if len(np.unique(self.class_ids[unseen.numpy()])) >= 2:
+                recall = retrieval_metrics(vectors[unseen], self.class_ids[unseen.numpy()], ks=(1,), seed=self.seed)["recall@1"]
+                result["val_class_recall_at_1"] = recall
+        if self.probe is not None:
+            from fdsml.evaluation.frozen_probe import frozen_probe  # torchvision's transforms: only when probing
+
+            device = next(model.parameters()).device
+            probe = frozen_probe(
+                model,
+                self.probe,
+                self.probe_image_size,
+                crop_fraction=self.settings.probe.crop_fraction,
+                batch_size=self.settings.batch_size,
+                device=device,
+                seed=self.seed,
+            )
+            result["val_probe_recall_at_1"] = probe["recall@1"]
+        return result
+
+    def __call__(self, model: nn.Module, step: int) -> dict[str, float]:
+        """The metrics at ``step`` and ``validation_s``, the seconds they took; the model and RNGs as they were."""
+        started = time.perf_counter()
+        with evaluation_mode(model):
+            result = self.metrics(model)
+        result["validation_s"] = time.perf_counter() - started
+        logger.info("validation at step %d: %s", step, ", ".join(f"{k} {v:.4f}" for k, v in result.items()))
+        return result
