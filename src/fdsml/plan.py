@@ -69,10 +69,10 @@ def plan_steps(parameters: dict[str, Any], pipelines: tuple[str, ...], world_siz
     sizes = parse(PublishedSizes, parameters.get("plan", {}).get("dataset_sizes", {}), "plan.dataset_sizes")
     plans = []
     if "pretrain" in pipelines:
-        from fdsml.pipelines.fractals.nodes import parse_fractals_params
+        from fdsml.families import family_spec
         from fdsml.training.pretrain import parse_pretrain_params, plan_pretrain
 
-        fractals = parse_fractals_params(parameters["fractals"]).spec.settings
+        fractals = family_spec(parameters["fractals"]).settings
         images = fractals.n_classes * fractals.instances_per_class
         plan = plan_pretrain(parse_pretrain_params(parameters["pretrain"]), images, world_size)
         plans.append(dataclasses.replace(plan, notes=("images: fractals.n_classes x fractals.instances_per_class",)))

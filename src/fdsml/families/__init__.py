@@ -47,7 +47,7 @@ def get_family(name: str, key: str = "fractals.family") -> Family:
         raise ConfigError(f"{key}: unknown formula family {name!r}; known families: {', '.join(known_families())}") from None
 
 
-def family_spec(params: Mapping[str, Any], key: str = "fractals", reserved: tuple[str, ...] = ("outputs",)) -> FamilySpec:
+def family_spec(params: Mapping[str, Any], key: str = "fractals", reserved: tuple[str, ...] = ("outputs", "holdout")) -> FamilySpec:
     """The family ``params['family']`` selects, with its settings parsed from ``params``.
 
     The settings are ``params[<family name>]`` when given, otherwise the top-level keys (the

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from fdsml.ifs.render import _GOLDEN, _mix
+from fdsml.ifs.render import GOLDEN_GAMMA, splitmix64
 
 _S11 = np.uint64(11)
 _S32 = np.uint64(32)
@@ -27,14 +27,14 @@ _UNIT = 2.0**-53
 @nb.njit(cache=True)
 def seed_key(seed):
     """The stream key of ``seed``: every draw of one rendering derives from it."""
-    return _mix(np.uint64(seed) + _GOLDEN)
+    return splitmix64(np.uint64(seed) + GOLDEN_GAMMA)
 
 
 @nb.njit(cache=True, inline="always")
 def unit_uniform(key, stream, index):
     """Draw ``index`` of stream ``stream`` under ``key``: a float in [0, 1)."""
     counter = (np.uint64(stream) << _S32) + np.uint64(index) + np.uint64(1)
-    return float(_mix(key + counter * _GOLDEN) >> _S11) * _UNIT
+    return float(splitmix64(key + counter * GOLDEN_GAMMA) >> _S11) * _UNIT
 
 
 @nb.njit(cache=True)

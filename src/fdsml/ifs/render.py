@@ -23,7 +23,7 @@ FOREGROUND = 127
 
 MODES = ("point", "patch")
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+GOLDEN_GAMMA = np.uint64(0x9E3779B97F4A7C15)  # SplitMix64's counter increment (shared with the orbit families' Perlin noise)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)
 _S30 = np.uint64(30)
@@ -36,7 +36,7 @@ _MASKS = np.uint64(511)
 
 
 @nb.njit(cache=True, inline="always")
-def _mix(z):
+def splitmix64(z):
     """SplitMix64's finaliser: a well-mixed 64-bit integer from a counter state."""
     z = (z ^ (z >> _S30)) * _MIX1
     z = (z ^ (z >> _S27)) * _MIX2
@@ -61,17 +61,17 @@ def _orbit(coefficients, thresholds, n_points, burn_in, seed, xs, ys, masks, wan
     last = coefficients.shape[0] - 1
     x = 0.0
     y = 0.0
-    state = _mix(np.uint64(seed) + _GOLDEN)
+    state = splitmix64(np.uint64(seed) + GOLDEN_GAMMA)
     for _ in range(burn_in):
-        state += _GOLDEN
-        x, y = _step(coefficients, thresholds, last, x, y, _mix(state))
+        state += GOLDEN_GAMMA
+        x, y = _step(coefficients, thresholds, last, x, y, splitmix64(state))
     xmin = np.inf
     xmax = -np.inf
     ymin = np.inf
     ymax = -np.inf
     for j in range(n_points):
-        state += _GOLDEN
-        r = _mix(state)
+        state += GOLDEN_GAMMA
+        r = splitmix64(state)
         x, y = _step(coefficients, thresholds, last, x, y, r)
         xs[j] = x
         ys[j] = y

@@ -49,7 +49,7 @@ def parse_fractals_params(params: dict[str, Any]) -> FractalsConfig:
         raise ConfigError(f"fractals: expected a mapping of parameters, got {type(params).__name__}")
     outputs = parse(OutputSettings, params.get("outputs", {}), "fractals.outputs")
     holdout = parse(HoldoutSettings, params.get("holdout", {}), "fractals.holdout")
-    return FractalsConfig(family_spec(params, "fractals", reserved=("outputs", "holdout")), holdout, outputs)
+    return FractalsConfig(family_spec(params, "fractals"), holdout, outputs)
 
 
 def generate_fractal_codes(
