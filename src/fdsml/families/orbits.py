@@ -219,11 +219,6 @@ def stroke_pixels(stroke: float, size: int) -> int:
     return max(1, int(round(stroke * size / REFERENCE_SIZE)))
 
 
-def drawn_fraction(image: np.ndarray, background: int) -> float:
-    """Fraction of pixels that differ from ``background``: the occupancy near-empty renderings are rejected by."""
-    return float(np.count_nonzero(image != background)) / image.size
-
-
 def render_orbits(
     *,
     size: int,
