@@ -18,7 +18,8 @@ import torch
 
 from fdsml.data import ClassBalancedBatchSampler, ExplicitTripletBatchSampler, FractalCodesDataset
 from fdsml.ifs.finefractaldb import ClassFilter, FineFractalDBConfig
-from fdsml.families.finefractaldb import generate_finefractaldb
+from fdsml.families import FamilySpec
+from fdsml.families.finefractaldb import FINEFRACTALDB, generate_finefractaldb
 from fdsml.ifs.render import RenderSettings
 from fdsml.models import build_model
 from fdsml.training.objectives import CrossEntropyObjective, PATripletObjective
@@ -89,7 +90,7 @@ def main() -> None:
         class_filter=ClassFilter(size=256, points=20_000),
     )
     table, _ = generate_finefractaldb(fractals)
-    dataset = FractalCodesDataset(table, fractals.render, seed=0, fresh_noise=True)
+    dataset = FractalCodesDataset(table, FamilySpec(FINEFRACTALDB, fractals), seed=0, fresh_noise=True)
     batch = args.classes_per_batch * args.instances_per_class
     balanced = ClassBalancedBatchSampler(dataset.labels, args.classes_per_batch, args.instances_per_class, seed=0, batches_per_epoch=10_000)
     devices = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])

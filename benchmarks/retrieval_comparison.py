@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from kedro.config import OmegaConfigLoader
 
-from fdsml.families.finefractaldb import generate_finefractaldb
+from fdsml.families.generation import generate_table
 from fdsml.models import save_checkpoint
 from fdsml.models.starting_points import StartingPoint
 from fdsml.pipelines.fractals.nodes import parse_fractals_params
@@ -49,16 +49,16 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 
     params = OmegaConfigLoader("conf", base_env="base", default_run_env="base")["parameters"]
-    fractals = parse_fractals_params(params["fractals"] | {"n_classes": args.classes, "instances_per_class": args.instances})
+    spec = parse_fractals_params(params["fractals"] | {"n_classes": args.classes, "instances_per_class": args.instances}).spec
     started = time.perf_counter()
-    table, _ = generate_finefractaldb(fractals)
+    table, _ = generate_table(spec)
     work = Path(tempfile.mkdtemp(prefix="fdsml-retrieval-"))
     starts = [StartingPoint("scratch")]
     for name, override in VARIANTS.items():
         pretrain_params = params["pretrain"] | override | {"run_dir": str(work / name)}
         config = parse_pretrain_params(pretrain_params)
         config = replace(config, train=replace(config.train, epochs=args.pretrain_epochs))
-        payload, _ = pretrain(table, fractals.render, config)
+        payload, _ = pretrain(table, spec, config)
         save_checkpoint(work / f"{name}.pt", payload)
         starts.append(StartingPoint(name, str(work / f"{name}.pt")))
     pretrain_seconds = time.perf_counter() - started

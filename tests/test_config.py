@@ -32,7 +32,7 @@ def test_bad_fractal_parameters_name_the_key(params, message):
 
 
 def test_defaults_parse_into_typed_values():
-    config = parse_fractals_params({"perturbation": {"factor_range": [0.5, 2]}})
+    config = parse_fractals_params({"perturbation": {"factor_range": [0.5, 2]}}).spec.settings
     assert config.perturbation.factor_range == (0.5, 2.0)
     assert config.sampler == "sigma_factor"
 

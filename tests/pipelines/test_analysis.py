@@ -13,7 +13,7 @@ from PIL import Image
 
 from fdsml.config import ConfigError
 from fdsml.datasets import CheckpointDataset
-from fdsml.families.finefractaldb import generate_finefractaldb
+from fdsml.families.generation import generate_table
 from fdsml.models import build_model, model_payload, save_checkpoint
 from fdsml.pipelines.analysis import create_pipeline
 from fdsml.pipelines.analysis.nodes import explain_resnets
@@ -44,7 +44,7 @@ def analysis_params(vit_path: str) -> dict:
 
 
 def test_pipeline_draws_every_picture_and_writes_the_metrics(tmp_path):
-    table, _ = generate_finefractaldb(parse_fractals_params(FRACTALS))
+    table, _ = generate_table(parse_fractals_params(FRACTALS).spec)
     torch.manual_seed(1)  # not analysis.seed: the untrained reference must differ from the checkpoint
     resnet = build_model("resnet18", img_size=32, embedding_dim=8)
     vit = build_model("vit_tiny_patch4", img_size=16, depth=2, embedding_dim=8)

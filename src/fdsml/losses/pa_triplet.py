@@ -157,7 +157,7 @@ def mine_batch_triplets(
 ) -> IndicesTuple:
     """Batch mode: all triplets of the batch allowed by the filter, ordered by descriptor distance.
 
-    ``labels`` (B,) class ids, ``psi`` (B, 6) descriptors, on the same device. For ``each``,
+    ``labels`` (B,) class ids, ``psi`` (B, D) descriptors (any length D), on the same device. For ``each``,
     candidate 1 is the same-class one. Returns LongTensors ``(anchors, positives, negatives)``
     in (anchor, candidate 1, candidate 2) order; with ``max_triplets`` a uniform random subset of
     that many (drawn with ``generator``, required then, kept in the same order). Memory is O(B^2)
