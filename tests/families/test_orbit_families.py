@@ -12,7 +12,9 @@ import pandas as pd
 import pytest
 
 from fdsml.config import ConfigError, parse
-from fdsml.families import get_family, rcdb, visual_atom
+from fdsml.families import FamilySpec, get_family, rcdb, visual_atom
+from fdsml.ifs.chamfer import chamfer_distances
+from fdsml.validation.sweeps import noise_floor
 
 FAMILIES = {
     "visual_atom": (visual_atom.VISUAL_ATOM, visual_atom.VisualAtomSettings()),
@@ -178,3 +180,17 @@ def test_registered_by_name_and_table_rows_round_trip(family):
         assert orbit_family.instance(row) == instance
     table = pd.DataFrame([{"class_id": 0, "instance_id": 0, **orbit_family.instance_row(instances[0], settings)}])
     assert orbit_family.class_code(table, settings) == classes[0]
+
+
+def test_chamfer_distances_see_the_orbits_not_the_white_background():
+    """Validation measures shapes through the family's foreground: RCDB re-rendered with other
+    seeds (other noise) is a different shape, so its noise floor is above zero."""
+    settings = rcdb.RCDBSettings(size=64)
+    shape = rcdb.ContourClass(vertices=60, orbits=30, amplitude=2.0, line_width=0.05)
+    spec = FamilySpec(rcdb.RCDB, settings)
+    assert spec.foreground(np.full((2, 2), 255, np.uint8)).sum() == 0
+    instance = rcdb.RCDB.rescaled(shape, 0, 1.0, settings)[0]
+    drawn = [rcdb.RCDB.render(instance, settings, seed) != 255 for seed in range(4)]
+    expected = np.median(chamfer_distances(drawn[0], np.stack(drawn[1:])))
+    assert expected > 0.01
+    assert noise_floor(shape, spec, 0, np.array([1, 2, 3])) == pytest.approx(expected)

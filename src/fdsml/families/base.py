@@ -75,9 +75,14 @@ class Family(ABC):
     def render(self, instance: Any, settings, seed: int) -> np.ndarray:
         """The instance's ``(S, S)`` uint8 rendering; the same instance and seed give the same bytes."""
 
+    def foreground(self, images: np.ndarray, settings) -> np.ndarray:
+        """Which pixels are drawn, the shape occupancy and Chamfer distances see (non-zero: a black
+        background; a family drawing on another background overrides it)."""
+        return images != 0
+
     def occupancy(self, image: np.ndarray, settings) -> float:
-        """Fraction of drawn pixels (non-zero: a black background; a family drawing on white overrides it)."""
-        return float(np.count_nonzero(image)) / image.size
+        """Fraction of drawn pixels."""
+        return float(np.count_nonzero(self.foreground(image, settings))) / image.size
 
     @abstractmethod
     def descriptor(self, instance: Any, settings) -> np.ndarray:
@@ -166,6 +171,9 @@ class FamilySpec:
 
     def descriptor(self, instance: Any) -> np.ndarray:
         return self.family.descriptor(instance, self.settings)
+
+    def foreground(self, images: np.ndarray) -> np.ndarray:
+        return self.family.foreground(images, self.settings)
 
     def render_rows(self, table: pd.DataFrame) -> np.ndarray:
         """Table rows rendered with their stored seeds: ``(len(table), S, S)`` uint8."""

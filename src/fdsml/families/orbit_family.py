@@ -23,7 +23,7 @@ import numpy as np
 from fdsml import reuse
 from fdsml.config import ConfigError, require_fraction, require_positive, require_range, require_seed
 from fdsml.families.base import GENERIC_COLUMNS, Family, scale_descriptor
-from fdsml.families.orbits import Style, drawn_fraction, render_instance
+from fdsml.families.orbits import Style, render_instance
 
 _CASTS = {"int": int, "float": float, "str": str}
 
@@ -153,9 +153,9 @@ class OrbitFamily(Family):
         """The instance as a ``(size, size)`` uint8 image, ``settings.size`` by default."""
         return render_instance(instance, self.style, settings, seed, size)
 
-    def occupancy(self, image: np.ndarray, settings=None) -> float:
-        """Fraction of pixels that differ from the family's background."""
-        return drawn_fraction(image, self.style.background)
+    def foreground(self, images: np.ndarray, settings) -> np.ndarray:
+        """The pixels that differ from the family's background."""
+        return images != self.style.background
 
     def descriptor(self, instance, settings) -> np.ndarray:
         ranges = self.ranges(settings)

@@ -15,7 +15,9 @@ vertices in orbit k's grey level. The shifts accumulate: orbit k lies sum_{j <= 
 from the starting oval. A is the noise amplitude, g the noise gain (1 for VisualAtom, 2 for
 RCDB), l the "line width" (in the original scripts a constant outward step per orbit, not a
 stroke width), P one periodic Perlin curve (:mod:`fdsml.families.perlin`) per orbit and axis
-sampled at t = cells * theta / 2 pi. With A = 0, l = 0 and n1 = n2 = 0 every orbit is the
+sampled at t = cells * theta / 2 pi (the original scripts call ``pnoise1`` at an independent
+random point per vertex, noise uncorrelated along the orbit; one smooth periodic curve per orbit
+keeps the orbits smooth closed curves, with ``cells`` setting the noise's wavelength). With A = 0, l = 0 and n1 = n2 = 0 every orbit is the
 starting oval; with A = 0, o_x = o_y = 1, n1 = 3 and n2 = 0 orbit k's radius is
 r + k (l + 0.5 sin 3 theta): three lobes.
 
@@ -217,11 +219,6 @@ def render_instance(instance, style: Style, settings, seed: int, size: int | Non
 def stroke_pixels(stroke: float, size: int) -> int:
     """Drawn line thickness in pixels: ``stroke`` reference pixels scaled to ``size``, at least one."""
     return max(1, int(round(stroke * size / REFERENCE_SIZE)))
-
-
-def drawn_fraction(image: np.ndarray, background: int) -> float:
-    """Fraction of pixels that differ from ``background``: the occupancy near-empty renderings are rejected by."""
-    return float(np.count_nonzero(image != background)) / image.size
 
 
 def render_orbits(

@@ -58,7 +58,7 @@ def measure_triplets(
         stop = min(start + chunk_size, n_triplets)
         rows = np.concatenate([anchors[start:stop], first[start:stop], second[start:stop]])
         needed, inverse = np.unique(rows, return_inverse=True)
-        images = spec.render_rows(table.iloc[needed])
+        images = spec.foreground(spec.render_rows(table.iloc[needed]))
         a, f, s = np.split(inverse, 3)
         chamfer_first[start:stop] = chamfer_distances(images[a], images[f])
         chamfer_second[start:stop] = chamfer_distances(images[a], images[s])

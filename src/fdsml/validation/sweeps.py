@@ -62,8 +62,8 @@ def _base(spec: FamilySpec, base: Any):
 def noise_floor(base: Any, spec: FamilySpec, seed: int, other_seeds: np.ndarray) -> float:
     """Median D between the base rendered with ``seed`` and re-rendered with each of ``other_seeds``."""
     instance = _base(spec, base)
-    reference = spec.render(instance, seed)
-    others = np.stack([spec.render(instance, int(s)) for s in other_seeds])
+    reference = spec.foreground(spec.render(instance, seed))
+    others = spec.foreground(np.stack([spec.render(instance, int(s)) for s in other_seeds]))
     return float(np.median(chamfer_distances(reference, others)))
 
 
@@ -81,15 +81,15 @@ def sweep(
     seed per factor. A point that cannot be rendered at all is an empty image without d_Psi.
     """
     base_instance = _base(spec, base)
-    reference = spec.render(base_instance, seed)
+    reference = spec.foreground(spec.render(base_instance, seed))
     base_psi = spec.descriptor(base_instance)
-    images = np.zeros((factors.shape[0], spec.size, spec.size), dtype=np.uint8)
+    images = np.zeros((factors.shape[0], spec.size, spec.size), dtype=bool)
     distances = np.full(factors.shape[0], np.nan)
     contractive = np.empty(factors.shape[0], dtype=bool)
     for k, factor in enumerate(factors):
         instance, contractive[k] = spec.family.rescaled(base, position, float(factor), spec.settings)
         if instance is not None:
-            images[k] = spec.render(instance, seed if point_seeds is None else int(point_seeds[k]))
+            images[k] = spec.foreground(spec.render(instance, seed if point_seeds is None else int(point_seeds[k])))
             distances[k] = descriptor_distance(spec.descriptor(instance), base_psi)
     return pd.DataFrame(
         {
