@@ -43,3 +43,19 @@ def test_generated_pretrained_and_validated(name, tmp_path):
     assert set(sweeps["position"]) == set(range(len(family.continuous)))
     result, _ = validation.summarise(triplets, sweeps, fractals, VALIDATION)
     assert result["settings"]["family"] == name
+
+
+@pytest.mark.parametrize("picture", ["embedding_maps", "trajectories"])
+def test_the_ifs_code_pictures_say_they_need_finefractaldb(picture):
+    """The analysis sweep and trajectory act on IFS codes: another family gets the fix, not a KeyError."""
+    from fdsml.analysis import pictures
+    from fdsml.analysis.config import parse_analysis_params
+    from fdsml.config import ConfigError
+    from fdsml.families import family_spec
+    from fdsml.families.generation import generate_table
+
+    spec = family_spec({"family": "rcdb", "rcdb": TINY})
+    table, _ = generate_table(spec)
+    arguments = (spec.settings.factor_range,) if picture == "embedding_maps" else ()
+    with pytest.raises(ConfigError, match="rcdb table does not hold.*fractals.family: finefractaldb"):
+        getattr(pictures, picture)({}, table, spec, *arguments, parse_analysis_params({}))

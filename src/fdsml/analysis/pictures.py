@@ -67,6 +67,16 @@ def _embed_fractals(model: EmbeddingModel, images: np.ndarray, batch_size: int) 
     return np.concatenate(parts)
 
 
+def require_ifs_codes(table: pd.DataFrame, spec: FamilySpec, picture: str) -> None:
+    """The embedding map's sweep and the trajectory's interpolation act on IFS codes: say so for a family without them."""
+    if "coefficients" not in table.columns:
+        raise ConfigError(
+            f"analysis: the {picture} rescales and interpolates IFS codes, which the {spec.name} table does not hold; "
+            "run the other pipelines (e.g. `kedro run --pipelines=fractals,validate_descriptor,pretrain,retrieval`) "
+            "or set fractals.family: finefractaldb"
+        )
+
+
 def embedding_maps(
     models: dict[str, EmbeddingModel],
     table: pd.DataFrame,
@@ -79,6 +89,7 @@ def embedding_maps(
     The path is the descriptor validation's sweep grid over the perturbation range (evenly spaced,
     the class code itself at s = 1.0 exactly).
     """
+    require_ifs_codes(table, spec, "embedding map")
     settings = config.embedding_map
     try:
         sweep_grid = sweep_factors(factor_range, settings.sweep_points)
@@ -112,6 +123,7 @@ def trajectories(
     models: dict[str, EmbeddingModel], table: pd.DataFrame, spec: FamilySpec, config: AnalysisConfig
 ) -> tuple[Figure, dict]:
     """Interpolation trajectory per checkpoint: its picture and its smoothness in the full embedding space."""
+    require_ifs_codes(table, spec, "trajectory")
     settings = config.trajectory
     row_0, row_1 = pick_code_pair(table, config.rng(1))
     alphas = np.linspace(0.0, 1.0, settings.n_alphas)
