@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from fdsml.data import fractal_input
 from fdsml.data.holdout import HoldoutSettings, split_table
 from fdsml.evaluation.pretrain_validation import METRICS, HeldoutTriplets, PretrainValidation, ValidationSettings, ordering_agreement
 from fdsml.models import build_model
@@ -37,16 +38,19 @@ def test_triplets_are_ordered_by_the_descriptor_distance():
 
 
 class _Renderings:
-    """A FineFractalDB-like dataset by table row: a class-dependent bar plus noise."""
+    """A formula-family-like dataset by table row: uint8 renderings of a class-dependent bar plus noise."""
 
     def __init__(self, table):
         self.labels = table["class_id"].to_numpy()
         self.psi = np.stack(table["psi"].to_list())
 
     def __getitem__(self, row):
-        image = torch.rand(3, 16, 16, generator=torch.Generator().manual_seed(row))
-        image[:, 2 * self.labels[row] : 2 * self.labels[row] + 3] += 1
+        image = torch.randint(0, 100, (1, 16, 16), dtype=torch.uint8, generator=torch.Generator().manual_seed(row))
+        image[:, 2 * self.labels[row] : 2 * self.labels[row] + 3] += 150
         return {"image": image, "label": int(self.labels[row]), "psi": torch.from_numpy(self.psi[row]), "index": row}
+
+    def model_input(self, images):
+        return fractal_input(images)
 
 
 def test_a_validation_leaves_every_module_mode_and_the_random_state_as_it_found_them():
