@@ -64,9 +64,9 @@ def generate_fractal_codes(
     spec = parse_fractals_params(params).spec
     up_to_date = is_up_to_date(stored_codes, stored_summary, spec)
     size = f"{spec.settings.n_classes} classes x {spec.settings.instances_per_class} instances"
-    step = StepReport(f"{spec.name} table", "fractal_codes", reused=up_to_date, detail=size)
+    step = StepReport(f"{spec.family.title} table", "fractal_codes", reused=up_to_date, detail=size)
     if up_to_date:
-        report_step(logger, step, "%s is up to date (fingerprint %s): reusing the stored table", spec.name, stored_summary["fingerprint"][:12])
+        report_step(logger, step, "%s is up to date (fingerprint %s): reusing the stored table", spec.family.title, stored_summary["fingerprint"][:12])
         return stored_codes, stored_summary
     table, summary = generate_table(spec)
     report_step(
