@@ -37,6 +37,10 @@ from fdsml.ifs import RenderSettings, determinant_probabilities, psi, sample_sig
 from fdsml.ifs.finefractaldb import FineFractalDBConfig  # noqa: E402
 
 
+TARGET = 1_000
+"""Images/s one worker must render from the table at the published rendering (256 px, 100,000 points, patch)."""
+
+
 class ConvertedInWorker(Dataset):
     """The item as workers shipped it before: the rendering converted per item (float32, resized, channels)."""
 
@@ -165,6 +169,10 @@ def main() -> None:
         new, old = (name, "uint8 (1, S, S)"), (name, "float32 x 3, converted in worker")
         print(f"{name}: uint8 items {rates[new] / rates[old]:.2f}x the images/s of float ones, {sizes[old] / sizes[new]:.1f}x fewer bytes")
     print(f"model_input on {device.type}: {converted:,.0f} images/s ({args.batch} per batch)")
+    table_rate = rates["table", "uint8 (1, S, S)"]
+    if (args.size, args.points, args.mode) == (256, 100_000, "patch"):
+        print(f"one worker from the table: {table_rate:,.0f} images/s, {'meets' if table_rate >= TARGET else 'misses'} "
+              f"the target of {TARGET:,} images/s at the published rendering")
 
 
 if __name__ == "__main__":

@@ -62,11 +62,13 @@ def test_patch_mode_stamps_three_by_three_patterns():
     assert occupancy(patch) > occupancy(point)
 
 
-def test_patch_mode_equals_stamping_each_point():
-    """The two-pass rasteriser draws exactly the pixels of a point-by-point 3x3 stamp."""
+@pytest.mark.parametrize("margin", [2, 1])
+def test_patch_mode_equals_stamping_each_point(margin):
+    """The two-pass rasteriser draws exactly the pixels of a point-by-point 3x3 stamp, the image's
+    border included (a margin of 1 lets patches reach the first and last rows and columns)."""
     from fdsml.ifs.render import _orbit, _thresholds
 
-    size, margin, n = 32, 2, 500
+    size, n = 32, 500
     xs, ys, masks = np.empty(n), np.empty(n), np.empty(n, np.uint16)
     xmin, xmax, ymin, ymax = _orbit(SIERPINSKI, _thresholds(THIRDS), n, 20, 9, xs, ys, masks, True)
     expected = np.zeros((size, size), np.uint8)
@@ -80,6 +82,29 @@ def test_patch_mode_equals_stamping_each_point():
     actual = render(SIERPINSKI, THIRDS, size=size, points=n, seed=9, mode="patch", margin=margin)
     np.testing.assert_array_equal(actual, expected)
     assert np.all((masks >= 1) & (masks <= 511))
+    border = np.concatenate([expected[0], expected[-1], expected[:, 0], expected[:, -1]])
+    assert np.count_nonzero(border) > 0 if margin == 1 else np.count_nonzero(border) == 0
+
+
+RENDER_GOLDEN_DIGEST = "ec2bd7bb7ea02983ef947732f2df91a7dd7e0e62c9c7c8fe0d81a96af80d670e"
+"""SHA-256 of 96 renderings (24 random codes; 64 and 256 px patch, 37 px patch with margin 1, 48 px
+point), computed with the renderer of commit c8742e4. Stored shards, tables filtered by occupancy
+and every pre-training result depend on these bytes: a faster renderer must draw the same pixels."""
+
+
+def test_renderings_keep_their_bytes():
+    import hashlib
+
+    from fdsml.ifs import sample_sigma_factor_code
+
+    rng = np.random.default_rng(2026)
+    digest = hashlib.sha256()
+    for i in range(24):
+        code = sample_sigma_factor_code(rng, (2, 4), (5.0, 6.0), (-1.0, 1.0))
+        probabilities = rng.dirichlet(np.ones(code.shape[0]))
+        for size, points, mode, margin in ((64, 4000, "patch", 2), (37, 1500, "patch", 1), (48, 2000, "point", 1), (256, 100_000, "patch", 2)):
+            digest.update(render(code, probabilities, size=size, points=points, seed=1000 + i, mode=mode, margin=margin).tobytes())
+    assert digest.hexdigest() == RENDER_GOLDEN_DIGEST
 
 
 def test_diverging_code_renders_empty():
