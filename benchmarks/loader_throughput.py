@@ -4,9 +4,10 @@
 
 Reads FineFractalDB items through the training loop's own loader (one persistent worker,
 epoch-tagged indices) from the codes table (rendered in the worker, fresh noise) and from
-materialised shards, in two item formats: the uint8 rendering as rendered (shipped now; the
-device resizes, replicates channels and normalises) and float32 x 3 channels at the model's
-input size, converted in the worker (shipped before). Prints one table, every ratio measured in
+materialised shards, in three forms: uint8 renderings as rendered, a whole batch filled into
+arrays per worker call (shipped now; the device resizes, replicates channels and normalises);
+the same uint8 items fetched and collated one by one; and float32 x 3 channels at the model's
+input size, converted in the worker per item (shipped first). Prints one table, every ratio measured in
 this run (best of ``--rounds`` interleaved rounds): images/s, bytes per item, the renderer alone
 for comparison, and the workers needed to feed a model training at ``--model-speed`` images/s.
 """
@@ -27,22 +28,23 @@ os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
-from torch.utils.data import DataLoader, Dataset  # noqa: E402
+from torch.utils.data import Dataset  # noqa: E402
 
 from fdsml.data import FractalCodesDataset, ShardedImagesDataset, ShuffledBatchSampler, fractal_input  # noqa: E402
-from fdsml.data.epoch_items import EpochBatches, EpochItems  # noqa: E402
+from fdsml.data.epoch_items import EpochBatches, epoch_loader  # noqa: E402
 from fdsml.families import FamilySpec  # noqa: E402
 from fdsml.families.finefractaldb import FINEFRACTALDB  # noqa: E402
 from fdsml.ifs import RenderSettings, determinant_probabilities, psi, sample_sigma_factor_code  # noqa: E402
 from fdsml.ifs.finefractaldb import FineFractalDBConfig  # noqa: E402
 
 
+BATCHED, PER_ITEM, CONVERTED = "uint8 (1, S, S), a batch per call", "uint8 (1, S, S), an item per call", "float32 x 3, converted per item"
 TARGET = 1_000
 """Images/s one worker must render from the table at the published rendering (256 px, 100,000 points, patch)."""
 
 
-class ConvertedInWorker(Dataset):
-    """The item as workers shipped it before: the rendering converted per item (float32, resized, channels)."""
+class PerItem(Dataset):
+    """The dataset without its batch method: the loader fetches and collates item by item."""
 
     def __init__(self, dataset):
         self.dataset = dataset
@@ -52,6 +54,13 @@ class ConvertedInWorker(Dataset):
 
     def set_epoch(self, epoch: int) -> None:
         self.dataset.set_epoch(epoch)
+
+    def __getitem__(self, index: int) -> dict:
+        return self.dataset[index]
+
+
+class ConvertedInWorker(PerItem):
+    """The item as workers shipped it first: the rendering converted per item (float32, resized, channels)."""
 
     def __getitem__(self, index: int) -> dict:
         item = self.dataset[index]
@@ -89,7 +98,7 @@ def write_shards(dataset: FractalCodesDataset, count: int, folder: Path, per_sha
 def one_worker(dataset, images: int, batch: int) -> tuple[float, int]:
     """(images/s after the first batch, bytes of one shipped image) through one persistent worker."""
     batches = EpochBatches(ShuffledBatchSampler(len(dataset), batch, seed=0))
-    loader = DataLoader(EpochItems(dataset), batch_sampler=batches, num_workers=1, persistent_workers=True)
+    loader = epoch_loader(dataset, batches, num_workers=1)
     batches.start(epoch=0)
     stream = iter(loader)
     first = next(stream)  # worker start-up and Numba's first call are not throughput
@@ -146,7 +155,7 @@ def main() -> None:
         write_shards(FractalCodesDataset(table.iloc[:count], spec, seed=0), count, Path(folder))
         sharded = ShardedImagesDataset(folder, table.iloc[:count], img_size=args.img_size)
         sources = [("table", rendered), ("shards", sharded)]
-        items = {"uint8 (1, S, S)": lambda dataset: dataset, "float32 x 3, converted in worker": ConvertedInWorker}
+        items = {BATCHED: lambda dataset: dataset, PER_ITEM: PerItem, CONVERTED: ConvertedInWorker}
         rates, sizes, alone = defaultdict(float), {}, 0.0
         for _ in range(args.rounds):  # interleaved rounds, best of each: a shared machine's load comes and goes
             for name, dataset in sources:
@@ -159,17 +168,18 @@ def main() -> None:
 
     print(f"\nrendering {args.size} px, {args.points:,} points, {args.mode}; model input {args.img_size} px; "
           f"model at {args.model_speed:,.0f} images/s")
-    header = f"{'source':<8} {'item shipped':<34} {'bytes/item':>10} {'1 worker img/s':>15} {'vs renderer':>12} {'workers to feed':>16}"
+    header = f"{'source':<8} {'item shipped':<36} {'bytes/item':>10} {'1 worker img/s':>15} {'vs renderer':>12} {'workers to feed':>16}"
     print(header)
     print("-" * len(header))
     for (name, item), rate in rates.items():
-        print(f"{name:<8} {item:<34} {sizes[name, item]:>10,} {rate:>15,.0f} {rate / alone:>11.2f}x {math.ceil(args.model_speed / rate):>16}")
-    print(f"{'':<8} {'renderer alone, no loader':<34} {'':>10} {alone:>15,.0f} {1:>11.2f}x {math.ceil(args.model_speed / alone):>16}")
+        print(f"{name:<8} {item:<36} {sizes[name, item]:>10,} {rate:>15,.0f} {rate / alone:>11.2f}x {math.ceil(args.model_speed / rate):>16}")
+    print(f"{'':<8} {'renderer alone, no loader':<36} {'':>10} {alone:>15,.0f} {1:>11.2f}x {math.ceil(args.model_speed / alone):>16}")
     for name, _ in sources:
-        new, old = (name, "uint8 (1, S, S)"), (name, "float32 x 3, converted in worker")
-        print(f"{name}: uint8 items {rates[new] / rates[old]:.2f}x the images/s of float ones, {sizes[old] / sizes[new]:.1f}x fewer bytes")
+        new, per_item, old = (name, BATCHED), (name, PER_ITEM), (name, CONVERTED)
+        print(f"{name}: a batch per call {rates[new] / rates[per_item]:.2f}x the images/s of an item per call; uint8 items "
+              f"{rates[new] / rates[old]:.2f}x the images/s of float ones, {sizes[old] / sizes[new]:.1f}x fewer bytes")
     print(f"model_input on {device.type}: {converted:,.0f} images/s ({args.batch} per batch)")
-    table_rate = rates["table", "uint8 (1, S, S)"]
+    table_rate = rates["table", BATCHED]
     if (args.size, args.points, args.mode) == (256, 100_000, "patch"):
         print(f"one worker from the table: {table_rate:,.0f} images/s, {'meets' if table_rate >= TARGET else 'misses'} "
               f"the target of {TARGET:,} images/s at the published rendering")

@@ -10,13 +10,13 @@ import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, default_collate
 
 from fdsml.data import ShuffledBatchSampler
-from fdsml.data.epoch_items import EpochBatches, EpochItems
+from fdsml.data.epoch_items import EpochBatches, EpochItems, epoch_loader
 from fdsml.data.fractal_dataset import FractalCodesDataset, ShardedImagesDataset, fractal_input
 from fdsml.families import FamilySpec
-from fdsml.families.finefractaldb import FINEFRACTALDB
+from fdsml.families.finefractaldb import FINEFRACTALDB, generate_finefractaldb
 from fdsml.ifs import RenderSettings, determinant_probabilities, psi, random_perturbation, sample_sigma_factor_code
 from fdsml.ifs.finefractaldb import FineFractalDBConfig
 
@@ -141,7 +141,7 @@ def test_renders_inside_dataloader_workers(table):
 def _epochs(dataset, num_workers: int, offsets=(0, 0)) -> list[list[tuple[bytes, list[int]]]]:
     """Each epoch's batches (image bytes, indices), read through one loader whose workers live for all epochs."""
     batches = EpochBatches(ShuffledBatchSampler(len(dataset), 2, seed=3))
-    loader = DataLoader(EpochItems(dataset), batch_sampler=batches, num_workers=num_workers, persistent_workers=num_workers > 0)
+    loader = epoch_loader(dataset, batches, num_workers=num_workers)
     epochs = []
     for epoch, offset in enumerate(offsets):
         batches.start(epoch, offset)
@@ -178,3 +178,46 @@ def test_sharded_images_read_back_in_table_order(table, tmp_path):
         assert item["label"] == expected["label"] and torch.equal(item["psi"], expected["psi"])
     with pytest.raises(ValueError, match="the table has 5 rows"):
         ShardedImagesDataset(tmp_path, table.iloc[:5])
+
+
+def _collated_items(dataset, indices):
+    return default_collate([dataset[index] for index in indices])
+
+
+def _assert_same_batch(batch, expected):
+    assert batch.keys() == expected.keys()
+    for key, value in expected.items():
+        assert batch[key].dtype == value.dtype and torch.equal(batch[key], value), key
+
+
+@pytest.mark.parametrize("options", [{}, {"fresh_noise": True}, {"instances": "fresh"}])
+def test_a_batch_filled_in_arrays_is_the_collated_items(options):
+    """The one-call-per-batch path (``batch``) gives what collating each item gives, bytes and dtypes."""
+    config = FineFractalDBConfig(seed=1, n_classes=2, instances_per_class=4, render=RENDER)
+    table = generate_finefractaldb(config)[0]
+    dataset = FractalCodesDataset(table, FamilySpec(FINEFRACTALDB, config), seed=3, **options)
+    dataset.set_epoch(1)
+    indices = np.array([6, 1, 3, 3])
+    _assert_same_batch(dataset.batch(indices), _collated_items(dataset, indices))
+    if options.get("instances") == "fresh":  # each fresh instance carries its own descriptor, not its row's
+        assert not torch.equal(dataset.batch(indices)["psi"][0], torch.from_numpy(dataset.psi[6]))
+
+
+def test_sharded_and_relabelled_batches_are_the_collated_items(table, tmp_path):
+    from fdsml.data.holdout import HoldoutSettings, TrainingRows, split_table
+
+    plain = FractalCodesDataset(table, SPEC, seed=0)
+    np.save(tmp_path / "shard_00000.npy", np.stack([plain[i]["image"][0].numpy() for i in range(len(plain))]))
+    (tmp_path / "manifest.json").write_text(json.dumps({"shards": ["shard_00000.npy"], "size": 24, "count": 6}))
+    sharded = ShardedImagesDataset(tmp_path, table)
+    _assert_same_batch(sharded.batch(np.array([5, 0, 2])), _collated_items(sharded, [5, 0, 2]))
+    rows = TrainingRows(plain, split_table(table, HoldoutSettings(0.0, 0.5), seed=2))
+    assert plain.labels[rows.rows].tolist() == [1, 1, 1] and rows.labels.tolist() == [0, 0, 0]  # class 0 held out: 1 becomes 0
+    _assert_same_batch(rows.batch(np.array([2, 0])), _collated_items(rows, [2, 0]))
+
+
+def test_a_loader_batch_comes_from_one_epoch(table):
+    items = EpochItems(FractalCodesDataset(table, SPEC, seed=0, fresh_noise=True))
+    with pytest.raises(ValueError, match="one epoch"):
+        items.__getitems__([(0, 1), (1, 2)])
+    _assert_same_batch(items.__getitems__([(1, 4), (1, 0)]), _collated_items(items, [(1, 4), (1, 0)]))

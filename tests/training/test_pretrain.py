@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-import fdsml.training.loop as loop_module
+import fdsml.data.epoch_items as epoch_items
 from fdsml.config import ConfigError
 from fdsml.models import build_model, load_checkpoint, save_checkpoint
 from fdsml.training.pretrain import parse_pretrain_params, pretrain
@@ -182,7 +182,7 @@ def test_workers_kept_across_epochs_train_the_weights_of_no_workers(tiny_table, 
             super().__init__(*args, **kwargs)
             loaders.append(self)
 
-    monkeypatch.setattr(loop_module, "DataLoader", RecordedLoader)
+    monkeypatch.setattr(epoch_items, "DataLoader", RecordedLoader)
     payloads = {}
     for workers in (0, 2):
         config = tiny_config(

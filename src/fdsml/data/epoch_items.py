@@ -4,13 +4,18 @@ A worker holds its own copy of the dataset; ``set_epoch`` in the main process do
 worker that persists. :class:`EpochBatches` tags each index of a batch sampler's batches with
 the epoch, ``(epoch, index)``, and :class:`EpochItems` selects that epoch in whatever process
 reads the item, so persistent workers render the same images as fresh ones, or as no workers.
+
+A worker fetches a whole batch in one call (:func:`collated`): a dataset with a ``batch`` method
+builds it in arrays, without a tensor and a dict per item; :func:`epoch_loader` is the DataLoader
+that reads such batches.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
-from torch.utils.data import Dataset, Sampler
+import numpy as np
+from torch.utils.data import DataLoader, Dataset, Sampler, default_collate
 
 
 class EpochBatches(Sampler[list[tuple[int, int]]]):
@@ -50,9 +55,43 @@ class EpochItems(Dataset):
     def __len__(self) -> int:
         return len(self.dataset)
 
-    def __getitem__(self, key: tuple[int, int]):
-        epoch, index = key
+    def _select(self, epoch: int) -> None:
         if epoch != self.epoch and hasattr(self.dataset, "set_epoch"):
             self.dataset.set_epoch(epoch)
         self.epoch = epoch
+
+    def __getitem__(self, key: tuple[int, int]):
+        epoch, index = key
+        self._select(epoch)
         return self.dataset[index]
+
+    def __getitems__(self, keys: Sequence[tuple[int, int]]) -> dict:
+        """One batch's items, collated; :class:`EpochBatches` tags a whole batch with one epoch."""
+        epochs = {epoch for epoch, _ in keys}
+        if len(epochs) != 1:
+            raise ValueError(f"a batch must come from one epoch, got epochs {sorted(epochs)}")
+        self._select(epochs.pop())
+        return collated(self.dataset, [index for _, index in keys])
+
+
+def collated(dataset, indices: Sequence[int]) -> dict:
+    """``default_collate`` of ``dataset``'s items ``indices``: built by ``dataset.batch`` when it has one."""
+    if hasattr(dataset, "batch"):
+        return dataset.batch(np.asarray(indices, dtype=np.int64))
+    return default_collate([dataset[int(index)] for index in indices])
+
+
+def _already_collated(batch: dict) -> dict:
+    return batch
+
+
+def epoch_loader(dataset, batches: EpochBatches, *, num_workers: int, pin_memory: bool = False) -> DataLoader:
+    """The DataLoader of ``batches`` (see :class:`EpochBatches`) over ``dataset``, its workers kept across epochs."""
+    return DataLoader(
+        EpochItems(dataset),
+        batch_sampler=batches,
+        collate_fn=_already_collated,
+        num_workers=num_workers,
+        pin_memory=pin_memory,
+        persistent_workers=num_workers > 0,
+    )

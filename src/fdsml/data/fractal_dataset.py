@@ -73,6 +73,15 @@ class _CodesTable:
         psi = self.psi[index] if psi is None else np.asarray(psi, dtype=np.float32)
         return {"image": torch.from_numpy(image).unsqueeze(0), "label": int(self.labels[index]), "psi": torch.from_numpy(psi.copy()), "index": index}
 
+    def batch(self, indices: np.ndarray, images: np.ndarray, psi: np.ndarray) -> dict:
+        """Items ``indices`` collated, as ``default_collate`` of :meth:`item` gives them: images (n, 1, S, S)."""
+        return {
+            "image": torch.from_numpy(images),
+            "label": torch.from_numpy(self.labels[indices]),
+            "psi": torch.from_numpy(psi),
+            "index": torch.from_numpy(indices),
+        }
+
 
 class FlatRows:
     """Table columns in flat NumPy arrays: one array per scalar column; per list column, the lists
@@ -116,6 +125,27 @@ class _TableItems(Dataset):
     def model_input(self, images: torch.Tensor) -> torch.Tensor:
         """A batch of items' uint8 images (n, 1, S, S), on any device, as the model sees them (:func:`fractal_input`)."""
         return fractal_input(images, self.img_size, self.channels)
+
+    def _image(self, index: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """Item ``index``'s uint8 (S, S) image, and its own descriptor where it is not the table's (else None)."""
+        raise NotImplementedError
+
+    def __getitem__(self, index: int) -> dict:
+        index = int(index)
+        image, psi = self._image(index)
+        return self._table.item(index, image, psi)
+
+    def batch(self, indices: np.ndarray) -> dict:
+        """Items ``indices`` already collated, filled into arrays: one loader worker call per batch, no
+        tensor and dict per item (:func:`fdsml.data.epoch_items.collated`)."""
+        indices = np.asarray(indices, dtype=np.int64)
+        images = np.empty((len(indices), 1, self.size, self.size), dtype=np.uint8)
+        psi = self._table.psi[indices]
+        for position, index in enumerate(indices.tolist()):
+            images[position, 0], own_psi = self._image(index)
+            if own_psi is not None:
+                psi[position] = own_psi
+        return self._table.batch(indices, images, psi)
 
 
 class FractalCodesDataset(_TableItems):
@@ -197,13 +227,15 @@ class FractalCodesDataset(_TableItems):
     def __len__(self) -> int:
         return len(self.seeds)
 
-    def __getitem__(self, index: int) -> dict:
-        index = int(index)
+    @property
+    def size(self) -> int:
+        return self.spec.size
+
+    def _image(self, index: int) -> tuple[np.ndarray, np.ndarray | None]:
         if self.instances == "fresh":
             drawn = self.fresh_instance(index)
-            return self._table.item(index, drawn.image, self.spec.descriptor(drawn.instance))
-        image = self.spec.render(self.spec.instance(self.rows.row(index)), self.rendering_seed(index))
-        return self._table.item(index, image)
+            return drawn.image, self.spec.descriptor(drawn.instance)
+        return self.spec.render(self.spec.instance(self.rows.row(index)), self.rendering_seed(index)), None
 
 
 class ShardedImagesDataset(_TableItems):
@@ -248,12 +280,10 @@ class ShardedImagesDataset(_TableItems):
     def __len__(self) -> int:
         return int(self.offsets[-1])
 
-    def __getitem__(self, index: int) -> dict:
-        index = int(index)
+    def _image(self, index: int) -> tuple[np.ndarray, None]:
         if not 0 <= index < len(self):
             raise IndexError(f"index {index} out of range for {len(self)} images")
         if self._arrays is None:
             self._arrays = [np.load(self.folder / name, mmap_mode="r") for name in self.shards]
         shard = int(np.searchsorted(self.offsets, index, side="right")) - 1
-        image = np.array(self._arrays[shard][index - self.offsets[shard]])  # out of the read-only memory map
-        return self._table.item(index, image)
+        return np.array(self._arrays[shard][index - self.offsets[shard]]), None  # out of the read-only memory map

@@ -15,9 +15,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import torch
 from torch.utils.data import Dataset
 
 from fdsml.config import ConfigError
+from fdsml.data.epoch_items import collated
 
 HOLDOUT_STREAM = 0x686F6C64  # "hold": the split's SeedSequence key, apart from the per-class generator streams
 
@@ -134,3 +136,10 @@ class TrainingRows(Dataset):
         item = self.dataset[int(self.rows[int(index)])]
         item["label"] = int(self.labels[int(index)])
         return item
+
+    def batch(self, indices: np.ndarray) -> dict:
+        """Items ``indices`` collated: the wrapped dataset's batch of their rows, relabelled."""
+        indices = np.asarray(indices, dtype=np.int64)
+        batch = collated(self.dataset, self.rows[indices])
+        batch["label"] = torch.from_numpy(self.labels[indices])
+        return batch

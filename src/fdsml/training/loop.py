@@ -21,11 +21,10 @@ import pandas as pd
 import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from fdsml.config import ConfigError, require_fraction, require_positive
-from fdsml.data.epoch_items import EpochBatches, EpochItems
+from fdsml.data.epoch_items import EpochBatches, epoch_loader
 from fdsml.reuse import non_defining
 from fdsml.training import distributed
 from fdsml.measure import Stopwatch
@@ -391,10 +390,7 @@ def train(
         )
     progress = tqdm(total=total_steps, initial=step, desc="train", unit="step", disable=not context.is_main)
     batches = EpochBatches(batch_sampler)
-    workers = loop.num_workers
-    loader = DataLoader(
-        EpochItems(dataset), batch_sampler=batches, num_workers=workers, pin_memory=cuda, persistent_workers=workers > 0
-    )
+    loader = epoch_loader(dataset, batches, num_workers=loop.num_workers, pin_memory=cuda)
     model_input = getattr(dataset, "model_input", None)
     model.train()
     if loop.freeze_batchnorm:
