@@ -44,7 +44,7 @@ TARGET = 1_000
 
 
 class PerItem(Dataset):
-    """The dataset without its batch method: the loader fetches and collates item by item."""
+    """The dataset without its collated_items method: the loader fetches and collates item by item."""
 
     def __init__(self, dataset):
         self.dataset = dataset

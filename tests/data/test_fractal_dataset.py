@@ -192,15 +192,15 @@ def _assert_same_batch(batch, expected):
 
 @pytest.mark.parametrize("options", [{}, {"fresh_noise": True}, {"instances": "fresh"}])
 def test_a_batch_filled_in_arrays_is_the_collated_items(options):
-    """The one-call-per-batch path (``batch``) gives what collating each item gives, bytes and dtypes."""
+    """The one-call-per-batch path (``collated_items``) gives what collating each item gives, bytes and dtypes."""
     config = FineFractalDBConfig(seed=1, n_classes=2, instances_per_class=4, render=RENDER)
     table = generate_finefractaldb(config)[0]
     dataset = FractalCodesDataset(table, FamilySpec(FINEFRACTALDB, config), seed=3, **options)
     dataset.set_epoch(1)
     indices = np.array([6, 1, 3, 3])
-    _assert_same_batch(dataset.batch(indices), _collated_items(dataset, indices))
+    _assert_same_batch(dataset.collated_items(indices), _collated_items(dataset, indices))
     if options.get("instances") == "fresh":  # each fresh instance carries its own descriptor, not its row's
-        assert not torch.equal(dataset.batch(indices)["psi"][0], torch.from_numpy(dataset.psi[6]))
+        assert not torch.equal(dataset.collated_items(indices)["psi"][0], torch.from_numpy(dataset.psi[6]))
 
 
 def test_sharded_and_relabelled_batches_are_the_collated_items(table, tmp_path):
@@ -210,10 +210,10 @@ def test_sharded_and_relabelled_batches_are_the_collated_items(table, tmp_path):
     np.save(tmp_path / "shard_00000.npy", np.stack([plain[i]["image"][0].numpy() for i in range(len(plain))]))
     (tmp_path / "manifest.json").write_text(json.dumps({"shards": ["shard_00000.npy"], "size": 24, "count": 6}))
     sharded = ShardedImagesDataset(tmp_path, table)
-    _assert_same_batch(sharded.batch(np.array([5, 0, 2])), _collated_items(sharded, [5, 0, 2]))
+    _assert_same_batch(sharded.collated_items(np.array([5, 0, 2])), _collated_items(sharded, [5, 0, 2]))
     rows = TrainingRows(plain, split_table(table, HoldoutSettings(0.0, 0.5), seed=2))
     assert plain.labels[rows.rows].tolist() == [1, 1, 1] and rows.labels.tolist() == [0, 0, 0]  # class 0 held out: 1 becomes 0
-    _assert_same_batch(rows.batch(np.array([2, 0])), _collated_items(rows, [2, 0]))
+    _assert_same_batch(rows.collated_items(np.array([2, 0])), _collated_items(rows, [2, 0]))
 
 
 def test_a_loader_batch_comes_from_one_epoch(table):

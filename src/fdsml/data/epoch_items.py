@@ -5,7 +5,7 @@ worker that persists. :class:`EpochBatches` tags each index of a batch sampler's
 the epoch, ``(epoch, index)``, and :class:`EpochItems` selects that epoch in whatever process
 reads the item, so persistent workers render the same images as fresh ones, or as no workers.
 
-A worker fetches a whole batch in one call (:func:`collated`): a dataset with a ``batch`` method
+A worker fetches a whole batch in one call (:func:`collated`): a dataset with a ``collated_items`` method
 builds it in arrays, without a tensor and a dict per item; :func:`epoch_loader` is the DataLoader
 that reads such batches.
 """
@@ -75,9 +75,9 @@ class EpochItems(Dataset):
 
 
 def collated(dataset, indices: Sequence[int]) -> dict:
-    """``default_collate`` of ``dataset``'s items ``indices``: built by ``dataset.batch`` when it has one."""
-    if hasattr(dataset, "batch"):
-        return dataset.batch(np.asarray(indices, dtype=np.int64))
+    """``default_collate`` of ``dataset``'s items ``indices``: built by ``dataset.collated_items`` when it has one."""
+    if hasattr(dataset, "collated_items"):
+        return dataset.collated_items(np.asarray(indices, dtype=np.int64))
     return default_collate([dataset[int(index)] for index in indices])
 
 

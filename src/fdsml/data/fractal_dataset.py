@@ -135,7 +135,7 @@ class _TableItems(Dataset):
         image, psi = self._image(index)
         return self._table.item(index, image, psi)
 
-    def batch(self, indices: np.ndarray) -> dict:
+    def collated_items(self, indices: np.ndarray) -> dict:
         """Items ``indices`` already collated, filled into arrays: one loader worker call per batch, no
         tensor and dict per item (:func:`fdsml.data.epoch_items.collated`)."""
         indices = np.asarray(indices, dtype=np.int64)

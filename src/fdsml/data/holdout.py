@@ -137,7 +137,7 @@ class TrainingRows(Dataset):
         item["label"] = int(self.labels[int(index)])
         return item
 
-    def batch(self, indices: np.ndarray) -> dict:
+    def collated_items(self, indices: np.ndarray) -> dict:
         """Items ``indices`` collated: the wrapped dataset's batch of their rows, relabelled."""
         indices = np.asarray(indices, dtype=np.int64)
         batch = collated(self.dataset, self.rows[indices])
