@@ -141,7 +141,7 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=512, help="images timed per row")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--rows", type=int, default=10_000, help="rows of the codes table")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved repetitions; each row reports its best")
+    parser.add_argument("--rounds", type=int, default=6, help="interleaved repetitions; each row reports its best")
     parser.add_argument("--model-speed", type=float, default=3000.0, help="images/s the model trains at on one GPU")
     args = parser.parse_args()
     torch.set_num_threads(1)
