@@ -1,8 +1,24 @@
-"""A replica of a two-process gloo evaluation, spawned by test_embedding: embed, score, fail, and save what it saw."""
+"""A replica of a two-process gloo evaluation, spawned by test_embedding: embed, score, fail (on rank 0, then while
+embedding on rank 1), and save what it saw."""
 
 import os
 
 import torch
+
+
+class FailingFrom(torch.utils.data.Dataset):
+    """``dataset`` whose items from ``first`` on cannot be read."""
+
+    def __init__(self, dataset, first: int):
+        self.dataset, self.first = dataset, first
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int):
+        if index >= self.first:
+            raise OSError(f"image {index} is unreadable")
+        return self.dataset[index]
 
 
 def evaluate_as_replica(rank: int, world_size: int, port: int, folder: str) -> None:
@@ -34,7 +50,13 @@ def evaluate_as_replica(rank: int, world_size: int, port: int, folder: str) -> N
         failure = None
     except Exception as error:  # what each replica raises when rank 0 fails
         failure = f"{type(error).__name__}: {error}"
+    try:  # items 4-6 are rank 1's share: only rank 1 fails while embedding
+        embedding.model_outputs(tiny_model(), FailingFrom(images(), 4), batch_size=2)
+        embedding_failure = None
+    except Exception as error:
+        embedding_failure = f"{type(error).__name__}: {error}"
     torch.save(
-        {"outputs": outputs, "probe": probe, "calls": calls, "top": top, "failure": failure}, f"{folder}/rank{rank}.pt"
+        {"outputs": outputs, "probe": probe, "calls": calls, "top": top, "failure": failure, "embedding_failure": embedding_failure},
+        f"{folder}/rank{rank}.pt",
     )
     torch.distributed.destroy_process_group()

@@ -2,6 +2,7 @@
 gathered on rank 0 in the dataset's order, with the metrics computed once and handed to every replica."""
 
 import socket
+import time
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ from .test_frozen_probe import two_kinds_of_image
 
 # An odd count: two replicas get unequal shares (4 and 3).
 IMAGES = 7
+REPLICAS_DEADLINE_S = 300
 
 
 def images() -> ImageRecordsDataset:
@@ -61,7 +63,13 @@ def _free_port() -> int:
 def replicas(tmp_path_factory):
     """What each of two gloo replicas saw: outputs, the frozen probe's metrics and who computed them, top-k, a failure."""
     folder = tmp_path_factory.mktemp("replicas")
-    mp.spawn(evaluate_as_replica, args=(2, _free_port(), str(folder)), nprocs=2, join=True)
+    processes = mp.spawn(evaluate_as_replica, args=(2, _free_port(), str(folder)), nprocs=2, join=False)
+    deadline = time.monotonic() + REPLICAS_DEADLINE_S
+    while not processes.join(timeout=1):
+        if time.monotonic() > deadline:  # a replica left waiting in a collective would otherwise wait for hours
+            for process in processes.processes:
+                process.kill()
+            pytest.fail(f"the replicas did not finish within {REPLICAS_DEADLINE_S} s: one is waiting for another")
     return [torch.load(folder / f"rank{rank}.pt", weights_only=False) for rank in range(2)]
 
 
@@ -87,3 +95,8 @@ def test_classification_scores_are_the_same_on_every_replica_and_as_in_one_proce
 def test_a_failure_on_rank_0_reaches_every_replica_instead_of_leaving_it_waiting(replicas):
     assert replicas[0]["failure"] == "ZeroDivisionError: division by zero"
     assert replicas[1]["failure"] == "RuntimeError: rank 0 failed while computing for every replica: ZeroDivisionError: division by zero"
+
+
+def test_a_replica_failing_to_embed_makes_every_replica_raise_instead_of_waiting_in_the_gather(replicas):
+    assert replicas[1]["embedding_failure"] == "OSError: image 4 is unreadable"
+    assert replicas[0]["embedding_failure"] == "RuntimeError: rank 1 failed: OSError: image 4 is unreadable"

@@ -33,8 +33,9 @@ def model_outputs(
     """The model's outputs (logits or embeddings, N x D, float32) over ``dataset`` in order, and the labels, on the CPU.
 
     Under DDP each replica embeds its share and only rank 0 gets the whole (the other ranks get
-    None): score it with :func:`fdsml.training.distributed.on_main_rank`. ``workers``: DataLoader
-    processes loading the images (0: the main process).
+    None): score it with :func:`fdsml.training.distributed.on_main_rank`. A replica failing to
+    embed makes every replica raise, naming it. ``workers``: DataLoader processes loading the
+    images (0: the main process).
     """
     if workers < 0:
         raise ValueError(f"workers: must be >= 0 DataLoader processes, got {workers}")
@@ -43,8 +44,11 @@ def model_outputs(
     device = torch.device(device)
     context = distributed.current(device)
     share = distributed.shard(len(dataset), context)
-    local = _outputs(model, Subset(dataset, share), batch_size, device, workers) if len(share) else None
-    shares = [part for part in distributed.gather_on_main(local, context) or [] if part is not None]
+
+    def embed_share() -> tuple[torch.Tensor, torch.Tensor] | None:
+        return _outputs(model, Subset(dataset, share), batch_size, device, workers) if len(share) else None
+
+    shares = [part for part in distributed.gather_results(embed_share, context) or [] if part is not None]
     if not context.is_main:
         return None
     return torch.cat([outputs for outputs, _ in shares]), torch.cat([labels for _, labels in shares])

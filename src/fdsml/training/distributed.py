@@ -150,6 +150,31 @@ def gather_on_main(value: Any, context: DistContext) -> list[Any] | None:
     return gathered
 
 
+def gather_results(compute: Callable[[], T], context: DistContext) -> list[T] | None:
+    """Every replica's ``compute()`` in rank order on rank 0; None on the other ranks.
+
+    When any replica fails, every replica raises (the failed ones their own error, the others a
+    RuntimeError naming the failed ranks) instead of waiting in the gather for a share that never
+    comes.
+    """
+    if not context.distributed:
+        return [compute()]
+    error: BaseException | None = None
+    try:
+        outcome = (True, compute())
+    except Exception as failure:  # every rank must reach the gather below
+        error, outcome = failure, (False, f"{type(failure).__name__}: {failure}")
+    gathered = gather_on_main(outcome, context)
+    failures = [[rank, value] for rank, (succeeded, value) in enumerate(gathered) if not succeeded] if context.is_main else None
+    holder = [failures]
+    dist.broadcast_object_list(holder, src=0, group=_artefact_group, device=torch.device("cpu"))
+    if error is not None:
+        raise error
+    if holder[0]:
+        raise RuntimeError("; ".join(f"rank {rank} failed: {message}" for rank, message in holder[0]))
+    return [value for _, value in gathered] if context.is_main else None
+
+
 def on_main_rank(compute: Callable[[], T], context: DistContext) -> T:
     """``compute()`` run by rank 0 alone; every replica returns its result.
 
