@@ -35,6 +35,7 @@ from torch import nn
 from fdsml import reuse
 from fdsml.config import ConfigError, require_positive
 from fdsml.data import RetrievalSplits
+from fdsml.data.epoch_items import collated
 from fdsml.data.holdout import HoldoutSplit
 from fdsml.evaluation.classification import topk_accuracy
 from fdsml.evaluation.retrieval import retrieval_metrics
@@ -184,8 +185,7 @@ class PretrainValidation:
         instances = _subset(split.heldout_instances, settings.max_images, rng)
         classes = _subset(split.heldout_classes, settings.max_images, rng)
         rows = np.concatenate([instances, classes])
-        items = [dataset[int(row)] for row in rows]
-        self.images = dataset.model_input(torch.stack([item["image"] for item in items])) if items else None
+        self.images = dataset.model_input(collated(dataset, rows)["image"]) if len(rows) else None
         self.class_ids = np.asarray(dataset.labels)[rows]
         psi = np.asarray(dataset.psi, dtype=np.float64)[rows]
         self.instance_part = torch.arange(len(rows)) < len(instances)

@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from fdsml.reporting.history import loss_trend, validation_cost, validation_metrics  # noqa: E402
+from fdsml.reporting.history import VALIDATION_PREFIX, loss_trend, validation_cost, validation_metrics  # noqa: E402
 
 
 def training_curves(history: pd.DataFrame, title: str):
@@ -30,7 +30,7 @@ def training_curves(history: pd.DataFrame, title: str):
     lr_axis.set(xlabel="step", ylabel="learning rate", title="schedule")
     if len(validation):
         for name, values in validation.items():
-            axes[2].plot(validation.index, values, marker="o", label=name.removeprefix("val_"))
+            axes[2].plot(validation.index, values, marker="o", label=name.removeprefix(VALIDATION_PREFIX))
         axes[2].set(xlabel="step", ylabel="held-out metric", title="held-out validation", ylim=(0, 1.02))
         axes[2].legend(fontsize=7)
     figure.tight_layout()
@@ -80,7 +80,7 @@ def heldout_validation(history: pd.DataFrame) -> str:
     header = "| metric | " + " | ".join(f"step {step}" for step in shown.index) + " |\n"
     header += "|---|" + "---:|" * len(shown) + "\n"
     rows = "".join(
-        f"| {name.removeprefix('val_')} | " + " | ".join("n/a" if pd.isna(v) else f"{v:.3f}" for v in shown[name]) + " |\n"
+        f"| {name.removeprefix(VALIDATION_PREFIX)} | " + " | ".join("n/a" if pd.isna(v) else f"{v:.3f}" for v in shown[name]) + " |\n"
         for name in shown.columns
     )
     cost = validation_cost(history)

@@ -150,6 +150,14 @@ def gather_on_main(value: Any, context: DistContext) -> list[Any] | None:
     return gathered
 
 
+def _attempt(compute: Callable[[], T]) -> tuple[Exception | None, tuple[bool, T | str]]:
+    """(the error, or None; and what to send the other replicas: (True, the result) or (False, the error as text))."""
+    try:
+        return None, (True, compute())
+    except Exception as failure:
+        return failure, (False, f"{type(failure).__name__}: {failure}")
+
+
 def gather_results(compute: Callable[[], T], context: DistContext) -> list[T] | None:
     """Every replica's ``compute()`` in rank order on rank 0; None on the other ranks.
 
@@ -159,11 +167,7 @@ def gather_results(compute: Callable[[], T], context: DistContext) -> list[T] | 
     """
     if not context.distributed:
         return [compute()]
-    error: BaseException | None = None
-    try:
-        outcome = (True, compute())
-    except Exception as failure:  # every rank must reach the gather below
-        error, outcome = failure, (False, f"{type(failure).__name__}: {failure}")
+    error, outcome = _attempt(compute)  # every rank must reach the gather below
     gathered = gather_on_main(outcome, context)
     failures = [[rank, value] for rank, (succeeded, value) in enumerate(gathered) if not succeeded] if context.is_main else None
     holder = [failures]
@@ -184,13 +188,7 @@ def on_main_rank(compute: Callable[[], T], context: DistContext) -> T:
     """
     if not context.distributed:
         return compute()
-    outcome: tuple[bool, Any] | None = None
-    error: BaseException | None = None
-    if context.is_main:
-        try:
-            outcome = (True, compute())
-        except Exception as failure:  # every rank must leave the broadcast below
-            error, outcome = failure, (False, f"{type(failure).__name__}: {failure}")
+    error, outcome = _attempt(compute) if context.is_main else (None, None)  # every rank must leave the broadcast below
     holder = [outcome]
     dist.broadcast_object_list(holder, src=0, group=_artefact_group, device=torch.device("cpu"))
     if error is not None:

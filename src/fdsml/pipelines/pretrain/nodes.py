@@ -42,7 +42,7 @@ def pretrain_model(
     if len(history):
         first, last = loss_trend(history)
         logger.info("Pre-training loss %.4f -> %.4f over %d steps", first, last, len(history))
-    cost = validation_cost(history) if len(history) else None
+    cost = validation_cost(history)
     if cost is not None:
         logger.info("Held-out validation took %.1f %% of the training steps' time", 100 * cost)
     return payload, history
