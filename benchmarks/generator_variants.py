@@ -1,6 +1,6 @@
 """FineFractalDB generator variants, measured side by side with the descriptor validation (issue 18).
 
-    python benchmarks/generator_variants.py --workers 2   # the whole table (see README for its time)
+    python benchmarks/generator_variants.py --workers 2   # the whole table (see docs/studies.md for its time)
     python benchmarks/generator_variants.py --quick       # every variant at a smaller scale, minutes
     python benchmarks/generator_variants.py --tiny        # two variants in seconds (the test's mode)
     python benchmarks/generator_variants.py --print-dvc   # the same grid as `dvc exp run` commands

@@ -117,7 +117,7 @@ def generator_variants_section(table: str | None) -> str:
         table,
         "Not measured yet: `python benchmarks/generator_variants.py --workers 2` writes "
         "`data/08_reporting/generator_variants.{json,md}` (about half an hour on 2 CPU cores; `--quick` "
-        "for a smaller check), then run the report again. The README gives the same grid as DVC "
+        "for a smaller check), then run the report again. docs/studies.md gives the same grid as DVC "
         "experiments.\n",
     )
 
