@@ -14,6 +14,7 @@ from torch import nn
 from fdsml.losses.couce import CouCE, CouCESettings, build_couce_objective
 from fdsml.losses.pa_triplet import PATripletLoss, mine_batch_triplets
 from fdsml.losses.proxy import PROXY_LOSSES, build_proxy_loss
+from fdsml.training.classification import MixupObjective, MixupSettings
 from fdsml.training.objectives import CrossEntropyObjective, PATripletObjective, ProxyObjective
 
 EMBEDDING, CLASSES, BATCH = 32, 4, 16
@@ -96,6 +97,7 @@ class Probe(nn.Module):
 OBJECTIVES = {
     "pa_triplet": lambda: PATripletObjective("all"),
     "cross_entropy": lambda: CrossEntropyObjective(label_smoothing=0.1),
+    "mixup": lambda: MixupObjective(EMBEDDING, MixupSettings(mixup_alpha=0.5, cutmix_alpha=1.0), label_smoothing=0.1),
     "proxy": lambda: ProxyObjective(build_proxy_loss("soft_triple", CLASSES, EMBEDDING)),
     "couce": lambda: build_couce_objective(CouCESettings(msrci=False), "proxy_anchor", CLASSES, EMBEDDING),
 }
@@ -115,3 +117,17 @@ def test_objectives_run_the_forward_under_autocast_and_the_loss_in_float32(name)
     assert not model.autocast_seen
     assert actual.dtype == torch.float32
     torch.testing.assert_close(actual, expected)  # the same float32 arithmetic, up to summation order
+
+
+def test_mixup_computes_its_soft_target_loss_with_autocast_off(monkeypatch):
+    seen = []
+
+    def log_softmax(*args, **kwargs):
+        seen.append(torch.is_autocast_enabled("cpu"))
+        return torch.log_softmax(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "log_softmax", log_softmax)
+    batch = {"image": torch.zeros(BATCH, 3, 8, 8), "label": LABELS, "psi": PSI}
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        OBJECTIVES["mixup"]()(Probe(embeddings(6)), batch)
+    assert seen == [False]

@@ -34,7 +34,7 @@ from fdsml.models.backbones import MODEL_REGISTRY
 from fdsml.models.starting_points import PRETRAINED, StartingPoint, build_from_start, start_payload, trunk_digest
 from fdsml.training import distributed
 from fdsml.training.loop import LoopConfig, OptimizerConfig, train
-from fdsml.training.objectives import CrossEntropyObjective
+from fdsml.training.objectives import CrossEntropyObjective, soft_target_cross_entropy
 from fdsml.training.plan import PlanKeys, TrainingPlan, check_plans, plan_training
 
 logger = logging.getLogger(__name__)
@@ -231,8 +231,8 @@ class MixupObjective(nn.Module):
         rng = np.random.default_rng(step_seed(self.seed, step, replica_rank()))
         targets = smooth_one_hot(batch["label"], self.num_classes, self.label_smoothing)
         images, targets = mix_batch(batch["image"], targets, self.settings, rng)
-        logits = model(images).float()
-        loss = torch.sum(-targets * F.log_softmax(logits, dim=1), dim=1).mean()
+        logits = model(images)
+        loss = soft_target_cross_entropy(logits, targets)
         accuracy = (logits.detach().argmax(dim=1) == targets.argmax(dim=1)).float().mean()
         return loss, {"accuracy": accuracy}
 

@@ -25,6 +25,12 @@ TRIPLET_MODES = ("batch", "explicit")
 cross_entropy = full_precision(F.cross_entropy)
 
 
+@full_precision
+def soft_target_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy against soft targets (one distribution per row), averaged over the batch."""
+    return torch.sum(-targets * F.log_softmax(logits, dim=1), dim=1).mean()
+
+
 class PATripletObjective(nn.Module):
     """The Parameter-Aware Triplet loss: candidates filtered by class, ordered by descriptor distance.
 
