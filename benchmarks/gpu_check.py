@@ -34,7 +34,7 @@ from fdsml.measure import Measured  # noqa: E402
 from fdsml.models import build_model  # noqa: E402
 from fdsml.training.loop import LoopConfig, OptimizerConfig, train  # noqa: E402
 from fdsml.training.objectives import CrossEntropyObjective, PATripletObjective  # noqa: E402
-from fdsml.training.plan import PlanKeys, plan_training  # noqa: E402
+from fdsml.training.run_arithmetic import PlanKeys, plan_training  # noqa: E402
 
 TRIPLET_TARGET = 0.9
 

@@ -25,7 +25,7 @@ from omegaconf import OmegaConf
 from fdsml import settings
 from fdsml.config import ConfigError, parse, require_positive
 from fdsml.data.layout import DatasetLayoutError
-from fdsml.training.plan import TrainingPlan, format_plans
+from fdsml.training.run_arithmetic import TrainingPlan, format_plans
 
 PIPELINES = ("pretrain", "retrieval", "classification")
 

@@ -42,7 +42,7 @@ from fdsml.losses.proxy import PROXY_LOSSES, build_proxy_loss
 from fdsml.models import build_model, load_checkpoint, model_payload, save_checkpoint
 from fdsml.training.loop import LoopConfig, OptimizerConfig, train
 from fdsml.training.objectives import ProxyObjective
-from fdsml.training.plan import PlanKeys, plan_training
+from fdsml.training.run_arithmetic import PlanKeys, plan_training
 
 EMBEDDING = 16
 CLASSES = 4

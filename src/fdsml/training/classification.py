@@ -35,7 +35,7 @@ from fdsml.models.starting_points import PRETRAINED, StartingPoint, build_from_s
 from fdsml.training import distributed
 from fdsml.training.loop import LoopConfig, OptimizerConfig, train
 from fdsml.training.objectives import CrossEntropyObjective, soft_target_cross_entropy
-from fdsml.training.plan import PlanKeys, TrainingPlan, check_plans, plan_training
+from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, check_plans, plan_training
 
 logger = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ from fdsml.seeds import replica_rank, step_seed
 from fdsml.training.schedules import build_schedule
 
 if TYPE_CHECKING:
-    from fdsml.training.plan import TrainingPlan
+    from fdsml.training.run_arithmetic import TrainingPlan
 
 logger = logging.getLogger(__name__)
 

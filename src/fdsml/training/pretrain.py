@@ -29,7 +29,7 @@ from fdsml.training import distributed
 from fdsml.training.distributed import DistContext
 from fdsml.training.loop import LoopConfig, OptimizerConfig, train
 from fdsml.training.objectives import CrossEntropyObjective, PATripletObjective
-from fdsml.training.plan import PlanKeys, TrainingPlan, mined_triplets, plan_training
+from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, mined_triplets, plan_training
 
 
 @dataclass(frozen=True)

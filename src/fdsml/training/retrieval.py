@@ -38,7 +38,7 @@ from fdsml.models.starting_points import StartingPoint, build_from_start, start_
 from fdsml.training import distributed
 from fdsml.training.loop import LoopConfig, OptimizerConfig, train
 from fdsml.training.objectives import ProxyObjective
-from fdsml.training.plan import PlanKeys, TrainingPlan, plan_training
+from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, plan_training
 
 logger = logging.getLogger(__name__)
 
