@@ -24,7 +24,7 @@ from kedro.io import DataCatalog, DatasetError, MemoryDataset
 from fdsml.atomic import atomic_path
 from fdsml.config import ConfigError
 from fdsml.errors import find_user_error
-from fdsml.training import distributed
+from fdsml import distributed
 
 
 class UnreadableArtefactError(ConfigError):

@@ -29,7 +29,7 @@ def evaluate_as_replica(rank: int, world_size: int, port: int, folder: str) -> N
     import fdsml.evaluation.embedding as embedding
     from fdsml.evaluation.classification import classification_metrics
     from fdsml.evaluation.frozen_probe import frozen_probe
-    from fdsml.training import distributed
+    from fdsml import distributed
 
     from .test_embedding import embedding_model, images, tiny_model
     from .test_frozen_probe import two_kinds_of_image

@@ -15,7 +15,7 @@ from fdsml.data import ImageRecords, ImageRecordsDataset, ImageTransform
 from fdsml.evaluation.classification import classification_metrics
 from fdsml.evaluation.frozen_probe import frozen_probe
 from fdsml.models import build_model
-from fdsml.training.distributed import DistContext, shard
+from fdsml.distributed import DistContext, shard
 
 from .ddp_eval_worker import evaluate_as_replica
 from .test_frozen_probe import two_kinds_of_image

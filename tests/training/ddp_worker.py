@@ -32,7 +32,7 @@ class DropoutProbe(torch.nn.Module):
 def draw_per_replica(rank: int, world_size: int, port: int, folder: str, table, spec) -> None:
     """Train two steps with :class:`DropoutProbe`, then mix one batch: save what this replica drew."""
     join(rank, world_size, port)
-    from fdsml.training import distributed
+    from fdsml import distributed
     from fdsml.training.classification import MixupObjective, MixupSettings
     from fdsml.training.loop import train
     from fdsml.training.pretrain import build_batch_sampler, build_fractal_dataset, build_pretrain_model, plan_pretrain

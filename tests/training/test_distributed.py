@@ -16,7 +16,7 @@ import torch.multiprocessing as mp
 
 from fdsml.config import ConfigError
 from fdsml.models import build_model
-from fdsml.training.distributed import DistContext
+from fdsml.distributed import DistContext
 from fdsml.training.loop import LoopConfig, synchronised_batchnorm
 from fdsml.training.pretrain import pretrain
 

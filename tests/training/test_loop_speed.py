@@ -5,7 +5,7 @@ import torch
 
 from fdsml.config import ConfigError
 from fdsml.models import build_model
-from fdsml.training import distributed
+from fdsml import distributed
 from fdsml.training.loop import OptimizerConfig, build_optimizer
 from fdsml.training.objectives import CrossEntropyObjective
 from fdsml.training.pretrain import parse_pretrain_params, pretrain

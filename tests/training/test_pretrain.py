@@ -133,7 +133,7 @@ def test_bad_configuration_fails_at_start_naming_the_key(params, message):
 
 def _epochs(config, labels, n_epochs=4):
     """The pre-training sampler's batches, epoch by epoch."""
-    from fdsml.training.distributed import DistContext
+    from fdsml.distributed import DistContext
     from fdsml.training.pretrain import build_batch_sampler, plan_pretrain
 
     plan = plan_pretrain(config, len(labels), 1).check()

@@ -16,7 +16,7 @@ from torch.utils.data import Dataset
 
 from fdsml.data import ImageRecords
 from fdsml.evaluation.embedding import model_outputs
-from fdsml.training import distributed
+from fdsml import distributed
 
 if TYPE_CHECKING:
     from fdsml.data.image_records import ImageTransform

@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader, Dataset, Subset
 
 from fdsml.data import ImageRecords, RetrievalSplits
 from fdsml.evaluation.retrieval import retrieval_metrics
-from fdsml.training import distributed
+from fdsml import distributed
 
 
 @torch.inference_mode()
@@ -33,7 +33,7 @@ def model_outputs(
     """The model's outputs (logits or embeddings, N x D, float32) over ``dataset`` in order, and the labels, on the CPU.
 
     Under DDP each replica embeds its share and only rank 0 gets the whole (the other ranks get
-    None): score it with :func:`fdsml.training.distributed.on_main_rank`. A replica failing to
+    None): score it with :func:`fdsml.distributed.on_main_rank`. A replica failing to
     embed makes every replica raise, naming it. ``workers``: DataLoader processes loading the
     images (0: the main process).
     """

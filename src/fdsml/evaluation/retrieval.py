@@ -21,7 +21,7 @@ Conventions, chosen once here:
 * **Ties** between equally distant neighbours are broken by the search, arbitrarily.
 * **Threads.** faiss runs on ``threads`` OpenMP threads (default: every core this process may
   use), set for the call and restored after, so a caller decides how many cores the search takes.
-  Under DDP only rank 0 computes the metrics (:func:`fdsml.training.distributed.on_main_rank`).
+  Under DDP only rank 0 computes the metrics (:func:`fdsml.distributed.on_main_rank`).
 """
 
 from __future__ import annotations

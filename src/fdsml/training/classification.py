@@ -32,7 +32,7 @@ from fdsml.models import model_from_payload, model_payload
 from fdsml.seeds import replica_rank, step_seed
 from fdsml.models.backbones import MODEL_REGISTRY
 from fdsml.models.starting_points import PRETRAINED, StartingPoint, build_from_start, start_payload, trunk_digest
-from fdsml.training import distributed
+from fdsml import distributed
 from fdsml.training.loop import LoopConfig, OptimizerConfig, train
 from fdsml.training.objectives import CrossEntropyObjective, soft_target_cross_entropy
 from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, check_plans, plan_training

@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 from fdsml.config import ConfigError, require_fraction, require_positive
 from fdsml.data.epoch_items import EpochBatches, epoch_loader
 from fdsml.reuse import non_defining
-from fdsml.training import distributed
+from fdsml import distributed
 from fdsml.measure import Stopwatch
 from fdsml.models.checkpoint import load_checkpoint_file, save_checkpoint
 from fdsml.run_events import StepReport, report_step

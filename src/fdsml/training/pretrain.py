@@ -25,8 +25,8 @@ from fdsml.evaluation.pretrain_validation import PretrainValidation, ValidationS
 from fdsml.families import FamilySpec
 from fdsml.models import build_model, model_payload
 from fdsml.models.backbones import MODEL_REGISTRY
-from fdsml.training import distributed
-from fdsml.training.distributed import DistContext
+from fdsml import distributed
+from fdsml.distributed import DistContext
 from fdsml.training.loop import LoopConfig, OptimizerConfig, train
 from fdsml.training.objectives import CrossEntropyObjective, PATripletObjective
 from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, mined_triplets, plan_training

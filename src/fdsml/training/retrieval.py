@@ -35,7 +35,7 @@ from fdsml.losses.proxy import PROXY_LOSSES, build_proxy_loss
 from fdsml.models import model_payload
 from fdsml.models.network import EmbeddingModel
 from fdsml.models.starting_points import StartingPoint, build_from_start, start_payload, trunk_digest
-from fdsml.training import distributed
+from fdsml import distributed
 from fdsml.training.loop import LoopConfig, OptimizerConfig, train
 from fdsml.training.objectives import ProxyObjective
 from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, plan_training

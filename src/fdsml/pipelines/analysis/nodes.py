@@ -12,7 +12,7 @@ from fdsml.analysis import pictures
 from fdsml.analysis.config import AnalysisConfig, parse_analysis_params
 from fdsml.analysis.grids import sample_grid_figure, triplet_grid
 from fdsml.pipelines.fractals.nodes import parse_fractals_params
-from fdsml.training.distributed import resolve_device
+from fdsml.distributed import resolve_device
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import pandas as pd
 from fdsml.evaluation import robustness
 from fdsml.evaluation.robustness import parse_robustness_params
 from fdsml.training.classification import parse_classification_params
-from fdsml.training.distributed import setup
+from fdsml.distributed import setup
 
 
 def _parse(classification_params: dict, robustness_params: dict):
