@@ -6,7 +6,8 @@ import torch
 
 from fdsml.data import fractal_input
 from fdsml.data.holdout import HoldoutSettings, split_table
-from fdsml.evaluation.pretrain_validation import METRICS, HeldoutTriplets, PretrainValidation, ValidationSettings, ordering_agreement
+from fdsml.evaluation.pretrain_validation import METRICS, HeldoutTriplets, PretrainValidation, ordering_agreement
+from fdsml.training.pretrain import ValidationSettings
 from fdsml.models import build_model
 from fdsml.training.loop import freeze_batchnorm
 

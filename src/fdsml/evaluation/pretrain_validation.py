@@ -26,14 +26,13 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fdsml import reuse
-from fdsml.config import ConfigError, require_positive
 from fdsml.data import RetrievalSplits
 from fdsml.data.epoch_items import collated
 from fdsml.data.holdout import HoldoutSplit
@@ -41,6 +40,9 @@ from fdsml.evaluation.classification import topk_accuracy
 from fdsml.evaluation.retrieval import retrieval_metrics
 from fdsml.ifs.descriptor import descriptor_distance
 from fdsml.losses.candidates import FILTERS, TripletPools, first_is_positive
+
+if TYPE_CHECKING:  # the settings are pre-training's configuration; only their type is named here
+    from fdsml.training.pretrain import ValidationSettings
 
 logger = logging.getLogger(__name__)
 
@@ -51,43 +53,6 @@ METRICS = (
     "val_probe_recall_at_1",
 )  # every validation reports them all (NaN where the data or the model has none), so history columns never vary
 VALIDATION_STREAM = 0x76616C  # "val": the held-out subset and triplets' SeedSequence key
-
-
-@dataclass(frozen=True)
-class ProbeSettings:
-    """``pretrain.validation.probe``: the real retrieval dataset the frozen trunk is probed on."""
-
-    dataset: str = "digits"
-    root: str | None = None
-    image_size: int | None = None  # None: the model's input size
-    crop_fraction: float = 0.875
-    max_images: int | None = None  # a seeded subset of the test images (and of the queries and the gallery); None: all
-
-    def __post_init__(self):
-        for key in ("image_size", "max_images"):
-            if getattr(self, key) is not None:
-                require_positive(f"pretrain.validation.probe.{key}", getattr(self, key))
-
-
-@dataclass(frozen=True)
-class ValidationSettings:
-    """``pretrain.validation``: how often, on how many held-out triplets and images, and the probe (None: none)."""
-
-    every: int | None = None  # steps between validations (also at the end); None or 0: no validation
-    triplets: int = 1000  # fixed held-out triplets per filter
-    max_images: int = 512  # held-out images read from each part (a seeded subset beyond that)
-    batch_size: int = reuse.non_defining(default=256)  # forward batches: cannot change the metrics
-    probe: ProbeSettings | None = None
-
-    def __post_init__(self):
-        if self.every is not None and self.every < 0:
-            raise ConfigError(f"pretrain.validation.every: must be >= 0 (0 or null disables), got {self.every}")
-        for key in ("triplets", "max_images", "batch_size"):
-            require_positive(f"pretrain.validation.{key}", getattr(self, key))
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.every)
 
 
 @dataclass(frozen=True)
