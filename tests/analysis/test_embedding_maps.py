@@ -27,9 +27,9 @@ def test_every_instance_of_a_class_leads_back_to_the_same_class_code(tiny_table)
 def test_the_sweep_passes_through_the_instance_at_its_own_factor(tiny_table):
     row = tiny_table.iloc[3]
     factors = np.array([0.8, float(row["factor"]), 1.2])
-    codes, kept = class_sweep(row, factors)
-    assert float(row["factor"]) in kept
-    np.testing.assert_allclose(codes[list(kept).index(float(row["factor"]))], instance_code(row)[0], rtol=1e-12)
+    instances, kept, parameter = class_sweep(SPEC, tiny_table.iloc[[3]], factors)
+    assert float(row["factor"]) in kept and parameter == row["position"]
+    np.testing.assert_allclose(instances[list(kept).index(float(row["factor"]))].coefficients, instance_code(row)[0], rtol=1e-12)
 
 
 def test_pca_keeps_the_distances_of_unit_vectors_in_a_plane():

@@ -70,6 +70,15 @@ class Discs(Family):
         values[parameter] *= factor
         return (*values, *class_code), values[0] <= 0.5
 
+    def perturbation_range(self, settings):
+        return (0.8, 1.25)
+
+    def perturbed_parameter(self, instance):
+        return 0  # both radius and aspect are rescaled: the radius stands for the sweep
+
+    def interpolated(self, instance_0, instance_1, alpha, settings):
+        return tuple((1.0 - alpha) * a + alpha * b for a, b in zip(instance_0, instance_1))
+
     def table_columns(self, settings):
         return ("class_id", "instance_id", "radius", "aspect", "class_radius", "class_aspect", "psi", "seed", "occupancy")
 

@@ -13,8 +13,8 @@ from kedro.io import DataCatalog
 from kedro.runner import SequentialRunner
 from matplotlib.figure import Figure
 
-from fdsml.models import load_checkpoint
-from fdsml.pipelines.analysis.nodes import plot_sample_grid, plot_triplet_grid
+from fdsml.models import load_checkpoint, model_payload
+from fdsml.pipelines.analysis.nodes import plot_embedding_maps, plot_sample_grid, plot_triplet_grid, trace_trajectories
 from fdsml.pipelines.pretrain import create_pipeline
 from fdsml.pipelines.validate_descriptor import nodes as validation
 
@@ -26,6 +26,11 @@ PRETRAIN = {
     "model": {"backbone": "resnet18", "embedding_dim": 8},
     "data": {"instances": "fresh", "classes_per_batch": 3, "instances_per_class": 2},
     "train": {"max_steps": 3, "device": "cpu", "checkpoint_every": 2},
+}
+ANALYSIS = {
+    "device": "cpu",
+    "embedding_map": {"n_classes": 3, "max_instances_per_class": 4, "sweep_points": 10, "thumbnails": 3},  # 1.0 on [0.8, 1.25]
+    "trajectory": {"n_alphas": 5, "thumbnails": 3},
 }
 VALIDATION = {"n_triplets": 20, "n_base_codes": 2, "grid_triplets_per_filter": 1, "sweep": {"n_factors": 5, "n_noise_seeds": 2}}
 
@@ -61,5 +66,7 @@ def test_a_new_family_is_generated_pretrained_validated_and_pictured(discs, tmp_
         validation.plot_triplet_grid(triplets, table, FRACTALS, VALIDATION),
         plot_sample_grid(table, FRACTALS, {}),
         plot_triplet_grid(table, FRACTALS, {}),
+        plot_embedding_maps(table, model_payload(model), FRACTALS, ANALYSIS),
+        trace_trajectories(table, model_payload(model), FRACTALS, ANALYSIS)[0],
     ]
     assert all(isinstance(figure, Figure) for figure in figures)

@@ -16,6 +16,12 @@ from fdsml.pipelines.validate_descriptor import nodes as validation
 from ..pipelines.catalogs import pretrain_datasets
 from .test_fake_family import PRETRAIN, VALIDATION
 
+ANALYSIS = {
+    "device": "cpu",
+    "batch_size": 8,
+    "embedding_map": {"n_classes": 3, "max_instances_per_class": 4, "sweep_points": 5, "thumbnails": 3},
+    "trajectory": {"n_alphas": 5, "thumbnails": 3},
+}
 TINY = {"seed": 2, "n_classes": 3, "instances_per_class": 4, "size": 32, "vertices": [3, 40], "orbits": [1, 20]}
 
 
@@ -45,17 +51,26 @@ def test_generated_pretrained_and_validated(name, tmp_path):
     assert result["settings"]["family"] == name
 
 
-@pytest.mark.parametrize("picture", ["embedding_maps", "trajectories"])
-def test_the_ifs_code_pictures_say_they_need_finefractaldb(picture):
-    """The analysis sweep and trajectory act on IFS codes: another family gets the fix, not a KeyError."""
+@pytest.mark.parametrize("name", ["visual_atom", "rcdb"])
+def test_the_embedding_map_and_the_trajectory_are_drawn_through_the_family(name):
+    """The analysis sweep and trajectory rescale and interpolate through the family's sweep hooks."""
+    from matplotlib.figure import Figure
+
     from fdsml.analysis import pictures
     from fdsml.analysis.config import parse_analysis_params
-    from fdsml.config import ConfigError
+    from fdsml.analysis.trajectory import interpolated_path, render_path
     from fdsml.families import family_spec
     from fdsml.families.generation import generate_table
+    from fdsml.models import build_model
 
-    spec = family_spec({"family": "rcdb", "rcdb": TINY})
+    spec = family_spec({"family": name, name: TINY | ({"vertices": [200, 240]} if name == "visual_atom" else {})})
     table, _ = generate_table(spec)
-    arguments = (spec.settings.factor_range,) if picture == "embedding_maps" else ()
-    with pytest.raises(ConfigError, match="rcdb table does not hold.*fractals.family: finefractaldb"):
-        getattr(pictures, picture)({}, table, spec, *arguments, parse_analysis_params({}))
+    config = parse_analysis_params(ANALYSIS)
+    models = {"resnet": build_model("resnet18", img_size=32, embedding_dim=8).eval()}
+    assert isinstance(pictures.embedding_maps(models, table, spec, spec.settings.factor_range, config), Figure)
+    figure, metrics = pictures.trajectories(models, table, spec, config)
+    assert isinstance(figure, Figure) and np.isfinite(metrics["largest_over_median_step"]["resnet"])
+    row_0, row_1 = table.iloc[0], table.iloc[-1]
+    ends = render_path(spec, interpolated_path(spec, row_0, row_1, np.array([0.0, 1.0])), seed=3)
+    assert np.array_equal(ends[0], spec.render(spec.instance(row_0), 3))
+    assert np.array_equal(ends[1], spec.render(spec.instance(row_1), 3))

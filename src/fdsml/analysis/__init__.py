@@ -3,7 +3,7 @@
 One job per module: ``models`` (checkpoints to analyse, embedding), ``inputs`` (real images as
 model input; fractals enter as in pre-training, through ``fdsml.data.fractal_input``),
 ``projection`` (2-D maps), ``embedding_maps`` (UMAP of classes), ``trajectory`` (code
-interpolation), ``gradcam`` (ResNets), ``attention`` (ViTs), ``grids`` (sample fractals and
+interpolation, through the family), ``gradcam`` (ResNets), ``attention`` (ViTs), ``grids`` (sample fractals and
 sampled triplets).
 """
 
@@ -21,9 +21,9 @@ from fdsml.analysis.inputs import RealImages, real_images
 from fdsml.analysis.models import embed, is_resnet, is_vit, untrained_copy
 from fdsml.analysis.projection import l2_normalise, project_2d
 from fdsml.analysis.trajectory import (
-    interpolate_codes,
+    interpolated_path,
     pick_code_pair,
-    render_trajectory,
+    render_path,
     trajectory_figure,
     trajectory_smoothness,
 )
@@ -38,7 +38,7 @@ __all__ = [
     "embedding_map_figure",
     "grad_cam",
     "gradcam_figure",
-    "interpolate_codes",
+    "interpolated_path",
     "is_resnet",
     "is_vit",
     "l2_normalise",
@@ -47,7 +47,7 @@ __all__ = [
     "project_2d",
     "prototype_targets",
     "real_images",
-    "render_trajectory",
+    "render_path",
     "sample_grid_figure",
     "similarity_figure",
     "trajectory_figure",

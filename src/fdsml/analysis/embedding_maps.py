@@ -1,9 +1,10 @@
 """UMAP of fractal embeddings, coloured by class, with one class's perturbation trajectory shown as pictures.
 
-A FineFractalDB instance is its class code with ONE coefficient position rescaled by a factor s
-in every map (METHOD.md section 2). Dividing that coefficient by the stored factor recovers the
-class code exactly; sweeping s over the perturbation range at the same position traces the path
-along which the class's instances lie. Its points are embedded with the class samples and a few
+An instance is its class code with ONE parameter rescaled by a factor s (FineFractalDB: one
+coefficient position in every map, METHOD.md section 2). The family recovers the class code
+(:meth:`~fdsml.families.Family.class_code`), and sweeping s over the perturbation range at the
+same parameter (:meth:`~fdsml.families.Family.rescaled`) traces the path along which the class's
+instances lie. Its points are embedded with the class samples and a few
 of them are drawn as their renderings, so a reader sees which shapes sit where on the map.
 """
 
@@ -20,26 +21,28 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.offsetbox import AnnotationBbox, OffsetImage
 
-from fdsml.ifs.codes import COEFFICIENT_NAMES, is_contractive, rescale_coefficient
-from fdsml.ifs.finefractaldb import class_code, row_perturbation
+from fdsml.families import FamilySpec
 
 logger = logging.getLogger(__name__)
 
 
-def class_sweep(row: pd.Series, factors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The class code of ``row`` with its perturbed position rescaled by each factor; non-contractive codes dropped.
+def class_sweep(spec: FamilySpec, rows: pd.DataFrame, factors: np.ndarray) -> tuple[list, np.ndarray, int]:
+    """The class code of ``rows`` (one class) with the parameter its first instance perturbed rescaled by
+    each factor (the family's sweep hook); factors breaking the family's validity rules are dropped.
 
-    Returns ``(codes (k, N, 6), factors (k,))``.
+    Returns ``(instances, factors kept, the parameter's index)``.
     """
-    base = class_code(row)
-    position, _, map_index = row_perturbation(row)
-    codes = [rescale_coefficient(base, position, float(s), map_index) for s in factors]
-    keep = np.array([is_contractive(code) for code in codes], dtype=bool)
+    family, settings = spec.family, spec.settings
+    code = family.class_code(rows, settings)
+    parameter = family.perturbed_parameter(spec.instance(rows.iloc[0]))
+    swept = [family.rescaled(code, parameter, float(s), settings) for s in factors]
+    keep = np.array([instance is not None and valid for instance, valid in swept], dtype=bool)
+    class_id = rows["class_id"].iloc[0]
     if not keep.any():
-        raise ValueError(f"class {row['class_id']}: no factor of the sweep keeps the code contractive")
+        raise ValueError(f"class {class_id}: no factor of the sweep keeps the code valid")
     if not keep.all():
-        logger.info("class %s sweep: %d of %d factors leave contraction and are dropped", row["class_id"], (~keep).sum(), keep.size)
-    return np.stack([c for c, k in zip(codes, keep) if k]), np.asarray(factors, dtype=np.float64)[keep]
+        logger.info("class %s sweep: %d of %d factors break the family's validity rules and are dropped", class_id, (~keep).sum(), keep.size)
+    return [instance for (instance, _), k in zip(swept, keep) if k], np.asarray(factors, dtype=np.float64)[keep], parameter
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,7 @@ def embedding_map_figure(
     sweep_factors: np.ndarray,
     *,
     sweep_class: int,
-    sweep_position: int,
+    sweep_parameter: str,
 ) -> Figure:
     """One UMAP panel per checkpoint; ``thumbnails`` are the renderings of sweep points ``shown``."""
     first = next(iter(maps.values()))
@@ -113,7 +116,7 @@ def embedding_map_figure(
     figure.legend(handles=handles, loc="outside right center", fontsize="small")
     figure.suptitle(
         f"UMAP of fractal embeddings, {len(classes)} classes, coloured by class\nblack path: class {sweep_class}'s code "
-        f"with coefficient {COEFFICIENT_NAMES[sweep_position]} scaled by s = {low:.2f} ... {high:.2f}",
+        f"with parameter {sweep_parameter} scaled by s = {low:.2f} ... {high:.2f}",
         fontsize="medium",
     )
     return figure

@@ -24,11 +24,10 @@ from fdsml.analysis.inputs import RealImages, real_images
 from fdsml.analysis.models import embed, is_resnet, is_vit, untrained_copy
 from fdsml.analysis.projection import project_2d
 from fdsml.analysis.trajectory import (
-    interpolate_codes,
+    interpolated_path,
     normalised_smoothness,
     pick_code_pair,
-    render_trajectory,
-    row_codes,
+    render_path,
     trajectory_figure,
 )
 from fdsml.config import ConfigError
@@ -67,16 +66,6 @@ def _embed_fractals(model: EmbeddingModel, images: np.ndarray, batch_size: int) 
     return np.concatenate(parts)
 
 
-def require_ifs_codes(table: pd.DataFrame, spec: FamilySpec, picture: str) -> None:
-    """The embedding map's sweep and the trajectory's interpolation act on IFS codes: say so for a family without them."""
-    if "coefficients" not in table.columns:
-        raise ConfigError(
-            f"analysis: the {picture} rescales and interpolates IFS codes, which the {spec.name} table does not hold; "
-            "run the other pipelines (e.g. `kedro run --pipelines=fractals,validate_descriptor,pretrain,retrieval`) "
-            "or set fractals.family: finefractaldb"
-        )
-
-
 def embedding_maps(
     models: dict[str, EmbeddingModel],
     table: pd.DataFrame,
@@ -89,21 +78,20 @@ def embedding_maps(
     The path is the descriptor validation's sweep grid over the perturbation range (evenly spaced,
     the class code itself at s = 1.0 exactly).
     """
-    require_ifs_codes(table, spec, "embedding map")
     settings = config.embedding_map
     try:
         sweep_grid = sweep_factors(factor_range, settings.sweep_points)
     except ValueError as error:
-        raise ConfigError(f"analysis.embedding_map.sweep_points: {error} (fractals.perturbation.factor_range)") from error
+        raise ConfigError(f"analysis.embedding_map.sweep_points: {error} (the family's perturbation range)") from error
     rng = config.rng(0)
     classes = np.sort(table["class_id"].unique())
     chosen = np.sort(rng.choice(classes, size=min(settings.n_classes, classes.size), replace=False))
     rows = table[table["class_id"].isin(chosen)].sort_values(["class_id", "instance_id"])
     rows = rows.groupby("class_id", sort=True).head(settings.max_instances_per_class)
     sweep_class = int(rng.choice(chosen))
-    sweep_row = rows[rows["class_id"] == sweep_class].iloc[0]
-    codes, factors = class_sweep(sweep_row, sweep_grid)
-    sweep_images = render_trajectory(codes, spec.settings.render, int(sweep_row["seed"]))
+    sweep_rows = rows[rows["class_id"] == sweep_class]
+    instances, factors, parameter = class_sweep(spec, sweep_rows, sweep_grid)
+    sweep_images = render_path(spec, instances, int(sweep_rows["seed"].iloc[0]))
     images = np.concatenate([spec.render_rows(rows), sweep_images])
     labels = rows["class_id"].to_numpy()
     maps = {}
@@ -115,7 +103,12 @@ def embedding_maps(
     shown = np.unique(np.linspace(0, len(factors) - 1, min(settings.thumbnails, len(factors))).round().astype(int))
     logger.info("analysis: UMAP of %d instances of %d classes for %d checkpoint(s)", len(rows), chosen.size, len(models))
     return embedding_map_figure(
-        maps, sweep_images[shown], shown, factors, sweep_class=sweep_class, sweep_position=int(sweep_row["position"])
+        maps,
+        sweep_images[shown],
+        shown,
+        factors,
+        sweep_class=sweep_class,
+        sweep_parameter=spec.family.sweep_parameters(spec.settings)[parameter],
     )
 
 
@@ -123,12 +116,10 @@ def trajectories(
     models: dict[str, EmbeddingModel], table: pd.DataFrame, spec: FamilySpec, config: AnalysisConfig
 ) -> tuple[Figure, dict]:
     """Interpolation trajectory per checkpoint: its picture and its smoothness in the full embedding space."""
-    require_ifs_codes(table, spec, "trajectory")
     settings = config.trajectory
-    row_0, row_1 = pick_code_pair(table, config.rng(1))
+    row_0, row_1 = pick_code_pair(table, spec.family.interpolation_groups(table), config.rng(1))
     alphas = np.linspace(0.0, 1.0, settings.n_alphas)
-    seed = int(row_0["seed"])
-    images = render_trajectory(interpolate_codes(*row_codes(row_0, row_1), alphas), spec.settings.render, seed)
+    images = render_path(spec, interpolated_path(spec, row_0, row_1, alphas), int(row_0["seed"]))
     projections, smoothness = {}, {}
     for name, model in models.items():
         embeddings = _embed_fractals(model, images, config.batch_size)
@@ -141,7 +132,7 @@ def trajectories(
     }
     caption = (
         f"Interpolating class {pair['code_0']['class_id']} (instance {pair['code_0']['instance_id']}) to class "
-        f"{pair['code_1']['class_id']} (instance {pair['code_1']['instance_id']}), {int(row_0['n_maps'])} maps, "
+        f"{pair['code_1']['class_id']} (instance {pair['code_1']['instance_id']}), "
         f"{settings.n_alphas} alphas, one rendering seed"
     )
     figure = trajectory_figure(
@@ -149,7 +140,6 @@ def trajectories(
     )
     metrics = {
         "n_alphas": settings.n_alphas,
-        "n_maps": int(row_0["n_maps"]),
         **pair,
         "largest_over_median_step": smoothness,
     }

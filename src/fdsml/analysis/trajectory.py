@@ -1,11 +1,10 @@
-"""The embedding trajectory along a linear interpolation between two IFS codes (METHOD.md section 5).
+"""The embedding trajectory along a linear interpolation between two codes (METHOD.md section 5).
 
-The code's coefficients are interpolated, psi(alpha) = (1 - alpha) psi_0 + alpha psi_1, map k
-of one code with map k of the other, so both codes must have the same number of maps. A convex
-combination of contractions is a contraction (the operator norm is convex), so every code on
-the path renders. Probabilities are recomputed from the interpolated maps (|det| rule, as the
-dataset does) and every alpha is rendered with ONE seed, so what changes along the path is the
-code, not the rendering noise. Smoothness is measured in the original embedding space.
+The family interpolates, psi(alpha) = (1 - alpha) psi_0 + alpha psi_1, parameter by parameter
+(:meth:`fdsml.families.Family.interpolated`; FineFractalDB: map k of one code with map k of the
+other, so both codes have the same number of maps, its :meth:`~fdsml.families.Family.interpolation_groups`).
+Every alpha is rendered with ONE seed, so what changes along the path is the code, not the
+rendering noise. Smoothness is measured in the original embedding space.
 """
 
 from __future__ import annotations
@@ -20,55 +19,48 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 
 from fdsml.analysis.projection import l2_normalise
-from fdsml.ifs.codes import determinant_probabilities
-from fdsml.ifs.finefractaldb import instance_code
-from fdsml.ifs.render import RenderSettings
+from fdsml.families import FamilySpec
 
 logger = logging.getLogger(__name__)
 
 
-def pick_code_pair(table: pd.DataFrame, rng: np.random.Generator) -> tuple[pd.Series, pd.Series]:
-    """Two table rows with the same number of maps: first instances of two random classes sharing n_maps.
+def pick_code_pair(table: pd.DataFrame, groups: pd.Series, rng: np.random.Generator) -> tuple[pd.Series, pd.Series]:
+    """Two table rows that interpolate (equal ``groups``, the family's interpolation groups): first
+    instances of two random classes in one group.
 
-    When no two classes share n_maps, two instances of one random class (always the same n_maps).
+    When no two classes share a group, two instances of one random class (always one group).
     """
     firsts = table.sort_values(["class_id", "instance_id"]).groupby("class_id", sort=True).head(1)
-    sizes = firsts.groupby("n_maps")["class_id"].transform("size").to_numpy()
+    first_groups = groups.loc[firsts.index]
+    sizes = first_groups.groupby(first_groups).transform("size").to_numpy()
     eligible = firsts[sizes >= 2]
     if len(eligible):
         first = eligible.iloc[int(rng.integers(len(eligible)))]
-        partners = eligible[(eligible["n_maps"] == first["n_maps"]) & (eligible["class_id"] != first["class_id"])]
+        same_group = groups.loc[eligible.index] == groups.loc[first.name]
+        partners = eligible[same_group & (eligible["class_id"] != first["class_id"])]
         return first, partners.iloc[int(rng.integers(len(partners)))]
     counts = table["class_id"].value_counts()
     classes = np.sort(counts[counts >= 2].index.to_numpy())
     if not len(classes):
-        raise ValueError("the table holds no two codes with the same number of maps to interpolate between")
+        raise ValueError("the table holds no two codes that interpolate (no two classes in one group, no class with two instances)")
     rows = table[table["class_id"] == classes[int(rng.integers(len(classes)))]]
-    logger.info("no two classes share a number of maps: interpolating between two instances of class %s", rows["class_id"].iloc[0])
+    logger.info("no two classes share an interpolation group: interpolating between two instances of class %s", rows["class_id"].iloc[0])
     picked = rng.choice(len(rows), size=2, replace=False)
     return rows.iloc[int(picked[0])], rows.iloc[int(picked[1])]
 
 
-def interpolate_codes(code_0: np.ndarray, code_1: np.ndarray, alphas: np.ndarray) -> np.ndarray:
-    """(len(alphas), N, 6): (1 - alpha) code_0 + alpha code_1 for each alpha."""
-    code_0, code_1 = np.asarray(code_0, dtype=np.float64), np.asarray(code_1, dtype=np.float64)
-    if code_0.shape != code_1.shape:
-        raise ValueError(f"codes with different shapes cannot be interpolated map by map: {code_0.shape} and {code_1.shape}")
-    alphas = np.asarray(alphas, dtype=np.float64)[:, None, None]
-    return (1.0 - alphas) * code_0 + alphas * code_1
+def interpolated_path(spec: FamilySpec, row_0: pd.Series, row_1: pd.Series, alphas: np.ndarray) -> list:
+    """The family's instances from ``row_0`` (alpha 0) to ``row_1`` (alpha 1)."""
+    instance_0, instance_1 = spec.instance(row_0), spec.instance(row_1)
+    return [spec.family.interpolated(instance_0, instance_1, float(alpha), spec.settings) for alpha in alphas]
 
 
-def render_trajectory(codes: np.ndarray, settings: RenderSettings, seed: int) -> np.ndarray:
-    """Render every code of the path with the same ``seed``: (n, size, size) uint8."""
-    images = np.empty((len(codes), settings.size, settings.size), dtype=np.uint8)
-    for out, code in zip(images, codes):
-        out[...] = settings.render(code, determinant_probabilities(code), seed)
+def render_path(spec: FamilySpec, instances: list, seed: int) -> np.ndarray:
+    """Render every instance of a path with the same ``seed``: (n, size, size) uint8."""
+    images = np.empty((len(instances), spec.size, spec.size), dtype=np.uint8)
+    for out, instance in zip(images, instances):
+        out[...] = spec.render(instance, seed)
     return images
-
-
-def row_codes(row_0: pd.Series, row_1: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """The (N, 6) coefficients of two table rows."""
-    return instance_code(row_0)[0], instance_code(row_1)[0]
 
 
 def trajectory_smoothness(embeddings: np.ndarray) -> float:

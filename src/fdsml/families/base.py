@@ -92,7 +92,7 @@ class Family(ABC):
     def descriptor_names(self, settings) -> tuple[str, ...]:
         """One name per descriptor entry (its length is the descriptor's length)."""
 
-    # -- descriptor validation -------------------------------------------------------------------
+    # -- sweeps (descriptor validation, analysis pictures) -----------------------------------------
     @abstractmethod
     def sweep_parameters(self, settings) -> tuple[str, ...]:
         """Names of the class parameters the validation sweeps one at a time (their index is the ``position``)."""
@@ -101,6 +101,23 @@ class Family(ABC):
     def rescaled(self, class_code: Any, parameter: int, factor: float, settings) -> tuple[Any | None, bool]:
         """The class code with parameter ``parameter`` multiplied by ``factor`` (1.0: the class code itself) as an
         instance, and whether it passes the validity rules; the instance is None when it cannot be rendered at all."""
+
+    @abstractmethod
+    def perturbation_range(self, settings) -> tuple[float, float]:
+        """The range of the factors an instance's perturbation multiplies a class parameter by."""
+
+    @abstractmethod
+    def perturbed_parameter(self, instance: Any) -> int:
+        """The index (into :meth:`sweep_parameters`) of the class parameter the instance's perturbation rescaled."""
+
+    @abstractmethod
+    def interpolated(self, instance_0: Any, instance_1: Any, alpha: float, settings) -> Any:
+        """The instance at ``alpha`` on the straight line from ``instance_0`` (0) to ``instance_1`` (1), parameter by
+        parameter; both come from rows of one :meth:`interpolation_groups` value."""
+
+    def interpolation_groups(self, table: pd.DataFrame) -> pd.Series:
+        """Per table row, which rows it can be interpolated with (rows of equal value); by default any with any."""
+        return pd.Series(0, index=table.index)
 
     # -- the table -------------------------------------------------------------------------------
     @abstractmethod

@@ -23,6 +23,7 @@ from fdsml.ifs.codes import (
     POSITIONS,
     class_positions,
     determinant_probabilities,
+    interpolate_codes,
     is_contractive,
     rescale_coefficient,
 )
@@ -99,6 +100,22 @@ class FineFractalDB(Family):
         except ValueError:
             return None, is_contractive(code)
         return FractalInstance(code, probabilities, parameter, factor), is_contractive(code)
+
+    def perturbation_range(self, settings: FineFractalDBConfig) -> tuple[float, float]:
+        return tuple(settings.perturbation.factor_range)
+
+    def perturbed_parameter(self, instance: FractalInstance) -> int:
+        return instance.position
+
+    def interpolated(self, instance_0: FractalInstance, instance_1: FractalInstance, alpha: float, settings) -> FractalInstance:
+        """Map k of one code with map k of the other; probabilities from |det| (a convex combination of
+        contractions is a contraction, so every code on the line renders)."""
+        code = interpolate_codes(instance_0.coefficients, instance_1.coefficients, [alpha])[0]
+        return FractalInstance(code, determinant_probabilities(code), instance_0.position, instance_0.factor)
+
+    def interpolation_groups(self, table: pd.DataFrame) -> pd.Series:
+        """Codes interpolate map by map: rows with the same number of maps."""
+        return table["n_maps"]
 
     def table_columns(self, settings: FineFractalDBConfig) -> tuple[str, ...]:
         return settings.table_columns

@@ -26,6 +26,7 @@ from fdsml.families.base import GENERIC_COLUMNS, Family, scale_descriptor
 from fdsml.families.orbits import Style, render_instance
 
 _CASTS = {"int": int, "float": float, "str": str}
+_PERTURBATION_RECORD = ("perturbed", "factor", "class_value")
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,21 @@ class OrbitFamily(Family):
         name = self.continuous[parameter]
         scaled, valid = rescaled(class_code, name, factor, self.ranges(settings))
         return self._instance(scaled, name, factor, getattr(class_code, name), self.instance_draws(None, settings)), valid
+
+    def perturbation_range(self, settings) -> tuple[float, float]:
+        return tuple(settings.factor_range)
+
+    def perturbed_parameter(self, instance) -> int:
+        return self.continuous.index(instance.perturbed)
+
+    def interpolated(self, instance_0, instance_1, alpha: float, settings):
+        """Every number on the straight line (integers rounded); the first instance's perturbation record."""
+        values = {}
+        for field in fields(self.instance_type):
+            first, second = getattr(instance_0, field.name), getattr(instance_1, field.name)
+            value = (1.0 - alpha) * first + alpha * second if field.name not in _PERTURBATION_RECORD else first
+            values[field.name] = int(round(value)) if field.type == "int" else value
+        return self.instance_type(**values)
 
     def _instance(self, params, name: str, factor: float, class_value: float, draws: dict):
         return self.instance_type(**asdict(params), **draws, perturbed=name, factor=factor, class_value=float(class_value))

@@ -128,6 +128,15 @@ def rescale_coefficient(
     return perturbed
 
 
+def interpolate_codes(code_0: np.ndarray, code_1: np.ndarray, alphas: np.ndarray) -> np.ndarray:
+    """(len(alphas), N, 6): (1 - alpha) code_0 + alpha code_1 for each alpha."""
+    code_0, code_1 = np.asarray(code_0, dtype=np.float64), np.asarray(code_1, dtype=np.float64)
+    if code_0.shape != code_1.shape:
+        raise ValueError(f"codes with different shapes cannot be interpolated map by map: {code_0.shape} and {code_1.shape}")
+    alphas = np.asarray(alphas, dtype=np.float64)[:, None, None]
+    return (1.0 - alphas) * code_0 + alphas * code_1
+
+
 def class_positions(rng: np.random.Generator, count: int) -> tuple[int, ...]:
     """The coefficient positions a class's instances may perturb: all six, or ``count`` drawn without replacement.
 

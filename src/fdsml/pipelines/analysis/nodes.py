@@ -32,7 +32,7 @@ def plot_embedding_maps(
     config = parse_analysis_params(params)
     spec = parse_fractals_params(params_fractals).spec
     models = _models(pretrained_model, config)
-    return pictures.embedding_maps(models, fractal_codes, spec, spec.settings.perturbation.factor_range, config)
+    return pictures.embedding_maps(models, fractal_codes, spec, spec.family.perturbation_range(spec.settings), config)
 
 
 def trace_trajectories(
