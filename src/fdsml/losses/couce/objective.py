@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import nn
 
 from fdsml.losses.couce.decorrelation import decorrelation_loss
@@ -17,7 +16,7 @@ from fdsml.losses.couce.settings import CouCESettings
 from fdsml.losses.couce.stage_split import StageSplit
 from fdsml.losses.precision import full_precision
 from fdsml.losses.proxy import build_proxy_loss
-from fdsml.seeds import step_seed
+from fdsml.seeds import replica_rank, step_seed
 
 
 class CouCE(nn.Module):
@@ -73,7 +72,8 @@ class CouCEObjective(nn.Module):
 
     With MSRCI on, one forward of ``model`` runs Stage 1 once and Stage 2 on the clean and the
     intervened map (:meth:`StageSplit.joint_forward`); otherwise it is the plain forward. The
-    intervention's draws come from a generator seeded by (seed, step, rank). With every module
+    intervention's draws come from a generator seeded by (seed, step, rank) (:func:`fdsml.seeds.replica_rank`:
+    no rank in a single process, as every other draw of the loop). With every module
     off the loss is exactly that of the plain proxy loss on the model's embedding.
     """
 
@@ -94,8 +94,7 @@ class CouCEObjective(nn.Module):
         self.seed = seed
 
     def _generator(self, device: torch.device, step: int) -> torch.Generator:
-        rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
-        return torch.Generator(device=device).manual_seed(step_seed(self.seed, step, rank))
+        return torch.Generator(device=device).manual_seed(step_seed(self.seed, step, replica_rank()))
 
     def forward(self, model: nn.Module, batch: dict[str, Any], step: int = 0):
         images, labels = batch["image"], batch["label"]

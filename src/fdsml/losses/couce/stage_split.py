@@ -39,8 +39,8 @@ class StageSplit:
 
     ResNet: Stage 1 = stem .. ``layerK``, Stage 2 = the remaining layers, pooling, head.
     ViT: Stage 1 = patch embedding, position embedding .. block ``i``, Stage 2 = the remaining
-    blocks, final norm, pooling, head. ``stage2(stage1(x))`` is ``model(x)``, op for op.
-    The activation between the stages is the trunk's own (ViT: tokens); :meth:`intervene`
+    blocks, final norm, pooling, head. Both run inside the model's own forward
+    (:meth:`joint_forward`), so no model code is copied. The activation between the stages is the trunk's own (ViT: tokens); :meth:`intervene`
     applies a map-to-map function to its spatial part (ViT: patch tokens on their grid, the
     class/register tokens left as they are).
     """
@@ -69,32 +69,6 @@ class StageSplit:
     def _remember_grid(self, x: torch.Tensor) -> None:
         if self.kind == "vit":
             self.grid = tuple(self.trunk.patch_embed.dynamic_feat_size(tuple(x.shape[-2:])))
-
-    def stage1(self, x: torch.Tensor) -> torch.Tensor:
-        """Images -> the activation after the split point (ResNet map, ViT tokens)."""
-        self._remember_grid(x)
-        trunk = self.trunk
-        if self.kind == "resnet":
-            x = trunk.maxpool(trunk.act1(trunk.bn1(trunk.conv1(x))))
-            for name in RESNET_STAGES[: self.index + 1]:
-                x = getattr(trunk, name)(x)
-            return x
-        x = trunk.norm_pre(trunk.patch_drop(trunk._pos_embed(trunk.patch_embed(x))))
-        for block in trunk.blocks[: self.index + 1]:
-            x = block(x)
-        return x
-
-    def stage2(self, h: torch.Tensor) -> torch.Tensor:
-        """The activation after the split point -> the model's output (embedding)."""
-        trunk = self.trunk
-        if self.kind == "resnet":
-            for name in RESNET_STAGES[self.index + 1 :]:
-                h = getattr(trunk, name)(h)
-        else:
-            for block in trunk.blocks[self.index + 1 :]:
-                h = block(h)
-            h = trunk.norm(h)
-        return self.model.head(trunk.forward_head(h))
 
     def to_map(self, h: torch.Tensor) -> torch.Tensor:
         """The spatial part of the activation as (B, C, H, W)."""
