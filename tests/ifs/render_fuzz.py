@@ -1,9 +1,9 @@
 """Renders thousands of random codes in every mode and formula family; run in a subprocess by
 ``test_render.py::test_no_code_crashes_the_renderer``, so a crash fails that test, not the suite.
 
-IFS codes: contractive or not, coefficients up to 1e3 in magnitude, extreme probabilities, and
-codes built to overflow the framing (an orbit finite but wider than the largest float, one too
-thin for its scale). Orbit families: their own instances with continuous parameters replaced by
+IFS codes: contractive or not, coefficients up to 1e3 in magnitude, extreme probabilities, one
+or several walkers, and codes built to overflow the framing (an orbit finite but wider than the
+largest float, one too thin for its scale). Orbit families: their own instances with continuous parameters replaced by
 values up to 1e3. Prints one line per family with its count of renderings, then ``ok``.
 """
 
@@ -19,6 +19,7 @@ from fdsml.families import get_family, known_families
 from fdsml.ifs import MODES, render
 
 IFS_FAMILY = "finefractaldb"
+WALKERS = (1, 3, 8)
 HUGE = 6e307
 OVERFLOWING = (
     np.array([[0.5, 0, 0, 0.5, HUGE, 0], [0.5, 0, 0, 0.5, -HUGE, 0]]),  # extent 2.4e308 overflows
@@ -50,12 +51,13 @@ def fuzz_ifs(rng: np.random.Generator, count: int) -> int:
     for i, (coefficients, probabilities) in enumerate(codes):
         for mode in MODES:
             for size, margin in ((32, 1), (19, 2)):
-                image = render(coefficients, probabilities, size=size, points=int(rng.integers(1, 3000)), seed=i, mode=mode, margin=margin)
+                image = render(coefficients, probabilities, size=size, points=int(rng.integers(1, 3000)), seed=i, mode=mode, margin=margin, walkers=int(rng.choice(WALKERS)))
                 assert image.shape == (size, size) and image.dtype == np.uint8
                 rendered += 1
     for coefficients in OVERFLOWING:
-        image = render(coefficients, np.full(coefficients.shape[0], 0.5), size=32, points=2000, seed=0)
-        assert not image.any(), "an orbit that cannot be framed renders empty"
+        for walkers in WALKERS:
+            image = render(coefficients, np.full(coefficients.shape[0], 0.5), size=32, points=2000, seed=0, walkers=walkers)
+            assert not image.any(), "an orbit that cannot be framed renders empty"
     return rendered
 
 

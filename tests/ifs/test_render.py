@@ -72,7 +72,7 @@ def test_patch_mode_equals_stamping_each_point(margin):
 
     size, n = 32, 500
     xs, ys, masks = np.empty(n), np.empty(n), np.empty(n, np.uint16)
-    xmin, xmax, ymin, ymax = _orbit(SIERPINSKI, _thresholds(THIRDS), n, 20, 9, xs, ys, masks, True)
+    xmin, xmax, ymin, ymax, _ = _orbit(SIERPINSKI, _thresholds(THIRDS), n, 20, 9, xs, ys, masks, True)
     expected = np.zeros((size, size), np.uint8)
     usable = size - 1 - 2 * margin
     for x, y, mask in zip(xs, ys, masks):
@@ -180,3 +180,45 @@ def test_orbits_that_cannot_be_framed_render_empty():
 def test_sizes_beyond_32_bit_indices_are_refused():
     with pytest.raises(ValueError, match="size"):
         render(SIERPINSKI, THIRDS, size=50_000, points=10, seed=0)
+
+
+def test_the_interleaved_kernel_with_one_walker_is_the_reference():
+    from fdsml.ifs.render import _orbit, _thresholds, _walkers
+
+    n = 777
+    single = np.empty(n), np.empty(n), np.empty(n, np.uint16)
+    several = np.empty(n), np.empty(n), np.empty(n, np.uint16)
+    first = _orbit(SIERPINSKI, _thresholds(THIRDS), n, 20, 5, *single, True)
+    second = _walkers(SIERPINSKI, _thresholds(THIRDS), n, 1, 20, 5, *several, True)
+    assert first == second
+    for a, b in zip(single, several):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_walkers_are_independent_samples_of_the_same_attractor():
+    walkers, n = 8, 20_003  # not a multiple: the first three walkers draw one point more
+    points = chaos_game(SIERPINSKI, THIRDS, points=n, seed=7, walkers=walkers)
+    x, y = points[:, 0], points[:, 1]
+    assert np.all(y >= -1e-9) and np.all(y <= 2 * x + 1e-9) and np.all(y <= 2 * (1 - x) + 1e-9)
+    single = chaos_game(SIERPINSKI, THIRDS, points=n // walkers, seed=7)
+    np.testing.assert_array_equal(points[::walkers][: n // walkers], single)  # walker 0 is the single orbit
+    lanes = [points[w::walkers][:50] for w in range(walkers)]
+    assert all(not np.array_equal(lanes[a], lanes[b]) for a in range(walkers) for b in range(a))
+    again = chaos_game(SIERPINSKI, THIRDS, points=n, seed=7, walkers=walkers)
+    np.testing.assert_array_equal(points, again)
+
+
+def test_walkers_change_the_bytes_but_not_the_picture():
+    one = render(SIERPINSKI, THIRDS, size=64, points=20_000, seed=3, mode="point")
+    eight = render(SIERPINSKI, THIRDS, size=64, points=20_000, seed=3, mode="point", walkers=8)
+    assert one.tobytes() != eight.tobytes()
+    assert abs(occupancy(one) - occupancy(eight)) < 0.01
+    assert np.count_nonzero((one > 0) != (eight > 0)) < 0.02 * one.size
+
+
+@pytest.mark.parametrize("walkers", [0, 1025])
+def test_walkers_outside_their_range_are_refused(walkers):
+    with pytest.raises(ValueError, match="walkers"):
+        render(SIERPINSKI, THIRDS, size=32, points=100, seed=0, walkers=walkers)
+    with pytest.raises(ValueError, match="walkers"):
+        RenderSettings(walkers=walkers)

@@ -24,6 +24,9 @@ FOREGROUND = 127
 
 MODES = ("point", "patch")
 
+MAX_WALKERS = 1024
+"""Most orbits one rendering may interleave."""
+
 MAX_SIZE = 46_000
 """Largest image side: the padded image's flat pixel indices must fit in 32 bits."""
 
@@ -59,13 +62,29 @@ def _step(coefficients, thresholds, last, x, y, r):
     return nx, ny
 
 
+@nb.njit(cache=True, inline="always")
+def walker_state(seed, walker):
+    """The first counter state of walker ``walker``'s stream for an image's ``seed`` (walker 0's is
+    the single-orbit renderer's): SplitMix64 of the seed plus ``walker + 1`` golden gammas."""
+    return splitmix64(np.uint64(seed) + np.uint64(walker + 1) * GOLDEN_GAMMA)
+
+
+@nb.njit(cache=True, inline="always")
+def _mask(r):
+    """A random non-empty 3 x 3 pattern (bits 0..8) from the low 16 bits of the draw that moved the point."""
+    return np.uint16((((r & _LOW16) * _MASKS) >> _S16) + np.uint64(1))
+
+
 @nb.njit(cache=True, nogil=True)
 def _orbit(coefficients, thresholds, n_points, burn_in, seed, xs, ys, masks, want_masks):
-    """Iterate the chaos game from (0, 0); fill xs, ys (and 3x3 masks); return the bounds."""
+    """One walker: iterate the chaos game from (0, 0); fill xs, ys (and 3x3 masks); return the
+    bounds and whether the last point is finite (a non-finite coordinate never becomes finite
+    again under an affine map, so then every point is). The reference renderer, and the codes
+    table's; its serial chain of dependent operations sets its speed."""
     last = coefficients.shape[0] - 1
     x = 0.0
     y = 0.0
-    state = splitmix64(np.uint64(seed) + GOLDEN_GAMMA)
+    state = walker_state(seed, 0)
     for _ in range(burn_in):
         state += GOLDEN_GAMMA
         x, y = _step(coefficients, thresholds, last, x, y, splitmix64(state))
@@ -84,8 +103,57 @@ def _orbit(coefficients, thresholds, n_points, burn_in, seed, xs, ys, masks, wan
         ymin = min(ymin, y)
         ymax = max(ymax, y)
         if want_masks:
-            masks[j] = np.uint16((((r & _LOW16) * _MASKS) >> _S16) + np.uint64(1))
-    return xmin, xmax, ymin, ymax
+            masks[j] = _mask(r)
+    return xmin, xmax, ymin, ymax, np.isfinite(x) and np.isfinite(y)
+
+
+@nb.njit(cache=True, nogil=True)
+def _walkers(coefficients, thresholds, n_points, walkers, burn_in, seed, xs, ys, masks, want_masks):
+    """``walkers`` independent chaos games (:func:`_orbit` each, walker w on stream
+    :func:`walker_state` ``(seed, w)``) advanced together, so the CPU overlaps their serial chains;
+    point ``i * walkers + w`` is walker w's i-th (walker w draws ``n_points // walkers`` points,
+    one more when ``w < n_points % walkers``). The same return as :func:`_orbit`, the finiteness
+    over every walker's last point."""
+    last = coefficients.shape[0] - 1
+    state = np.empty(walkers, np.uint64)
+    x = np.zeros(walkers)
+    y = np.zeros(walkers)
+    for w in range(walkers):
+        state[w] = walker_state(seed, w)
+    for _ in range(burn_in):
+        for w in range(walkers):
+            state[w] += GOLDEN_GAMMA
+            x[w], y[w] = _step(coefficients, thresholds, last, x[w], y[w], splitmix64(state[w]))
+    xmin = np.inf
+    xmax = -np.inf
+    ymin = np.inf
+    ymax = -np.inf
+    for start in range(0, n_points, walkers):
+        for w in range(min(walkers, n_points - start)):
+            state[w] += GOLDEN_GAMMA
+            r = splitmix64(state[w])
+            nx, ny = _step(coefficients, thresholds, last, x[w], y[w], r)
+            x[w] = nx
+            y[w] = ny
+            xs[start + w] = nx
+            ys[start + w] = ny
+            xmin = min(xmin, nx)
+            xmax = max(xmax, nx)
+            ymin = min(ymin, ny)
+            ymax = max(ymax, ny)
+            if want_masks:
+                masks[start + w] = _mask(r)
+    ends_finite = True
+    for w in range(min(walkers, n_points)):
+        ends_finite &= np.isfinite(x[w]) and np.isfinite(y[w])
+    return xmin, xmax, ymin, ymax, ends_finite
+
+
+def _orbits(coefficients, thresholds, n_points, walkers, burn_in, seed, xs, ys, masks, want_masks):
+    """:func:`_orbit` for one walker, :func:`_walkers` for several (the same points at ``walkers=1``)."""
+    if walkers == 1:
+        return _orbit(coefficients, thresholds, n_points, burn_in, seed, xs, ys, masks, want_masks)
+    return _walkers(coefficients, thresholds, n_points, walkers, burn_in, seed, xs, ys, masks, want_masks)
 
 
 def _axis_framing(low: float, high: float, size: int, margin: int) -> tuple[float, float] | None:
@@ -100,17 +168,17 @@ def _axis_framing(low: float, high: float, size: int, margin: int) -> tuple[floa
     return (scale, margin + 0.5) if math.isfinite(scale) else None
 
 
-def framing(bounds, last_point, size: int, margin: int) -> tuple[float, ...] | None:
+def framing(bounds, ends_finite: bool, size: int, margin: int) -> tuple[float, ...] | None:
     """``(xmin, ymin, sx, sy, cx, cy)``: a point's column is ``int((x - xmin) * sx + cx)``, its row
     ``size - 1 - int((y - ymin) * sy + cy)``; ``None`` when the orbit cannot be framed (it renders
     empty).
 
     A coordinate that is not finite stays so under every affine map (infinity times zero is NaN,
-    and NaN never leaves), so a finite last point means every point is finite; with finite
-    extents and scales every index lies in the image. An orbit that diverges, or stays finite
+    and NaN never leaves), so finite last points of the walkers (``ends_finite``) mean every
+    point is finite; with finite extents and scales every index lies in the image. An orbit that diverges, or stays finite
     but so large (or so thin) that its extent or scale overflows, cannot be framed.
     """
-    if not all(math.isfinite(value) for value in (*bounds, *last_point)):
+    if not ends_finite or not all(math.isfinite(value) for value in bounds):
         return None
     xmin, xmax, ymin, ymax = bounds
     x_axis = _axis_framing(xmin, xmax, size, margin)
@@ -186,13 +254,30 @@ def _validated(coefficients, probabilities):
     return coefficients, probabilities
 
 
-def chaos_game(coefficients, probabilities, *, points: int, seed: int, burn_in: int = 20) -> np.ndarray:
-    """The orbit itself, ``(points, 2)`` in the code's own coordinates (for inspection and tests)."""
+def chaos_game(coefficients, probabilities, *, points: int, seed: int, burn_in: int = 20, walkers: int = 1) -> np.ndarray:
+    """The orbit itself, ``(points, 2)`` in the code's own coordinates (for inspection and tests);
+    with several walkers, point ``i * walkers + w`` is walker w's i-th."""
     coefficients, probabilities = _validated(coefficients, probabilities)
     xs = np.empty(points)
     ys = np.empty(points)
-    _orbit(coefficients, _thresholds(probabilities), points, burn_in, seed, xs, ys, np.empty(0, np.uint16), False)
+    _orbits(coefficients, _thresholds(probabilities), points, walkers, burn_in, seed, xs, ys, np.empty(0, np.uint16), False)
     return np.stack([xs, ys], axis=1)
+
+
+def check_arguments(*, size: int, points: int, seed: int, mode: str, margin: int, burn_in: int, walkers: int) -> None:
+    """Refuse rendering arguments no renderer can honour, naming the argument."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if size < 3 + 2 * margin or margin < 1:
+        raise ValueError(f"size {size} and margin {margin} leave no room: need margin >= 1 and size >= 3 + 2 * margin")
+    if size > MAX_SIZE:
+        raise ValueError(f"size {size} is too large: pixel indices are 32-bit, so size <= {MAX_SIZE}")
+    if points < 1 or burn_in < 0:
+        raise ValueError(f"points must be >= 1 and burn_in >= 0, got points={points}, burn_in={burn_in}")
+    if not 0 <= seed < SEED_LIMIT:
+        raise ValueError(f"seed must lie in [0, 2**63), got {seed}")
+    if not 1 <= walkers <= MAX_WALKERS:
+        raise ValueError(f"walkers must lie in [1, {MAX_WALKERS}], got {walkers}")
 
 
 def render(
@@ -205,28 +290,24 @@ def render(
     mode: str = "patch",
     margin: int = 2,
     burn_in: int = 20,
+    walkers: int = 1,
 ) -> np.ndarray:
     """Render an IFS code to a ``(size, size)`` uint8 image, zero = background.
+
+    The ``points`` come from ``walkers`` independent orbits iterated together (:func:`_walkers`);
+    one walker is the reference renderer the codes table is built with, several fill the CPU's
+    pipelines (the same attractor, other samples of it).
 
     ``mode="point"`` draws one pixel per point; ``mode="patch"`` stamps a random non-empty
     3 x 3 pattern at every point, as FractalDB does. An orbit that cannot be framed (one that
     diverges, or whose extent overflows: :func:`framing`) renders as an empty image.
     """
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    if size < 3 + 2 * margin or margin < 1:
-        raise ValueError(f"size {size} and margin {margin} leave no room: need margin >= 1 and size >= 3 + 2 * margin")
-    if size > MAX_SIZE:
-        raise ValueError(f"size {size} is too large: pixel indices are 32-bit, so size <= {MAX_SIZE}")
-    if points < 1 or burn_in < 0:
-        raise ValueError(f"points must be >= 1 and burn_in >= 0, got points={points}, burn_in={burn_in}")
-    if not 0 <= seed < SEED_LIMIT:
-        raise ValueError(f"seed must lie in [0, 2**63), got {seed}")
+    check_arguments(size=size, points=points, seed=seed, mode=mode, margin=margin, burn_in=burn_in, walkers=walkers)
     coefficients, probabilities = _validated(coefficients, probabilities)
     patch = mode == "patch"
     xs, ys, masks, pixels, centres = _scratch(points, size, patch)
-    bounds = _orbit(coefficients, _thresholds(probabilities), points, burn_in, seed, xs, ys, masks, patch)
-    frame = framing(bounds, (xs[-1], ys[-1]), size, margin)
+    *bounds, ends_finite = _orbits(coefficients, _thresholds(probabilities), points, walkers, burn_in, seed, xs, ys, masks, patch)
+    frame = framing(bounds, ends_finite, size, margin)
     if frame is None:
         return np.zeros((size, size), dtype=np.uint8)
     if patch:
@@ -275,6 +356,7 @@ class RenderSettings:
     mode: Literal["point", "patch"] = "patch"
     margin: int = 2
     burn_in: int = 20
+    walkers: int = 1
 
     def __post_init__(self):
         if self.margin < 1 or self.size < 3 + 2 * self.margin:
@@ -283,6 +365,8 @@ class RenderSettings:
             raise ValueError(f"points: must be positive, got {self.points}")
         if self.burn_in < 0:
             raise ValueError(f"burn_in: must be >= 0, got {self.burn_in}")
+        if not 1 <= self.walkers <= MAX_WALKERS:
+            raise ValueError(f"walkers: must lie in [1, {MAX_WALKERS}], got {self.walkers}")
 
     def render(self, coefficients, probabilities, seed: int) -> np.ndarray:
         """``render`` with these settings."""
@@ -295,4 +379,5 @@ class RenderSettings:
             mode=self.mode,
             margin=self.margin,
             burn_in=self.burn_in,
+            walkers=self.walkers,
         )
