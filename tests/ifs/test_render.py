@@ -94,7 +94,15 @@ point), computed with the renderer of commit c8742e4. Stored shards, tables filt
 and every pre-training result depend on these bytes: a faster renderer must draw the same pixels."""
 
 
-def test_renderings_keep_their_bytes():
+GOLDEN_CASES = ((64, 4000, "patch", 2), (37, 1500, "patch", 1), (48, 2000, "point", 1), (256, 100_000, "patch", 2))
+"""(size, points, mode, margin) of the golden renderings."""
+
+WALKERS_GOLDEN_DIGEST = "4da32a87b7beb9fc8a90dcbb8e587b2b4696dc644768dac0d2dceb16bc348c9c"
+"""The same renderings with 8 walkers (48 px with 2,001 points: some walkers draw one point more),
+computed with the renderer of issue 27: the Triton kernels are held to the same definition."""
+
+
+def golden_digest(walkers: int, cases=GOLDEN_CASES) -> str:
     import hashlib
 
     from fdsml.ifs import sample_sigma_factor_code
@@ -104,9 +112,19 @@ def test_renderings_keep_their_bytes():
     for i in range(24):
         code = sample_sigma_factor_code(rng, (2, 4), (5.0, 6.0), (-1.0, 1.0))
         probabilities = rng.dirichlet(np.ones(code.shape[0]))
-        for size, points, mode, margin in ((64, 4000, "patch", 2), (37, 1500, "patch", 1), (48, 2000, "point", 1), (256, 100_000, "patch", 2)):
-            digest.update(render(code, probabilities, size=size, points=points, seed=1000 + i, mode=mode, margin=margin).tobytes())
-    assert digest.hexdigest() == RENDER_GOLDEN_DIGEST
+        for size, points, mode, margin in cases:
+            image = render(code, probabilities, size=size, points=points, seed=1000 + i, mode=mode, margin=margin, walkers=walkers)
+            digest.update(image.tobytes())
+    return digest.hexdigest()
+
+
+def test_renderings_keep_their_bytes():
+    assert golden_digest(1) == RENDER_GOLDEN_DIGEST
+
+
+def test_renderings_with_walkers_keep_their_bytes():
+    cases = tuple((size, 2001 if size == 48 else points, mode, margin) for size, points, mode, margin in GOLDEN_CASES)
+    assert golden_digest(8, cases) == WALKERS_GOLDEN_DIGEST
 
 
 def test_diverging_code_renders_empty():
