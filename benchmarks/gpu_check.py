@@ -19,6 +19,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -199,6 +200,55 @@ def nccl_worker() -> None:
     dist.destroy_process_group()
 
 
+# GPU rendering (issue 27): the Triton renderer's images/s on a batch of codes, and its bytes
+# against the Numba renderer's on the first images. Pre-training with the device source is not a
+# row yet: pretrain.data.source: device does not exist.
+
+GPU_RENDER_SETTINGS = ((64, 4_000), (256, 100_000))
+"""(size, points) of the GPU rendering rows: the embedded default and the published setting."""
+GPU_RENDER_BATCH = 4096
+GPU_RENDER_WALKERS = 64
+GPU_RENDER_COMPARED = 8
+
+
+def check_gpu_rendering(device, sizes, folder, size: int, points: int):
+    """images/s of ``render_batch`` (patch mode, best of 3 timed batches after a warm-up), and its
+    first images byte-compared with :func:`fdsml.ifs.render` at the same walkers."""
+    import numpy as np
+
+    from fdsml.ifs import determinant_probabilities, render, sample_sigma_factor_code
+    from fdsml.ifs.render_triton import render_batch
+
+    rng = np.random.default_rng(27)
+    codes = [sample_sigma_factor_code(rng, (2, 4), (5.0, 6.0), (-1.0, 1.0)) for _ in range(GPU_RENDER_BATCH)]
+    probabilities = [determinant_probabilities(code) for code in codes]
+    seeds = rng.integers(2**62, size=GPU_RENDER_BATCH)
+    arguments = dict(size=size, points=points, walkers=GPU_RENDER_WALKERS, device=device)
+    images = render_batch(codes, probabilities, seeds, **arguments)
+    seconds = []
+    for _ in range(3):
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        render_batch(codes, probabilities, seeds, **arguments)
+        torch.cuda.synchronize()
+        seconds.append(time.perf_counter() - started)
+    reference = np.stack([
+        render(c, p, size=size, points=points, seed=int(s), walkers=GPU_RENDER_WALKERS)
+        for c, p, s in zip(codes[:GPU_RENDER_COMPARED], probabilities, seeds)
+    ])
+    equal = np.array_equal(images[:GPU_RENDER_COMPARED].cpu().numpy(), reference)
+    detail = f"{GPU_RENDER_BATCH / min(seconds):,.0f} images/s, W = {GPU_RENDER_WALKERS}, bytes {'equal' if equal else 'DIFFER'}"
+    return ("ok" if equal else "FAIL"), detail
+
+
+def rendering_checks() -> list[tuple[str, bool, callable]]:
+    """The GPU rendering rows (need CUDA; the bytes are checked on the CPU by the test suite)."""
+    return [
+        (f"GPU rendering {size} px / {points:,} points", True, lambda d, s, f, size=size, points=points: check_gpu_rendering(d, s, f, size, points))
+        for size, points in GPU_RENDER_SETTINGS
+    ]
+
+
 def checks(sizes: Sizes, cuda: bool) -> list[tuple[str, bool, callable]]:
     """(row, needs CUDA, function(device, sizes, folder)); compiling on the CPU is not checked."""
     backbones = ("resnet50", "vit_tiny_patch16_224") if sizes is FULL else ("resnet18", "vit_tiny_patch4")
@@ -213,7 +263,7 @@ def checks(sizes: Sizes, cuda: bool) -> list[tuple[str, bool, callable]]:
         ("torchrun, one process, NCCL", True, check_torchrun_nccl),
         ("checkpoint + exact resume", False, check_resume),
     ]
-    return rows
+    return rows + rendering_checks()
 
 
 def main(argv: list[str] | None = None) -> list[tuple[str, str, str]]:
