@@ -68,11 +68,11 @@ def test_patch_mode_stamps_three_by_three_patterns():
 def test_patch_mode_equals_stamping_each_point(margin):
     """The two-pass rasteriser draws exactly the pixels of a point-by-point 3x3 stamp, the image's
     border included (a margin of 1 lets patches reach the first and last rows and columns)."""
-    from fdsml.ifs.render import _orbit, _thresholds
+    from fdsml.ifs.render import _orbit, map_thresholds
 
     size, n = 32, 500
     xs, ys, masks = np.empty(n), np.empty(n), np.empty(n, np.uint16)
-    xmin, xmax, ymin, ymax, _ = _orbit(SIERPINSKI, _thresholds(THIRDS), n, 20, 9, xs, ys, masks, True)
+    xmin, xmax, ymin, ymax, _ = _orbit(SIERPINSKI, map_thresholds(THIRDS), n, 20, 9, xs, ys, masks, True)
     expected = np.zeros((size, size), np.uint8)
     usable = size - 1 - 2 * margin
     for x, y, mask in zip(xs, ys, masks):
@@ -201,13 +201,13 @@ def test_sizes_beyond_32_bit_indices_are_refused():
 
 
 def test_the_interleaved_kernel_with_one_walker_is_the_reference():
-    from fdsml.ifs.render import _orbit, _thresholds, _walkers
+    from fdsml.ifs.render import _orbit, map_thresholds, _walkers
 
     n = 777
     single = np.empty(n), np.empty(n), np.empty(n, np.uint16)
     several = np.empty(n), np.empty(n), np.empty(n, np.uint16)
-    first = _orbit(SIERPINSKI, _thresholds(THIRDS), n, 20, 5, *single, True)
-    second = _walkers(SIERPINSKI, _thresholds(THIRDS), n, 1, 20, 5, *several, True)
+    first = _orbit(SIERPINSKI, map_thresholds(THIRDS), n, 20, 5, *single, True)
+    second = _walkers(SIERPINSKI, map_thresholds(THIRDS), n, 1, 20, 5, *several, True)
     assert first == second
     for a, b in zip(single, several):
         np.testing.assert_array_equal(a, b)

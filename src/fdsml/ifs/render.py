@@ -235,7 +235,7 @@ def _draw_patches(image, pixels, masks, centres):
             out[col] = np.uint8(bits & one) * grey
 
 
-def _thresholds(probabilities: np.ndarray) -> np.ndarray:
+def map_thresholds(probabilities: np.ndarray) -> np.ndarray:
     """Cumulative probabilities as 32-bit integer thresholds for map selection."""
     cumulative = np.cumsum(np.asarray(probabilities, dtype=np.float64))
     cumulative /= cumulative[-1]
@@ -260,7 +260,7 @@ def chaos_game(coefficients, probabilities, *, points: int, seed: int, burn_in: 
     coefficients, probabilities = _validated(coefficients, probabilities)
     xs = np.empty(points)
     ys = np.empty(points)
-    _orbits(coefficients, _thresholds(probabilities), points, walkers, burn_in, seed, xs, ys, np.empty(0, np.uint16), False)
+    _orbits(coefficients, map_thresholds(probabilities), points, walkers, burn_in, seed, xs, ys, np.empty(0, np.uint16), False)
     return np.stack([xs, ys], axis=1)
 
 
@@ -304,9 +304,14 @@ def render(
     """
     check_arguments(size=size, points=points, seed=seed, mode=mode, margin=margin, burn_in=burn_in, walkers=walkers)
     coefficients, probabilities = _validated(coefficients, probabilities)
+    return render_thresholds(coefficients, map_thresholds(probabilities), size, points, seed, mode, margin, burn_in, walkers)
+
+
+def render_thresholds(coefficients, thresholds, size, points, seed, mode, margin, burn_in, walkers) -> np.ndarray:
+    """:func:`render` of checked arguments, the map probabilities as :func:`map_thresholds`."""
     patch = mode == "patch"
     xs, ys, masks, pixels, centres = _scratch(points, size, patch)
-    *bounds, ends_finite = _orbits(coefficients, _thresholds(probabilities), points, walkers, burn_in, seed, xs, ys, masks, patch)
+    *bounds, ends_finite = _orbits(coefficients, thresholds, points, walkers, burn_in, seed, xs, ys, masks, patch)
     frame = framing(bounds, ends_finite, size, margin)
     if frame is None:
         return np.zeros((size, size), dtype=np.uint8)

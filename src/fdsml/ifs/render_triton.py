@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from fdsml.ifs.render import FOREGROUND, _thresholds, _validated, check_arguments, framing
+from fdsml.ifs.render import FOREGROUND, map_thresholds, _validated, check_arguments, framing
 
 _COMPILE = {"enable_fp_fusion": False}
 
@@ -149,35 +149,40 @@ def render_batch(
     is ``fdsml.ifs.render.render(codes[i], probabilities[i], seed=seeds[i], ...)``, byte for byte.
     ``walkers`` must be a power of two (the lanes of a block)."""
     seeds = np.asarray(seeds, dtype=np.int64).reshape(-1)
-    for seed in (int(seeds.min()), int(seeds.max())) if seeds.size else (0,):
+    if len(codes) != seeds.size:
+        raise ValueError(f"codes and seeds differ in length: {len(codes)} and {seeds.size}")
+    if not seeds.size:
+        return torch.zeros((0, size, size), dtype=torch.uint8, device=device)
+    tensors = (torch.as_tensor(array, device=device) for array in (*packed_codes(codes, probabilities), seeds))
+    return render_tensors(*tensors, size=size, points=points, mode=mode, margin=margin, burn_in=burn_in, walkers=walkers)
+
+
+def render_tensors(coefficients, thresholds, n_maps, seeds, *, size, points, mode, margin, burn_in, walkers) -> torch.Tensor:
+    """:func:`render_batch` of codes already packed (:func:`packed_codes`) and on the device, with
+    int64 ``seeds``: the images on the same device."""
+    for seed in (int(seeds.min()), int(seeds.max())):
         check_arguments(size=size, points=points, seed=seed, mode=mode, margin=margin, burn_in=burn_in, walkers=walkers)
     if walkers & (walkers - 1):
         raise ValueError(f"walkers must be a power of two for the Triton renderer, got {walkers}")
-    if not len(codes) == len(probabilities) == seeds.size:
-        raise ValueError(f"codes, probabilities and seeds differ in length: {len(codes)}, {len(probabilities)}, {seeds.size}")
-    device = torch.device(device)
+    batch, max_maps = thresholds.shape
     patch = mode == "patch"
     side = size + 2 if patch else size
-    images = torch.zeros((seeds.size, side, side), dtype=torch.uint8, device=device)
-    if seeds.size:
-        coefficients, thresholds, n_maps = (torch.as_tensor(array, device=device) for array in _packed(codes, probabilities))
-        max_maps = thresholds.shape[1]
-        seeds = torch.as_tensor(seeds, device=device)
-        bounds = torch.empty((seeds.numel(), 5), dtype=torch.float64, device=device)
-        _bounds_kernel[(seeds.numel(),)](
-            coefficients, thresholds, n_maps, seeds, bounds, points, burn_in, WALKERS=walkers, MAX_MAPS=max_maps, **_COMPILE
-        )
-        frames = torch.as_tensor(_frames(bounds.cpu().numpy(), size, margin), device=device)
-        _draw_kernel[(seeds.numel(),)](
-            coefficients, thresholds, n_maps, seeds, frames, images, points, burn_in, side,
-            WALKERS=walkers, MAX_MAPS=max_maps, PATCH=patch, **_COMPILE,
-        )
+    images = torch.zeros((batch, side, side), dtype=torch.uint8, device=seeds.device)
+    bounds = torch.empty((batch, 5), dtype=torch.float64, device=seeds.device)
+    _bounds_kernel[(batch,)](
+        coefficients, thresholds, n_maps, seeds, bounds, points, burn_in, WALKERS=walkers, MAX_MAPS=max_maps, **_COMPILE
+    )
+    frames = torch.as_tensor(_frames(bounds.cpu().numpy(), size, margin), device=seeds.device)
+    _draw_kernel[(batch,)](
+        coefficients, thresholds, n_maps, seeds, frames, images, points, burn_in, side,
+        WALKERS=walkers, MAX_MAPS=max_maps, PATCH=patch, **_COMPILE,
+    )
     return images[:, 1:-1, 1:-1].contiguous() if patch else images
 
 
-def _packed(codes, probabilities) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def packed_codes(codes, probabilities) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The batch's codes padded to a power-of-two count of maps: coefficients ``(B, M, 6)``, integer
-    thresholds ``(B, M)`` (:func:`fdsml.ifs.render._thresholds`) and each code's count of maps."""
+    thresholds ``(B, M)`` (:func:`fdsml.ifs.render.map_thresholds`) and each code's count of maps."""
     if len(codes) != len(probabilities):
         raise ValueError(f"codes and probabilities differ in length: {len(codes)} and {len(probabilities)}")
     validated = [_validated(c, p) for c, p in zip(codes, probabilities)]
@@ -187,7 +192,7 @@ def _packed(codes, probabilities) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     n_maps = np.array([c.shape[0] for c, _ in validated], np.int64)
     for i, (c, p) in enumerate(validated):
         coefficients[i, : c.shape[0]] = c
-        thresholds[i, : c.shape[0]] = _thresholds(p)
+        thresholds[i, : c.shape[0]] = map_thresholds(p)
     return coefficients, thresholds, n_maps
 
 
