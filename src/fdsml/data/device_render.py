@@ -64,11 +64,16 @@ class DeviceRenderedCodes(FractalCodesDataset):
         return fractal_input(images[:, None], self.img_size, self.channels)
 
 
+def unpacked(packed: torch.Tensor, max_maps: int) -> tuple[torch.Tensor, ...]:
+    """``(n, 2 + 7 M)`` packed codes as :func:`fdsml.ifs.render_triton.render_tensors` takes them:
+    coefficients ``(n, M, 6)`` float64, thresholds ``(n, M)``, numbers of maps, seeds."""
+    coefficients = packed[:, 2 + max_maps :].contiguous().view(torch.float64).reshape(-1, max_maps, 6)
+    return coefficients, packed[:, 2 : 2 + max_maps].contiguous(), packed[:, 1].contiguous(), packed[:, 0].contiguous()
+
+
 def render_packed(packed: torch.Tensor, max_maps: int, settings: RenderSettings) -> torch.Tensor:
     """``(n, 2 + 7 M)`` packed codes rendered into ``(n, S, S)`` uint8 images on their device."""
-    seeds, n_maps = packed[:, 0].contiguous(), packed[:, 1].contiguous()
-    thresholds = packed[:, 2 : 2 + max_maps].contiguous()
-    coefficients = packed[:, 2 + max_maps :].contiguous().view(torch.float64).reshape(-1, max_maps, 6)
+    coefficients, thresholds, n_maps, seeds = unpacked(packed, max_maps)
     arguments = dict(size=settings.size, points=settings.points, mode=settings.mode, margin=settings.margin, burn_in=settings.burn_in, walkers=settings.walkers)
     if packed.is_cuda:
         from fdsml.ifs.render_triton import render_tensors
