@@ -201,8 +201,8 @@ def nccl_worker() -> None:
 
 
 # GPU rendering (issue 27): the Triton renderer's images/s on a batch of codes, and its bytes
-# against the Numba renderer's on the first images. Pre-training with the device source is not a
-# row yet: pretrain.data.source: device does not exist.
+# against the Numba renderer's on the first images; pre-training images/s with the device source
+# against the render source fed by the node's cores.
 
 GPU_RENDER_SETTINGS = ((64, 4_000), (256, 100_000))
 """(size, points) of the GPU rendering rows: the embedded default and the published setting."""
@@ -241,12 +241,40 @@ def check_gpu_rendering(device, sizes, folder, size: int, points: int):
     return ("ok" if equal else "FAIL"), detail
 
 
+def check_device_source(device, sizes, folder):
+    """ViT-Tiny pre-training images/s at the published rendering (256 px, 100,000 points, shown to
+    the model at 224 px), ``source: device`` against ``source: render`` with a loader worker per core."""
+    from fdsml.families import family_spec
+    from fdsml.families.generation import generate_table
+    from fdsml.training.pretrain import parse_pretrain_params, pretrain
+
+    spec = family_spec({"n_classes": 32, "instances_per_class": 8, "class_filter": {"enabled": False}, "workers": os.cpu_count(),
+                        "render": {"size": 256, "points": 100_000, "walkers": GPU_RENDER_WALKERS}})
+    table, _ = generate_table(spec)
+    speeds = {}
+    for source in ("render", "device"):
+        config = parse_pretrain_params({
+            "objective": "pa_triplet",
+            "model": {"backbone": "vit_tiny_patch16_224", "img_size": 224},
+            "data": {"source": source, "classes_per_batch": 16, "instances_per_class": 8},
+            "optimizer": {"name": "adamw", "base_lr": 0.001, "schedule": "constant"},
+            "train": {"max_steps": 12, "device": device, "num_workers": os.cpu_count(), "checkpoint_every": 100, "log_every": 1},
+            "validation": {"every": 0},
+            "run_dir": str(folder / source),
+        })
+        _, history = pretrain(table, spec, config)
+        speeds[source] = statistics.median(history["images_per_s"].iloc[4:])
+    detail = f"device {speeds['device']:,.0f} img/s, render with {os.cpu_count()} workers {speeds['render']:,.0f} img/s"
+    return "ok", detail
+
+
 def rendering_checks() -> list[tuple[str, bool, callable]]:
     """The GPU rendering rows (need CUDA; the bytes are checked on the CPU by the test suite)."""
-    return [
+    rows = [
         (f"GPU rendering {size} px / {points:,} points", True, lambda d, s, f, size=size, points=points: check_gpu_rendering(d, s, f, size, points))
         for size, points in GPU_RENDER_SETTINGS
     ]
+    return rows + [("pre-training img/s, source device vs render", True, check_device_source)]
 
 
 def checks(sizes: Sizes, cuda: bool) -> list[tuple[str, bool, callable]]:

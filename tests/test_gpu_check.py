@@ -26,6 +26,7 @@ def test_gpu_check_skips_cuda_rows_and_runs_the_rest_on_the_cpu(capsys, monkeypa
         "torchrun, one process, NCCL",
         "GPU rendering 64 px / 4,000 points",
         "GPU rendering 256 px / 100,000 points",
+        "pre-training img/s, source device vs render",
     }
     assert all(results[name][1] == "needs a CUDA device" for name in skipped)
     assert not any(status == "FAIL" for status, _ in results.values()), results
