@@ -5,7 +5,8 @@ One program renders one image with its W walkers in the lanes of a block: the sa
 streams (:func:`fdsml.ifs.render.walker_state`), the same floating-point operations in the same
 order (kernels compiled without fused multiply-add), the same framing. The orbit runs twice
 instead of being stored: a first kernel finds each image's bounds, :func:`fdsml.ifs.render.framing`
-is evaluated per image in float64 on the device, and a second kernel iterates the same orbit
+is evaluated per image on the host (the bounds copied back, one small transfer per batch), and a
+second kernel iterates the same orbit
 again and writes every point's pixels (patch mode writes the 3 x 3 pattern's pixels into an image
 padded by one pixel; every write stores the same grey level, so the order of writes cannot change
 the bytes).
