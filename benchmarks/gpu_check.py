@@ -19,6 +19,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -199,6 +200,83 @@ def nccl_worker() -> None:
     dist.destroy_process_group()
 
 
+# GPU rendering (issue 27): the Triton renderer's images/s on a batch of codes, and its bytes
+# against the Numba renderer's on the first images; pre-training images/s with the device source
+# against the render source fed by the node's cores.
+
+GPU_RENDER_SETTINGS = ((64, 4_000), (256, 100_000))
+"""(size, points) of the GPU rendering rows: the embedded default and the published setting."""
+GPU_RENDER_BATCH = 4096
+GPU_RENDER_WALKERS = 64
+GPU_RENDER_COMPARED = 8
+
+
+def check_gpu_rendering(device, sizes, folder, size: int, points: int):
+    """images/s of ``render_batch`` (patch mode, best of 3 timed batches after a warm-up), and its
+    first images byte-compared with :func:`fdsml.ifs.render` at the same walkers."""
+    import numpy as np
+
+    from fdsml.ifs import determinant_probabilities, render, sample_sigma_factor_code
+    from fdsml.ifs.render_triton import render_batch
+
+    rng = np.random.default_rng(27)
+    codes = [sample_sigma_factor_code(rng, (2, 4), (5.0, 6.0), (-1.0, 1.0)) for _ in range(GPU_RENDER_BATCH)]
+    probabilities = [determinant_probabilities(code) for code in codes]
+    seeds = rng.integers(2**62, size=GPU_RENDER_BATCH)
+    arguments = dict(size=size, points=points, walkers=GPU_RENDER_WALKERS, device=device)
+    images = render_batch(codes, probabilities, seeds, **arguments)
+    seconds = []
+    for _ in range(3):
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        render_batch(codes, probabilities, seeds, **arguments)
+        torch.cuda.synchronize()
+        seconds.append(time.perf_counter() - started)
+    reference = np.stack([
+        render(c, p, size=size, points=points, seed=int(s), walkers=GPU_RENDER_WALKERS)
+        for c, p, s in zip(codes[:GPU_RENDER_COMPARED], probabilities, seeds)
+    ])
+    equal = np.array_equal(images[:GPU_RENDER_COMPARED].cpu().numpy(), reference)
+    detail = f"{GPU_RENDER_BATCH / min(seconds):,.0f} images/s, W = {GPU_RENDER_WALKERS}, bytes {'equal' if equal else 'DIFFER'}"
+    return ("ok" if equal else "FAIL"), detail
+
+
+def check_device_source(device, sizes, folder):
+    """ViT-Tiny pre-training images/s at the published rendering (256 px, 100,000 points, shown to
+    the model at 224 px), ``source: device`` against ``source: render`` with a loader worker per core."""
+    from fdsml.families import family_spec
+    from fdsml.families.generation import generate_table
+    from fdsml.training.pretrain import parse_pretrain_params, pretrain
+
+    spec = family_spec({"n_classes": 32, "instances_per_class": 8, "class_filter": {"enabled": False}, "workers": os.cpu_count(),
+                        "render": {"size": 256, "points": 100_000, "walkers": GPU_RENDER_WALKERS}})
+    table, _ = generate_table(spec)
+    speeds = {}
+    for source in ("render", "device"):
+        config = parse_pretrain_params({
+            "objective": "pa_triplet",
+            "model": {"backbone": "vit_tiny_patch16_224", "img_size": 224},
+            "data": {"source": source, "classes_per_batch": 16, "instances_per_class": 8},
+            "optimizer": {"name": "adamw", "base_lr": 0.001, "schedule": "constant"},
+            "train": {"max_steps": 12, "device": device, "num_workers": os.cpu_count(), "checkpoint_every": 100, "log_every": 1},
+            "validation": {"every": 0},
+            "run_dir": str(folder / source),
+        })
+        _, history = pretrain(table, spec, config)
+        speeds[source] = statistics.median(history["images_per_s"].iloc[4:])
+    detail = f"device {speeds['device']:,.0f} img/s, render with {os.cpu_count()} workers {speeds['render']:,.0f} img/s"
+    return "ok", detail
+
+
+def rendering_checks() -> list[tuple[str, bool, callable]]:
+    """The GPU rendering rows (need CUDA; the bytes are checked on the CPU by the test suite)."""
+    rows = [
+        (f"GPU rendering {size} px / {points:,} points", True, lambda d, s, f, size=size, points=points: check_gpu_rendering(d, s, f, size, points))
+        for size, points in GPU_RENDER_SETTINGS
+    ]
+    return rows + [("pre-training img/s, source device vs render", True, check_device_source)]
+
+
 def checks(sizes: Sizes, cuda: bool) -> list[tuple[str, bool, callable]]:
     """(row, needs CUDA, function(device, sizes, folder)); compiling on the CPU is not checked."""
     backbones = ("resnet50", "vit_tiny_patch16_224") if sizes is FULL else ("resnet18", "vit_tiny_patch4")
@@ -213,7 +291,7 @@ def checks(sizes: Sizes, cuda: bool) -> list[tuple[str, bool, callable]]:
         ("torchrun, one process, NCCL", True, check_torchrun_nccl),
         ("checkpoint + exact resume", False, check_resume),
     ]
-    return rows
+    return rows + rendering_checks()
 
 
 def main(argv: list[str] | None = None) -> list[tuple[str, str, str]]:

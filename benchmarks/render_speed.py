@@ -1,12 +1,14 @@
 """Rendering speed of a formula family on one thread, in images/s.
 
-    python benchmarks/render_speed.py --size 256 --points 100000 --images 200 --mode patch --json
+    python benchmarks/render_speed.py --size 256 --points 100000 --images 100 --mode patch --walkers 1,2,4,8,16 --json
     python benchmarks/render_speed.py --family visual_atom --images 200 --reference-images 10 --json
     python benchmarks/render_speed.py --family rcdb --images 500 --reference-images 40 --json
 
-FineFractalDB (``fdsml.ifs.render``, the default) also times a bare chaos-game loop (no framing,
-no rasterisation) on the same codes, the floor any renderer pays, and prints the renderer's
-cost as a ratio to it measured in the same run.
+FineFractalDB (``fdsml.ifs.render``, the default) renders the same codes with each ``--walkers``
+count (interleaved orbits), the counts interleaved over ``--rounds`` rounds, and prints images/s,
+ns per point and the ratio to the first count, all in CPU time of the rendering thread, with the
+share of each pass (orbit, framing, drawing); it also times a bare chaos-game loop (one serial
+chain, nothing stored), the floor of a single orbit.
 
 VisualAtom and RCDB render instances drawn with the original ranges at ``--size`` (512, the
 original scripts' default) and at 224 px, and time two PIL references of ours on the first
@@ -36,6 +38,7 @@ from fdsml.families import get_family  # noqa: E402
 from fdsml.families.orbits import REFERENCE_SIZE  # noqa: E402
 from fdsml.families.perlin import perlin_curve  # noqa: E402
 from fdsml.ifs import determinant_probabilities, render, sample_sigma_factor_code  # noqa: E402
+from fdsml.ifs.render import _draw_patches, _draw_points, _orbits, _pixel_indices, _scratch, map_thresholds, framing  # noqa: E402
 
 SMALL_SIZE = 224
 """The loader's image size the orbit families are also timed at."""
@@ -64,36 +67,80 @@ def _bare_chaos_game(coefficients, cumulative, n_points, seed):
     return total
 
 
+def _render_passes(code, p, args, walkers: int, seed: int) -> tuple[float, float, float]:
+    """CPU seconds of ``render``'s three passes on one image: the orbit, the framing into pixel
+    indices, the drawing (the random writes and, in patch mode, the 3 x 3 pass)."""
+    patch = args.mode == "patch"
+    started = time.thread_time()
+    xs, ys, masks, pixels, centres = _scratch(args.points, args.size, patch)
+    *bounds, ends_finite = _orbits(code, map_thresholds(p), args.points, walkers, 20, seed, xs, ys, masks, patch)
+    orbit = time.thread_time()
+    frame = framing(bounds, ends_finite, args.size, 2)
+    image = np.zeros((args.size, args.size), np.uint8)
+    stride, offset = (args.size + 2, 1) if patch else (args.size, 0)
+    _pixel_indices(xs, ys, frame, args.size, stride, offset, pixels)
+    framed = time.thread_time()
+    _draw_patches(image, pixels, masks, centres) if patch else _draw_points(image, pixels)
+    return orbit - started, framed - orbit, time.thread_time() - framed
+
+
 def fractal_speed(args) -> dict:
-    """FineFractalDB: images/s and ns per point, against the bare chaos game."""
+    """FineFractalDB: images/s and ns per point for each walker count, in CPU time of this thread,
+    the counts interleaved over ``--rounds`` rounds (this machine's speed swings within a minute);
+    the share of each pass; the bare chaos game, the floor one serial chain pays."""
     rng = np.random.default_rng(args.seed)
     codes = [sample_sigma_factor_code(rng, (2, 4), (5.0, 6.0), (-1.0, 1.0)) for _ in range(args.images)]
     probabilities = [determinant_probabilities(code) for code in codes]
     thresholds = [(np.cumsum(p) * 2.0**32).astype(np.uint64) for p in probabilities]
-    render(codes[0], probabilities[0], size=args.size, points=1000, seed=0, mode=args.mode)
+    walker_counts = [int(w) for w in args.walkers.split(",")]
+    for walkers in walker_counts:
+        render(codes[0], probabilities[0], size=args.size, points=1000, seed=0, mode=args.mode, walkers=walkers)
+        _render_passes(codes[0], probabilities[0], args, walkers, 0)
     _bare_chaos_game(codes[0], thresholds[0], 10, 1)
 
-    started = time.perf_counter()
-    for i, (code, p) in enumerate(zip(codes, probabilities)):
-        render(code, p, size=args.size, points=args.points, seed=i, mode=args.mode)
-    render_seconds = time.perf_counter() - started
+    seconds = {w: 0.0 for w in walker_counts}
+    passes = {w: np.zeros(3) for w in walker_counts}
+    floor_seconds = 0.0
+    for _ in range(args.rounds):
+        for walkers in walker_counts:
+            started = time.thread_time()
+            for i, (code, p) in enumerate(zip(codes, probabilities)):
+                render(code, p, size=args.size, points=args.points, seed=i, mode=args.mode, walkers=walkers)
+            seconds[walkers] += time.thread_time() - started
+            for i, (code, p) in enumerate(zip(codes, probabilities)):
+                passes[walkers] += _render_passes(code, p, args, walkers, i)
+        started = time.thread_time()
+        for i, (code, t) in enumerate(zip(codes, thresholds)):
+            _bare_chaos_game(code, t, args.points, i + 1)
+        floor_seconds += time.thread_time() - started
 
-    started = time.perf_counter()
-    for i, (code, t) in enumerate(zip(codes, thresholds)):
-        _bare_chaos_game(code, t, args.points, i + 1)
-    floor_seconds = time.perf_counter() - started
-
-    total_points = args.images * args.points
+    images = args.images * args.rounds
+    total_points = images * args.points
+    rows = []
+    for walkers in walker_counts:
+        share = passes[walkers] / passes[walkers].sum()
+        rows.append(
+            {
+                "walkers": walkers,
+                "images_per_s": round(images / seconds[walkers], 1),
+                "ns_per_point": round(1e9 * seconds[walkers] / total_points, 3),
+                "ratio_to_one_walker": round(seconds[walker_counts[0]] / seconds[walkers], 2),
+                "share_orbit": round(float(share[0]), 3),
+                "share_framing": round(float(share[1]), 3),
+                "share_drawing": round(float(share[2]), 3),
+                "orbit_ns_per_point": round(1e9 * passes[walkers][0] / total_points, 3),
+            }
+        )
     return {
         "family": "finefractaldb",
         "mode": args.mode,
         "size": args.size,
         "points": args.points,
         "images": args.images,
-        "images_per_s": round(args.images / render_seconds, 1),
-        "ns_per_point": round(1e9 * render_seconds / total_points, 3),
+        "rounds": args.rounds,
+        "clock": "CPU time of the rendering thread",
         "floor_ns_per_point": round(1e9 * floor_seconds / total_points, 3),
-        "ratio_to_floor": round(render_seconds / floor_seconds, 2),
+        "walkers": rows,
     }
 
 
@@ -195,6 +242,8 @@ def main() -> None:
     parser.add_argument("--reference-images", type=int, default=10, help="instances the PIL references render")
     parser.add_argument("--mode", choices=("point", "patch"), default="patch")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--walkers", default="1,2,4,8,16", help="FineFractalDB: walker counts, the first the baseline of the ratios")
+    parser.add_argument("--rounds", type=int, default=3, help="FineFractalDB: interleaved rounds over the walker counts")
     parser.add_argument("--json", action="store_true", help="print one JSON line")
     args = parser.parse_args()
     if args.family == "finefractaldb":

@@ -20,7 +20,14 @@ def test_gpu_check_skips_cuda_rows_and_runs_the_rest_on_the_cpu(capsys, monkeypa
     printed = capsys.readouterr().out
     assert "No CUDA device" in printed and "checkpoint + exact resume" in printed
     skipped = {name for name, (status, _) in results.items() if status == "skipped"}
-    assert skipped == {"pre-training resnet18, compiled", "pre-training vit_tiny_patch4, compiled", "torchrun, one process, NCCL"}
+    assert skipped == {
+        "pre-training resnet18, compiled",
+        "pre-training vit_tiny_patch4, compiled",
+        "torchrun, one process, NCCL",
+        "GPU rendering 64 px / 4,000 points",
+        "GPU rendering 256 px / 100,000 points",
+        "pre-training img/s, source device vs render",
+    }
     assert all(results[name][1] == "needs a CUDA device" for name in skipped)
     assert not any(status == "FAIL" for status, _ in results.values()), results
     assert results["checkpoint + exact resume"][1].startswith("max |difference| 0 ")

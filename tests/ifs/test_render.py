@@ -3,6 +3,8 @@ import pytest
 
 from fdsml.ifs import FOREGROUND, RenderSettings, chaos_game, occupancy, render
 
+from .render_fuzz import OVERFLOWING
+
 SIERPINSKI = np.array(
     [
         [0.5, 0.0, 0.0, 0.5, 0.0, 0.0],
@@ -66,11 +68,11 @@ def test_patch_mode_stamps_three_by_three_patterns():
 def test_patch_mode_equals_stamping_each_point(margin):
     """The two-pass rasteriser draws exactly the pixels of a point-by-point 3x3 stamp, the image's
     border included (a margin of 1 lets patches reach the first and last rows and columns)."""
-    from fdsml.ifs.render import _orbit, _thresholds
+    from fdsml.ifs.render import _orbit, map_thresholds
 
     size, n = 32, 500
     xs, ys, masks = np.empty(n), np.empty(n), np.empty(n, np.uint16)
-    xmin, xmax, ymin, ymax = _orbit(SIERPINSKI, _thresholds(THIRDS), n, 20, 9, xs, ys, masks, True)
+    xmin, xmax, ymin, ymax, _ = _orbit(SIERPINSKI, map_thresholds(THIRDS), n, 20, 9, xs, ys, masks, True)
     expected = np.zeros((size, size), np.uint8)
     usable = size - 1 - 2 * margin
     for x, y, mask in zip(xs, ys, masks):
@@ -92,7 +94,15 @@ point), computed with the renderer of commit c8742e4. Stored shards, tables filt
 and every pre-training result depend on these bytes: a faster renderer must draw the same pixels."""
 
 
-def test_renderings_keep_their_bytes():
+GOLDEN_CASES = ((64, 4000, "patch", 2), (37, 1500, "patch", 1), (48, 2000, "point", 1), (256, 100_000, "patch", 2))
+"""(size, points, mode, margin) of the golden renderings."""
+
+WALKERS_GOLDEN_DIGEST = "4da32a87b7beb9fc8a90dcbb8e587b2b4696dc644768dac0d2dceb16bc348c9c"
+"""The same renderings with 8 walkers (48 px with 2,001 points: some walkers draw one point more),
+computed with the renderer of issue 27: the Triton kernels are held to the same definition."""
+
+
+def golden_digest(walkers: int, cases=GOLDEN_CASES) -> str:
     import hashlib
 
     from fdsml.ifs import sample_sigma_factor_code
@@ -102,9 +112,19 @@ def test_renderings_keep_their_bytes():
     for i in range(24):
         code = sample_sigma_factor_code(rng, (2, 4), (5.0, 6.0), (-1.0, 1.0))
         probabilities = rng.dirichlet(np.ones(code.shape[0]))
-        for size, points, mode, margin in ((64, 4000, "patch", 2), (37, 1500, "patch", 1), (48, 2000, "point", 1), (256, 100_000, "patch", 2)):
-            digest.update(render(code, probabilities, size=size, points=points, seed=1000 + i, mode=mode, margin=margin).tobytes())
-    assert digest.hexdigest() == RENDER_GOLDEN_DIGEST
+        for size, points, mode, margin in cases:
+            image = render(code, probabilities, size=size, points=points, seed=1000 + i, mode=mode, margin=margin, walkers=walkers)
+            digest.update(image.tobytes())
+    return digest.hexdigest()
+
+
+def test_renderings_keep_their_bytes():
+    assert golden_digest(1) == RENDER_GOLDEN_DIGEST
+
+
+def test_renderings_with_walkers_keep_their_bytes():
+    cases = tuple((size, 2001 if size == 48 else points, mode, margin) for size, points, mode, margin in GOLDEN_CASES)
+    assert golden_digest(8, cases) == WALKERS_GOLDEN_DIGEST
 
 
 def test_diverging_code_renders_empty():
@@ -153,3 +173,70 @@ def test_rendering_is_identical_in_another_process():
     other = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     here = render(SIERPINSKI, THIRDS, size=40, points=2000, seed=99)
     assert bytes.fromhex(other) == here.tobytes()
+
+
+def test_no_code_crashes_the_renderer():
+    """Thousands of random codes (contractive or not, coefficients up to 1e3, extreme probabilities,
+    orbits finite but too wide or too thin to frame) in every mode and family, in a subprocess: a
+    pixel index outside the image used to kill the process with a segmentation fault."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).with_name("render_fuzz.py")
+    done = subprocess.run([sys.executable, str(script), "2000"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"exit status {done.returncode}\n{done.stdout}\n{done.stderr[-3000:]}"
+    assert done.stdout.splitlines()[-1] == "ok"
+
+
+def test_orbits_that_cannot_be_framed_render_empty():
+    for coefficients in OVERFLOWING:
+        for mode in ("point", "patch"):
+            assert not render(coefficients, [0.5, 0.5], size=32, points=2000, seed=0, mode=mode).any()
+
+
+def test_sizes_beyond_32_bit_indices_are_refused():
+    with pytest.raises(ValueError, match="size"):
+        render(SIERPINSKI, THIRDS, size=50_000, points=10, seed=0)
+
+
+def test_the_interleaved_kernel_with_one_walker_is_the_reference():
+    from fdsml.ifs.render import _orbit, map_thresholds, _walkers
+
+    n = 777
+    single = np.empty(n), np.empty(n), np.empty(n, np.uint16)
+    several = np.empty(n), np.empty(n), np.empty(n, np.uint16)
+    first = _orbit(SIERPINSKI, map_thresholds(THIRDS), n, 20, 5, *single, True)
+    second = _walkers(SIERPINSKI, map_thresholds(THIRDS), n, 1, 20, 5, *several, True)
+    assert first == second
+    for a, b in zip(single, several):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_walkers_are_independent_samples_of_the_same_attractor():
+    walkers, n = 8, 20_003  # not a multiple: the first three walkers draw one point more
+    points = chaos_game(SIERPINSKI, THIRDS, points=n, seed=7, walkers=walkers)
+    x, y = points[:, 0], points[:, 1]
+    assert np.all(y >= -1e-9) and np.all(y <= 2 * x + 1e-9) and np.all(y <= 2 * (1 - x) + 1e-9)
+    single = chaos_game(SIERPINSKI, THIRDS, points=n // walkers, seed=7)
+    np.testing.assert_array_equal(points[::walkers][: n // walkers], single)  # walker 0 is the single orbit
+    lanes = [points[w::walkers][:50] for w in range(walkers)]
+    assert all(not np.array_equal(lanes[a], lanes[b]) for a in range(walkers) for b in range(a))
+    again = chaos_game(SIERPINSKI, THIRDS, points=n, seed=7, walkers=walkers)
+    np.testing.assert_array_equal(points, again)
+
+
+def test_walkers_change_the_bytes_but_not_the_picture():
+    one = render(SIERPINSKI, THIRDS, size=64, points=20_000, seed=3, mode="point")
+    eight = render(SIERPINSKI, THIRDS, size=64, points=20_000, seed=3, mode="point", walkers=8)
+    assert one.tobytes() != eight.tobytes()
+    assert abs(occupancy(one) - occupancy(eight)) < 0.01
+    assert np.count_nonzero((one > 0) != (eight > 0)) < 0.02 * one.size
+
+
+@pytest.mark.parametrize("walkers", [0, 1025])
+def test_walkers_outside_their_range_are_refused(walkers):
+    with pytest.raises(ValueError, match="walkers"):
+        render(SIERPINSKI, THIRDS, size=32, points=100, seed=0, walkers=walkers)
+    with pytest.raises(ValueError, match="walkers"):
+        RenderSettings(walkers=walkers)

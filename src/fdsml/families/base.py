@@ -75,6 +75,12 @@ class Family(ABC):
     def render(self, instance: Any, settings, seed: int) -> np.ndarray:
         """The instance's ``(S, S)`` uint8 rendering; the same instance and seed give the same bytes."""
 
+    def reference_settings(self, settings):
+        """``settings`` with the reference renderer the codes table is built with (its occupancy
+        checks and rejections keep their bytes whatever renders the training images); the same
+        settings by default."""
+        return settings
+
     def foreground(self, images: np.ndarray, settings) -> np.ndarray:
         """Which pixels are drawn, the shape occupancy and Chamfer distances see (non-zero: a black
         background; a family drawing on another background overrides it)."""
@@ -175,6 +181,10 @@ class FamilySpec:
     @property
     def size(self) -> int:
         return self.family.image_size(self.settings)
+
+    def reference(self) -> FamilySpec:
+        """This spec with the family's reference renderer (:meth:`Family.reference_settings`)."""
+        return FamilySpec(self.family, self.family.reference_settings(self.settings))
 
     @property
     def descriptor_names(self) -> tuple[str, ...]:

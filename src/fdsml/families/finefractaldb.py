@@ -11,7 +11,7 @@ the perturbation factor).
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -82,6 +82,10 @@ class FineFractalDB(Family):
 
     def render(self, instance: FractalInstance, settings: FineFractalDBConfig, seed: int) -> np.ndarray:
         return settings.render.render(instance.coefficients, instance.probabilities, seed)
+
+    def reference_settings(self, settings: FineFractalDBConfig) -> FineFractalDBConfig:
+        """One walker: the table's renderer whatever ``fractals.render.walkers`` renders the training images with."""
+        return replace(settings, render=replace(settings.render, walkers=1))
 
     def descriptor(self, instance: FractalInstance, settings: FineFractalDBConfig) -> np.ndarray:
         return psi(instance.coefficients, instance.probabilities)

@@ -101,7 +101,9 @@ def _generate_class_job(args):
 
 
 def generate_table(spec: FamilySpec) -> tuple[pd.DataFrame, dict]:
-    """The family's table (one row per instance, ``table_columns``) and its generation summary."""
+    """The family's table (one row per instance, ``table_columns``) and its generation summary,
+    rendered with the family's reference renderer (:meth:`FamilySpec.reference`)."""
+    spec = spec.reference()
     settings = spec.settings
     started = time.perf_counter()
     jobs = [(spec, class_id) for class_id in range(settings.n_classes)]

@@ -9,6 +9,7 @@ NumPy's or Numba's global random state.
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass
 from typing import Literal
@@ -22,6 +23,12 @@ FOREGROUND = 127
 """Grey level of a drawn pixel (FractalDB draws grey 127 on black)."""
 
 MODES = ("point", "patch")
+
+MAX_WALKERS = 1024
+"""Most orbits one rendering may interleave."""
+
+MAX_SIZE = 46_000
+"""Largest image side: the padded image's flat pixel indices must fit in 32 bits."""
 
 GOLDEN_GAMMA = np.uint64(0x9E3779B97F4A7C15)  # SplitMix64's counter increment (shared with the orbit families' Perlin noise)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -55,13 +62,29 @@ def _step(coefficients, thresholds, last, x, y, r):
     return nx, ny
 
 
+@nb.njit(cache=True, inline="always")
+def walker_state(seed, walker):
+    """The first counter state of walker ``walker``'s stream for an image's ``seed`` (walker 0's is
+    the single-orbit renderer's): SplitMix64 of the seed plus ``walker + 1`` golden gammas."""
+    return splitmix64(np.uint64(seed) + np.uint64(walker + 1) * GOLDEN_GAMMA)
+
+
+@nb.njit(cache=True, inline="always")
+def _mask(r):
+    """A random non-empty 3 x 3 pattern (bits 0..8) from the low 16 bits of the draw that moved the point."""
+    return np.uint16((((r & _LOW16) * _MASKS) >> _S16) + np.uint64(1))
+
+
 @nb.njit(cache=True, nogil=True)
 def _orbit(coefficients, thresholds, n_points, burn_in, seed, xs, ys, masks, want_masks):
-    """Iterate the chaos game from (0, 0); fill xs, ys (and 3x3 masks); return the bounds."""
+    """One walker: iterate the chaos game from (0, 0); fill xs, ys (and 3x3 masks); return the
+    bounds and whether the last point is finite (a non-finite coordinate never becomes finite
+    again under an affine map, so then every point is). The reference renderer, and the codes
+    table's; its serial chain of dependent operations sets its speed."""
     last = coefficients.shape[0] - 1
     x = 0.0
     y = 0.0
-    state = splitmix64(np.uint64(seed) + GOLDEN_GAMMA)
+    state = walker_state(seed, 0)
     for _ in range(burn_in):
         state += GOLDEN_GAMMA
         x, y = _step(coefficients, thresholds, last, x, y, splitmix64(state))
@@ -80,27 +103,97 @@ def _orbit(coefficients, thresholds, n_points, burn_in, seed, xs, ys, masks, wan
         ymin = min(ymin, y)
         ymax = max(ymax, y)
         if want_masks:
-            masks[j] = np.uint16((((r & _LOW16) * _MASKS) >> _S16) + np.uint64(1))
-    return xmin, xmax, ymin, ymax
-
-
-@nb.njit(cache=True, inline="always")
-def _scale(low, high, pixels):
-    span = high - low
-    return pixels / span if span > 0.0 else 0.0
+            masks[j] = _mask(r)
+    return xmin, xmax, ymin, ymax, np.isfinite(x) and np.isfinite(y)
 
 
 @nb.njit(cache=True, nogil=True)
-def _pixel_indices(xs, ys, bounds, size, margin, stride, offset, pixels):
-    """Per-axis min-max framing of the cloud into ``size`` px with ``margin`` pixels: each point's
-    flat index ``(row + offset) * stride + col + offset``. A loop of its own, so the float to
-    integer conversions run in SIMD lanes rather than between the random writes."""
+def _walkers(coefficients, thresholds, n_points, walkers, burn_in, seed, xs, ys, masks, want_masks):
+    """``walkers`` independent chaos games (:func:`_orbit` each, walker w on stream
+    :func:`walker_state` ``(seed, w)``) advanced together, so the CPU overlaps their serial chains;
+    point ``i * walkers + w`` is walker w's i-th (walker w draws ``n_points // walkers`` points,
+    one more when ``w < n_points % walkers``). The same return as :func:`_orbit`, the finiteness
+    over every walker's last point."""
+    last = coefficients.shape[0] - 1
+    state = np.empty(walkers, np.uint64)
+    x = np.zeros(walkers)
+    y = np.zeros(walkers)
+    for w in range(walkers):
+        state[w] = walker_state(seed, w)
+    for _ in range(burn_in):
+        for w in range(walkers):
+            state[w] += GOLDEN_GAMMA
+            x[w], y[w] = _step(coefficients, thresholds, last, x[w], y[w], splitmix64(state[w]))
+    xmin = np.inf
+    xmax = -np.inf
+    ymin = np.inf
+    ymax = -np.inf
+    for start in range(0, n_points, walkers):
+        for w in range(min(walkers, n_points - start)):
+            state[w] += GOLDEN_GAMMA
+            r = splitmix64(state[w])
+            nx, ny = _step(coefficients, thresholds, last, x[w], y[w], r)
+            x[w] = nx
+            y[w] = ny
+            xs[start + w] = nx
+            ys[start + w] = ny
+            xmin = min(xmin, nx)
+            xmax = max(xmax, nx)
+            ymin = min(ymin, ny)
+            ymax = max(ymax, ny)
+            if want_masks:
+                masks[start + w] = _mask(r)
+    ends_finite = True
+    for w in range(min(walkers, n_points)):
+        ends_finite &= np.isfinite(x[w]) and np.isfinite(y[w])
+    return xmin, xmax, ymin, ymax, ends_finite
+
+
+def _orbits(coefficients, thresholds, n_points, walkers, burn_in, seed, xs, ys, masks, want_masks):
+    """:func:`_orbit` for one walker, :func:`_walkers` for several (the same points at ``walkers=1``)."""
+    if walkers == 1:
+        return _orbit(coefficients, thresholds, n_points, burn_in, seed, xs, ys, masks, want_masks)
+    return _walkers(coefficients, thresholds, n_points, walkers, burn_in, seed, xs, ys, masks, want_masks)
+
+
+def _axis_framing(low: float, high: float, size: int, margin: int) -> tuple[float, float] | None:
+    """One axis's scale and pixel offset: ``[low, high]`` stretched over the ``size - 1 - 2 * margin``
+    usable pixels, a degenerate axis centred; ``None`` when the extent or its scale overflows."""
+    span = high - low
+    if not math.isfinite(span):
+        return None
+    if span == 0.0:
+        return 0.0, size // 2 + 0.5
+    scale = float(size - 1 - 2 * margin) / span
+    return (scale, margin + 0.5) if math.isfinite(scale) else None
+
+
+def framing(bounds, ends_finite: bool, size: int, margin: int) -> tuple[float, ...] | None:
+    """``(xmin, ymin, sx, sy, cx, cy)``: a point's column is ``int((x - xmin) * sx + cx)``, its row
+    ``size - 1 - int((y - ymin) * sy + cy)``; ``None`` when the orbit cannot be framed (it renders
+    empty).
+
+    A coordinate that is not finite stays so under every affine map (infinity times zero is NaN,
+    and NaN never leaves), so finite last points of the walkers (``ends_finite``) mean every
+    point is finite; with finite extents and scales every index lies in the image. An orbit that diverges, or stays finite
+    but so large (or so thin) that its extent or scale overflows, cannot be framed.
+    """
+    if not ends_finite or not all(math.isfinite(value) for value in bounds):
+        return None
     xmin, xmax, ymin, ymax = bounds
-    usable = float(size - 1 - 2 * margin)
-    sx = _scale(xmin, xmax, usable)
-    sy = _scale(ymin, ymax, usable)
-    cx = margin + 0.5 if sx > 0.0 else size // 2 + 0.5
-    cy = margin + 0.5 if sy > 0.0 else size // 2 + 0.5
+    x_axis = _axis_framing(xmin, xmax, size, margin)
+    y_axis = _axis_framing(ymin, ymax, size, margin)
+    if x_axis is None or y_axis is None:
+        return None
+    return xmin, ymin, x_axis[0], y_axis[0], x_axis[1], y_axis[1]
+
+
+@nb.njit(cache=True, nogil=True)
+def _pixel_indices(xs, ys, frame, size, stride, offset, pixels):
+    """The cloud framed by ``frame`` (:func:`framing`) into ``size`` px: each point's flat index
+    ``(row + offset) * stride + col + offset``. A loop of its own, so the float to integer
+    conversions run in SIMD lanes rather than between the random writes."""
+    xmin, ymin, sx, sy, cx, cy = frame
     top = np.int32(size - 1 + offset)
     for j in range(xs.shape[0]):
         col = np.int32((xs[j] - xmin) * sx + cx) + np.int32(offset)
@@ -142,7 +235,7 @@ def _draw_patches(image, pixels, masks, centres):
             out[col] = np.uint8(bits & one) * grey
 
 
-def _thresholds(probabilities: np.ndarray) -> np.ndarray:
+def map_thresholds(probabilities: np.ndarray) -> np.ndarray:
     """Cumulative probabilities as 32-bit integer thresholds for map selection."""
     cumulative = np.cumsum(np.asarray(probabilities, dtype=np.float64))
     cumulative /= cumulative[-1]
@@ -161,13 +254,30 @@ def _validated(coefficients, probabilities):
     return coefficients, probabilities
 
 
-def chaos_game(coefficients, probabilities, *, points: int, seed: int, burn_in: int = 20) -> np.ndarray:
-    """The orbit itself, ``(points, 2)`` in the code's own coordinates (for inspection and tests)."""
+def chaos_game(coefficients, probabilities, *, points: int, seed: int, burn_in: int = 20, walkers: int = 1) -> np.ndarray:
+    """The orbit itself, ``(points, 2)`` in the code's own coordinates (for inspection and tests);
+    with several walkers, point ``i * walkers + w`` is walker w's i-th."""
     coefficients, probabilities = _validated(coefficients, probabilities)
     xs = np.empty(points)
     ys = np.empty(points)
-    _orbit(coefficients, _thresholds(probabilities), points, burn_in, seed, xs, ys, np.empty(0, np.uint16), False)
+    _orbits(coefficients, map_thresholds(probabilities), points, walkers, burn_in, seed, xs, ys, np.empty(0, np.uint16), False)
     return np.stack([xs, ys], axis=1)
+
+
+def check_arguments(*, size: int, points: int, seed: int, mode: str, margin: int, burn_in: int, walkers: int) -> None:
+    """Refuse rendering arguments no renderer can honour, naming the argument."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if size < 3 + 2 * margin or margin < 1:
+        raise ValueError(f"size {size} and margin {margin} leave no room: need margin >= 1 and size >= 3 + 2 * margin")
+    if size > MAX_SIZE:
+        raise ValueError(f"size {size} is too large: pixel indices are 32-bit, so size <= {MAX_SIZE}")
+    if points < 1 or burn_in < 0:
+        raise ValueError(f"points must be >= 1 and burn_in >= 0, got points={points}, burn_in={burn_in}")
+    if not 0 <= seed < SEED_LIMIT:
+        raise ValueError(f"seed must lie in [0, 2**63), got {seed}")
+    if not 1 <= walkers <= MAX_WALKERS:
+        raise ValueError(f"walkers must lie in [1, {MAX_WALKERS}], got {walkers}")
 
 
 def render(
@@ -180,34 +290,38 @@ def render(
     mode: str = "patch",
     margin: int = 2,
     burn_in: int = 20,
+    walkers: int = 1,
 ) -> np.ndarray:
     """Render an IFS code to a ``(size, size)`` uint8 image, zero = background.
 
+    The ``points`` come from ``walkers`` independent orbits iterated together (:func:`_walkers`);
+    one walker is the reference renderer the codes table is built with, several fill the CPU's
+    pipelines (the same attractor, other samples of it).
+
     ``mode="point"`` draws one pixel per point; ``mode="patch"`` stamps a random non-empty
-    3 x 3 pattern at every point, as FractalDB does. An orbit that diverges (a non-contractive
-    code) renders as an empty image.
+    3 x 3 pattern at every point, as FractalDB does. An orbit that cannot be framed (one that
+    diverges, or whose extent overflows: :func:`framing`) renders as an empty image.
     """
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    if size < 3 + 2 * margin or margin < 1:
-        raise ValueError(f"size {size} and margin {margin} leave no room: need margin >= 1 and size >= 3 + 2 * margin")
-    if points < 1 or burn_in < 0:
-        raise ValueError(f"points must be >= 1 and burn_in >= 0, got points={points}, burn_in={burn_in}")
-    if not 0 <= seed < SEED_LIMIT:
-        raise ValueError(f"seed must lie in [0, 2**63), got {seed}")
+    check_arguments(size=size, points=points, seed=seed, mode=mode, margin=margin, burn_in=burn_in, walkers=walkers)
     coefficients, probabilities = _validated(coefficients, probabilities)
+    return render_thresholds(coefficients, map_thresholds(probabilities), size, points, seed, mode, margin, burn_in, walkers)
+
+
+def render_thresholds(coefficients, thresholds, size, points, seed, mode, margin, burn_in, walkers) -> np.ndarray:
+    """:func:`render` of checked arguments, the map probabilities as :func:`map_thresholds`."""
     patch = mode == "patch"
     xs, ys, masks, pixels, centres = _scratch(points, size, patch)
-    bounds = _orbit(coefficients, _thresholds(probabilities), points, burn_in, seed, xs, ys, masks, patch)
-    if not np.all(np.isfinite(bounds)):
+    *bounds, ends_finite = _orbits(coefficients, thresholds, points, walkers, burn_in, seed, xs, ys, masks, patch)
+    frame = framing(bounds, ends_finite, size, margin)
+    if frame is None:
         return np.zeros((size, size), dtype=np.uint8)
     if patch:
         image = np.empty((size, size), dtype=np.uint8)  # every pixel is written
-        _pixel_indices(xs, ys, bounds, size, margin, size + 2, 1, pixels)
+        _pixel_indices(xs, ys, frame, size, size + 2, 1, pixels)
         _draw_patches(image, pixels, masks, centres)
     else:
         image = np.zeros((size, size), dtype=np.uint8)
-        _pixel_indices(xs, ys, bounds, size, margin, size, 0, pixels)
+        _pixel_indices(xs, ys, frame, size, size, 0, pixels)
         _draw_points(image, pixels)
     return image
 
@@ -247,6 +361,7 @@ class RenderSettings:
     mode: Literal["point", "patch"] = "patch"
     margin: int = 2
     burn_in: int = 20
+    walkers: int = 1
 
     def __post_init__(self):
         if self.margin < 1 or self.size < 3 + 2 * self.margin:
@@ -255,6 +370,8 @@ class RenderSettings:
             raise ValueError(f"points: must be positive, got {self.points}")
         if self.burn_in < 0:
             raise ValueError(f"burn_in: must be >= 0, got {self.burn_in}")
+        if not 1 <= self.walkers <= MAX_WALKERS:
+            raise ValueError(f"walkers: must lie in [1, {MAX_WALKERS}], got {self.walkers}")
 
     def render(self, coefficients, probabilities, seed: int) -> np.ndarray:
         """``render`` with these settings."""
@@ -267,4 +384,5 @@ class RenderSettings:
             mode=self.mode,
             margin=self.margin,
             burn_in=self.burn_in,
+            walkers=self.walkers,
         )

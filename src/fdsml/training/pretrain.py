@@ -20,6 +20,7 @@ from fdsml.data import (
     ShuffledBatchSampler,
     read_retrieval_dataset,
 )
+from fdsml.data.device_render import DeviceRenderedCodes, renders_on_device
 from fdsml.data.holdout import HoldoutSettings, HoldoutSplit, TrainingRows, split_table
 from fdsml.evaluation.pretrain_validation import PretrainValidation
 from fdsml.families import FamilySpec
@@ -79,7 +80,7 @@ class ModelSettings:
 class DataSettings:
     """Where images come from and how batches are formed."""
 
-    source: Literal["render", "shards"] = "render"
+    source: Literal["render", "shards", "device"] = "render"  # device: rendered in the step (fdsml.data.device_render)
     fresh_noise: bool = True
     instances: Literal["table", "fresh"] = "table"  # fresh: a new instance of the row's class per (seed, epoch, index)
     classes_per_batch: int = 4
@@ -214,6 +215,8 @@ def build_fractal_dataset(
             raise ConfigError("pretrain.data.source: 'shards' needs the fractals pipeline run with outputs.materialize: true")
         return ShardedImagesDataset(shards["folder"], table, img_size=img_size)
     data = config.data
+    if data.source == "device" and not as_stored and renders_on_device(spec, data.instances):
+        return DeviceRenderedCodes(table, spec, seed=config.train.seed, fresh_noise=data.fresh_noise, img_size=img_size)
     return FractalCodesDataset(
         table,
         spec,
