@@ -6,8 +6,9 @@ CUDA tensors travel over NCCL, CPU tensors (and Python objects) over gloo.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal, TypeVar
@@ -75,10 +76,29 @@ def setup(preference: Literal["auto", "cpu", "cuda"] = "auto") -> DistContext:
     return current(device)
 
 
+_alone = False
+
+
+@contextlib.contextmanager
+def alone() -> Iterator[None]:
+    """Work one replica does by itself (rank 0's validation, a report) while the others are elsewhere.
+
+    Every replica takes part, or none waits: inside, :func:`current` reports a single process,
+    so whatever asks it (embedding, scoring) computes everything locally and calls no collective.
+    """
+    global _alone
+    outer, _alone = _alone, True
+    try:
+        yield
+    finally:
+        _alone = outer
+
+
 def current(device: str | torch.device = "cpu") -> DistContext:
-    """This process's place among torchrun's replicas (joining their group once), or a single process."""
+    """This process's place among torchrun's replicas (joining their group once), or a single process
+    (also inside :func:`alone`)."""
     device = torch.device(device)
-    if not launched_by_torchrun():
+    if _alone or not launched_by_torchrun():
         return DistContext(device)
     join_process_group()
     return DistContext(device, dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))

@@ -262,7 +262,8 @@ def settle_rows(rows: list[dict[str, Any]], context: distributed.DistContext) ->
 class Validation(Protocol):
     """A held-out validation the loop runs between steps (:mod:`fdsml.evaluation.pretrain_validation`).
 
-    Calling it must leave the model's weights, modes and the random state as it found them.
+    Calling it must leave the model's weights, modes and the random state as it found them. Under
+    DDP it runs on rank 0 alone (:func:`~fdsml.training.distributed.alone`): it joins no collective.
     """
 
     def due(self, step: int, total_steps: int) -> bool: ...
@@ -426,7 +427,8 @@ def train(
                 }
             )
             if validation is not None and validation.due(step, total_steps):
-                pending[-1].update(validation(model, step))
+                with distributed.alone():  # rank 0 validates while the other replicas wait in the next step
+                    pending[-1].update(validation(model, step))
             progress.update()
             if step % loop.log_every == 0 or step == total_steps:
                 settle()
