@@ -12,6 +12,7 @@ state to every replica before DDP wraps the model, so node-local run folders res
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from tqdm.auto import tqdm
 
 from fdsml.config import ConfigError, require_fraction, require_positive
 from fdsml.data.epoch_items import EpochBatches, epoch_loader
+from fdsml.errors import DivergedError
 from fdsml.reuse import non_defining
 from fdsml.training import distributed
 from fdsml.measure import Stopwatch
@@ -350,7 +352,7 @@ def train(
         scheduler.load_state_dict(state["scheduler"])
         step, history = state["step"], list(state["history"])
         logger.info("Resuming from %s at step %d of %d", checkpoint_path, step, total_steps)
-    resumed_at = step
+    resumed_at = saved_at = step
     wrapped = DistributedDataParallel(model, device_ids=[context.device] if cuda else None) if context.distributed else model
     if loop.compile:
         wrapped = torch.compile(wrapped)
@@ -358,7 +360,15 @@ def train(
     pending: list[dict[str, Any]] = []  # this interval's rows, read at the next log or checkpoint
 
     def settle() -> None:
-        history.extend(settle_rows(pending, context))
+        rows = settle_rows(pending, context)  # the same mean losses on every replica: all stop together
+        diverged = next((row for row in rows if not math.isfinite(row["loss"])), None)
+        if diverged is not None:
+            kept = f"{checkpoint_path} keeps step {saved_at}" if saved_at else f"no checkpoint was written to {checkpoint_path}"
+            raise DivergedError(
+                f"{plan.step}: the loss is {diverged['loss']} at step {diverged['step']}; training stopped and {kept}. "
+                "Lower the learning rate (base_lr), or turn train.amp off to rule out bf16 overflow"
+            )
+        history.extend(rows)
         pending.clear()
         if history:
             progress.set_postfix(loss=f"{history[-1]['loss']:.4f}")
@@ -382,6 +392,8 @@ def train(
                     "world_size": context.world_size,
                 },
             )
+        nonlocal saved_at
+        saved_at = step
         distributed.barrier(context)
 
     if context.is_main:
