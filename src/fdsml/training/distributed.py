@@ -195,6 +195,15 @@ def shard(length: int, context: DistContext) -> range:
     return range(min(context.rank * size, length), min((context.rank + 1) * size, length))
 
 
+def from_every_rank(value: Any, context: DistContext) -> list[Any]:
+    """Every replica's ``value`` in rank order, on every replica (pickled over gloo)."""
+    if not context.distributed:
+        return [value]
+    gathered = [None] * context.world_size
+    dist.all_gather_object(gathered, value, group=_artefact_group)
+    return gathered
+
+
 def gather_on_main(value: Any, context: DistContext) -> list[Any] | None:
     """Every replica's ``value`` in rank order on rank 0 (pickled over gloo); None on the other ranks."""
     if not context.distributed:
