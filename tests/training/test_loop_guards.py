@@ -2,6 +2,7 @@
 replicas than GPUs on a machine; and what a single process on a machine of several GPUs is told."""
 
 import logging
+import os
 
 import pytest
 import torch
@@ -9,7 +10,7 @@ import torch
 from fdsml.config import ConfigError
 from fdsml.errors import DivergedError
 from fdsml.training import distributed
-from fdsml.training.loop import train
+from fdsml.training.loop import configure_cuda, train
 from fdsml.training.pretrain import build_batch_sampler, build_fractal_dataset, build_pretrain_model, plan_pretrain
 
 from .conftest import TINY_SPEC
@@ -73,3 +74,15 @@ def test_a_single_process_on_several_gpus_says_how_to_use_them_all_once(gpus, mo
         distributed.setup("auto")
     told = [record.getMessage() for record in caplog.records]
     assert len(told) == 1 and "4 GPUs" in told[0] and "torchrun --standalone --nproc_per_node=4 -m kedro run" in told[0]
+
+
+def test_determinism_on_cuda_fixes_the_cublas_workspace_in_the_run_itself(monkeypatch):
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    flags = (torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
+    try:
+        configure_cuda(deterministic=False)
+        assert "CUBLAS_WORKSPACE_CONFIG" not in os.environ
+        configure_cuda(deterministic=True)
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8" and not torch.backends.cudnn.benchmark
+    finally:
+        torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = flags

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -232,7 +233,13 @@ def _to_device(batch: dict[str, Any], device: torch.device, channels_last: bool,
 
 
 def configure_cuda(deterministic: bool) -> None:
-    """Fast CUDA defaults: cuDNN picks the fastest kernels (unless determinism is asked), TF32 matmuls."""
+    """Fast CUDA defaults: cuDNN picks the fastest kernels (unless determinism is asked), TF32 matmuls.
+
+    Determinism also fixes cuBLAS's workspace (``CUBLAS_WORKSPACE_CONFIG``), without which its
+    matmuls are not reproducible and an exact resume is not exact; a value the user set stays.
+    """
+    if deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.backends.cudnn.benchmark = not deterministic
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
@@ -353,7 +360,16 @@ def train(
         step, history = state["step"], list(state["history"])
         logger.info("Resuming from %s at step %d of %d", checkpoint_path, step, total_steps)
     resumed_at = saved_at = step
-    wrapped = DistributedDataParallel(model, device_ids=[context.device] if cuda else None) if context.distributed else model
+    wrapped = (
+        DistributedDataParallel(
+            model,
+            device_ids=[context.device] if cuda else None,
+            broadcast_buffers=False,  # BatchNorm statistics go from rank 0 to every replica at the end (broadcast_buffers)
+            gradient_as_bucket_view=True,  # gradients live in DDP's all-reduce buckets: no copy per step
+        )
+        if context.distributed
+        else model
+    )
     if loop.compile:
         wrapped = torch.compile(wrapped)
 
