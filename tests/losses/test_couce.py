@@ -518,3 +518,19 @@ def test_two_compiled_replicas_train_with_every_couce_module(tmp_path):
     assert first["objective"]["couce.odba.dictionary.count"] == 12
     for name, tensor in first["model"].items():
         torch.testing.assert_close(second["model"][name], tensor, msg=name)
+
+
+def test_the_statistics_and_the_dictionary_update_without_reading_values_on_the_host(monkeypatch):
+    """On a GPU each host read is a sync per step: ODBA's updates keep everything on the device."""
+    tracker, dictionary = VarianceTracker(EMBEDDING), FIFODictionary(6, EMBEDDING)
+    m, labels = torch.randn(8, EMBEDDING, generator=torch.Generator().manual_seed(1)), torch.arange(8) % CLASSES
+    first = class_variances(m, labels)
+    for name in ("item", "tolist", "__bool__", "__int__", "__float__", "__index__"):
+        monkeypatch.setattr(torch.Tensor, name, lambda *args, **kwargs: pytest.fail("a host read on the hot path"))
+    for rows in (m, m[:3] * 2):
+        tracker.update(rows, labels[: rows.shape[0]])
+        dictionary.enqueue(rows)
+    monkeypatch.undo()
+    torch.testing.assert_close(dictionary.entries(), torch.cat([m, m[:3] * 2])[-6:], rtol=0, atol=0)
+    second = class_variances(m[:3] * 2, labels[:3])
+    torch.testing.assert_close(tracker.var_intra, first[0] * 0.999 + second[0] * 0.001)
