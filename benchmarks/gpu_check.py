@@ -6,9 +6,11 @@
 Each row runs the project's own code: ``train`` (bf16 autocast, channels-last, cuDNN benchmark,
 TF32, optionally ``torch.compile``) for pre-training steps of ResNet-50 and ViT-Tiny, PA-Triplet
 (batch mode) images/s against cross-entropy on the same backbone and batch (target >= 90 %),
-batch mining at B = 512, a CouCE fine-tuning step, a one-process ``torchrun`` with NCCL, and a
-checkpoint with an exact resume. Without CUDA the CUDA rows are skipped with the reason; with
-``--quick`` the others run on the CPU at tiny sizes (the test suite does that).
+batch mining at B = 512, a CouCE fine-tuning step, a checkpoint with an exact resume, and the
+project's own ``pretrain()`` under ``torchrun --nproc_per_node=2`` (validation with the probe, a
+stop and an exact resume), over NCCL where two GPUs exist and gloo otherwise (the row says which).
+Without CUDA the CUDA rows are skipped with the reason; with ``--quick`` the others run on the CPU
+at tiny sizes (the test suite does that).
 """
 
 from __future__ import annotations
@@ -178,25 +180,67 @@ def check_resume(device, sizes, folder):
     return ("ok" if worst == 0 else "FAIL"), f"max |difference| {worst:.3g} after {sizes.steps} steps, resumed at {sizes.steps - 1}"
 
 
-def check_torchrun_nccl(device, sizes, folder):
-    """``torchrun`` with one process: the NCCL group forms, all-reduces and a DDP step runs."""
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "1", __file__, "--nccl-worker"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=240)
-    if done.returncode != 0 or "NCCL OK" not in done.stdout:
-        return "FAIL", (done.stdout + done.stderr).strip().splitlines()[-1][:100]
-    return "ok", done.stdout.strip().splitlines()[-1]
+def check_torchrun_pretrain(device, sizes, folder):
+    """The project's ``pretrain()`` under ``torchrun --nproc_per_node=2`` (NCCL on 2 GPUs, gloo on CPU replicas
+    otherwise): uint8 rendering converted on the device, validation with the probe, checkpoints, and a
+    run stopped after its first checkpoint then resumed, which must end with the uninterrupted run's weights."""
+    nccl = torch.cuda.device_count() >= 2
+    replica_device = "cuda" if nccl else "cpu"
+
+    def launch(out: Path) -> subprocess.Popen:
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", __file__,
+                   "--replica", str(out), "--replica-device", replica_device]
+        return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def finish(run: subprocess.Popen) -> str | None:
+        output = run.communicate(timeout=600)[0]
+        return None if run.returncode == 0 else output.strip().splitlines()[-1][:100]
+
+    failure = finish(launch(folder / "straight"))
+    if failure:
+        return "FAIL", failure
+    stopped = launch(folder / "stopped")
+    while not (folder / "stopped" / "run" / "last.pt").exists() and stopped.poll() is None:
+        time.sleep(0.05)
+    stopped.terminate()  # torchrun ends both replicas
+    stopped.communicate(timeout=120)
+    if stopped.returncode == 0:
+        return "FAIL", "the run ended before it could be stopped after its first checkpoint"
+    failure = finish(launch(folder / "stopped"))
+    if failure:
+        return "FAIL", failure
+    whole, resumed = (torch.load(folder / part / "result.pt", weights_only=True) for part in ("straight", "stopped"))
+    worst = max((whole["state_dict"][k].double() - resumed["state_dict"][k].double()).abs().max().item() for k in whole["state_dict"])
+    backend = "NCCL, 2 GPUs" if nccl else "gloo, 2 CPU replicas (fewer than 2 GPUs)"
+    status = "ok" if worst == 0 and len(whole["probe"]) == 2 else "FAIL"
+    return status, f"{backend}: probe Recall@1 {whole['probe']}, resumed max |difference| {worst:.3g}"
 
 
-def nccl_worker() -> None:
-    dist.init_process_group("nccl")
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-    torch.cuda.set_device(device)
-    value = torch.ones(4, device=device)
-    dist.all_reduce(value)
-    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 2).to(device), device_ids=[device])
-    model(torch.randn(4, 8, device=device)).sum().backward()
-    dist.barrier()
-    print(f"NCCL OK: world {dist.get_world_size()}, all_reduce {value.sum().item():.0f}, DDP backward done")
+def pretrain_replica(out: str, device: str) -> None:
+    """One replica of :func:`check_torchrun_pretrain`: 4 pre-training steps of a tiny FineFractalDB; rank 0 saves the result."""
+    from fdsml.data.holdout import HoldoutSettings, split_table
+    from fdsml.families import FamilySpec
+    from fdsml.families.finefractaldb import FINEFRACTALDB, generate_finefractaldb
+    from fdsml.ifs.finefractaldb import ClassFilter, FineFractalDBConfig, RenderSettings
+    from fdsml.training.pretrain import parse_pretrain_params, pretrain
+
+    torch.set_num_threads(1)
+    fractals = FineFractalDBConfig(seed=5, n_classes=4, instances_per_class=6, render=RenderSettings(size=32, points=600),
+                                   class_filter=ClassFilter(size=96, points=4000))
+    table, _ = generate_finefractaldb(fractals)
+    split = split_table(table, HoldoutSettings(instance_fraction=0.2, class_fraction=0.25), seed=0)
+    config = parse_pretrain_params({
+        "model": {"backbone": "resnet18", "embedding_dim": 16},
+        "data": {"classes_per_batch": 3, "instances_per_class": 3},
+        "optimizer": {"base_lr": 0.5, "schedule": "constant"},
+        "train": {"max_steps": 4, "device": device, "checkpoint_every": 2, "log_every": 1, "deterministic": True},
+        "validation": {"every": 2, "triplets": 50, "max_images": 16, "probe": {"image_size": 32, "max_images": 40}},
+        "run_dir": f"{out}/run",
+    })
+    payload, history = pretrain(table, FamilySpec(FINEFRACTALDB, fractals), config, split=split)
+    if dist.get_rank() == 0:
+        probe = [round(value, 3) for value in history["val_probe_recall_at_1"].dropna()]
+        torch.save({"state_dict": payload["state_dict"], "probe": probe}, f"{out}/result.pt")
     dist.destroy_process_group()
 
 
@@ -288,7 +332,7 @@ def checks(sizes: Sizes, cuda: bool) -> list[tuple[str, bool, callable]]:
         (f"PA-Triplet vs CE img/s, {backbones[0]}", False, lambda d, s, f: check_triplet_against_cross_entropy(d, s, f, backbones[0])),
         (f"batch mining B = {sizes.mining_batch}", False, check_mining),
         ("CouCE fine-tuning step", False, check_couce),
-        ("torchrun, one process, NCCL", True, check_torchrun_nccl),
+        ("torchrun x2, pretrain()", False, check_torchrun_pretrain),
         ("checkpoint + exact resume", False, check_resume),
     ]
     return rows + rendering_checks()
@@ -297,10 +341,11 @@ def checks(sizes: Sizes, cuda: bool) -> list[tuple[str, bool, callable]]:
 def main(argv: list[str] | None = None) -> list[tuple[str, str, str]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes; on a CPU-only machine the non-CUDA rows run on the CPU")
-    parser.add_argument("--nccl-worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--replica", help=argparse.SUPPRESS)
+    parser.add_argument("--replica-device", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.nccl_worker:
-        nccl_worker()
+    if args.replica:
+        pretrain_replica(args.replica, args.replica_device)
         return []
     cuda = torch.cuda.is_available()
     sizes = QUICK if args.quick else FULL

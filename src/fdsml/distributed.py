@@ -6,8 +6,10 @@ CUDA tensors travel over NCCL, CPU tensors (and Python objects) over gloo.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal, TypeVar
@@ -15,6 +17,9 @@ from typing import Any, Literal, TypeVar
 import torch
 import torch.distributed as dist
 
+from fdsml.config import ConfigError
+
+logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class DistContext:
@@ -67,18 +72,67 @@ def join_process_group() -> None:
     _artefact_group = dist.new_group(backend="gloo", timeout=ARTEFACT_TIMEOUT)
 
 
+_told_of_idle_gpus = False
+
+
+def check_gpus_for_replicas(device: torch.device) -> None:
+    """One GPU per replica of this machine; a single process on a machine of several GPUs is told how to use them all.
+
+    torchrun maps local rank ``r`` to ``cuda:r % device_count()``: with more processes than
+    GPUs two replicas would share one, which NCCL refuses with an obscure error.
+    """
+    global _told_of_idle_gpus
+    gpus = torch.cuda.device_count()
+    if launched_by_torchrun():
+        per_node = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")))
+        if per_node > gpus:
+            raise ConfigError(
+                f"torchrun started {per_node} processes on this machine but torch sees {gpus} GPU(s): local rank "
+                f"{os.environ.get('LOCAL_RANK', '0')} would share {device} with another replica. Start at most {gpus} "
+                f"(torchrun --nproc_per_node={gpus}), or set train.device: cpu"
+            )
+    elif gpus > 1 and not _told_of_idle_gpus:
+        _told_of_idle_gpus = True
+        logger.warning(
+            "%d GPUs are visible but this single process trains on %s alone; to train on all of them start "
+            "`torchrun --standalone --nproc_per_node=%d -m kedro run ...` (the same arguments after `kedro run`)",
+            gpus, device, gpus,
+        )
+
+
 def setup(preference: Literal["auto", "cpu", "cuda"] = "auto") -> DistContext:
     """Join the process group when launched by torchrun; return this process's context."""
     device = resolve_device(preference, int(os.environ.get("LOCAL_RANK", "0")))
-    if device.type == "cuda" and launched_by_torchrun():
-        torch.cuda.set_device(device)
+    if device.type == "cuda":
+        check_gpus_for_replicas(device)
+        if launched_by_torchrun():
+            torch.cuda.set_device(device)
     return current(device)
 
 
+_alone = False
+
+
+@contextlib.contextmanager
+def alone() -> Iterator[None]:
+    """Work one replica does by itself (rank 0's validation, a report) while the others are elsewhere.
+
+    Every replica takes part, or none waits: inside, :func:`current` reports a single process,
+    so whatever asks it (embedding, scoring) computes everything locally and calls no collective.
+    """
+    global _alone
+    outer, _alone = _alone, True
+    try:
+        yield
+    finally:
+        _alone = outer
+
+
 def current(device: str | torch.device = "cpu") -> DistContext:
-    """This process's place among torchrun's replicas (joining their group once), or a single process."""
+    """This process's place among torchrun's replicas (joining their group once), or a single process
+    (also inside :func:`alone`)."""
     device = torch.device(device)
-    if not launched_by_torchrun():
+    if _alone or not launched_by_torchrun():
         return DistContext(device)
     join_process_group()
     return DistContext(device, dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
@@ -139,6 +193,15 @@ def shard(length: int, context: DistContext) -> range:
     each, so the last replicas' shares are shorter, or empty when there are fewer items than replicas."""
     size = -(-length // context.world_size)
     return range(min(context.rank * size, length), min((context.rank + 1) * size, length))
+
+
+def from_every_rank(value: Any, context: DistContext) -> list[Any]:
+    """Every replica's ``value`` in rank order, on every replica (pickled over gloo)."""
+    if not context.distributed:
+        return [value]
+    gathered = [None] * context.world_size
+    dist.all_gather_object(gathered, value, group=_artefact_group)
+    return gathered
 
 
 def gather_on_main(value: Any, context: DistContext) -> list[Any] | None:

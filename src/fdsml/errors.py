@@ -25,6 +25,10 @@ class CheckpointError(UserFixableError, ValueError):
     """A checkpoint file is refused: not an fdsml checkpoint, or of another architecture."""
 
 
+class DivergedError(UserFixableError, FloatingPointError):
+    """Training produced a non-finite loss; the message names the step and the checkpoint that stays."""
+
+
 def find_user_error(error: BaseException | None) -> UserFixableError | None:
     """The first :class:`UserFixableError` in ``error``'s chain (``raise ... from``, or raised while handling).
 

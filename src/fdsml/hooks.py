@@ -2,6 +2,8 @@
 
 * :class:`UpstreamInputs`: a pipeline whose input files another pipeline writes stops at once,
   naming the command that writes them, instead of failing on a missing file mid-run.
+* :class:`ChecksBeforeWork`: every replica checks the run's parameters and dataset folders before
+  the first node, and all stop together with one message.
 * :class:`RunSummary`: a finished run says what it wrote and where, what it reused, and what to
   try next; when every step reused stored work, it says so and how to redo it.
 """
@@ -18,6 +20,7 @@ from kedro.framework.project import pipelines as registered_pipelines
 from kedro.pipeline import Pipeline
 
 from fdsml.errors import MissingInputError
+from fdsml.run_checks import CHECKS, check_run
 from fdsml.run_events import StepReport, start_recording, stop_recording
 
 logger = logging.getLogger(__name__)
@@ -71,6 +74,15 @@ class UpstreamInputs:
             f"{requested} needs {', '.join(files[name] for name in missing)}, not written yet: "
             f"run `kedro run --pipelines={writers}{env}` first"
         )
+
+
+class ChecksBeforeWork:
+    """Before the first node, every replica checks the parameters and dataset folders of the run (:mod:`fdsml.run_checks`)."""
+
+    @hook_impl
+    def before_pipeline_run(self, run_params: dict[str, Any], pipeline: Pipeline, catalog) -> None:
+        keys = {name.removeprefix("params:") for name in pipeline.inputs() if name.startswith("params:")}
+        check_run({key: catalog.load(f"params:{key}") for key in keys if key in CHECKS})
 
 
 class RunSummary:

@@ -64,18 +64,35 @@ def _images(kind: str, name: str, count: Callable[[], int], sizes: PublishedSize
         return published[name], "published split size (plan.dataset_sizes), no folder here"
 
 
+def pretraining_rows(fractals: dict[str, Any]) -> int:
+    """The rows pre-training trains on: the codes table's, less those ``fractals.holdout`` holds out.
+
+    The split depends only on each row's class, so it is drawn here on a table of the same
+    classes and sizes as the one the fractals pipeline writes, exactly as the run draws it.
+    """
+    import numpy as np
+    import pandas as pd
+
+    from fdsml.data.holdout import HoldoutSettings, split_table
+    from fdsml.families import family_spec
+
+    family = family_spec(fractals).settings
+    holdout = parse(HoldoutSettings, fractals.get("holdout", {}), "fractals.holdout")
+    table = pd.DataFrame({"class_id": np.repeat(np.arange(family.n_classes), family.instances_per_class)})
+    return len(split_table(table, holdout, family.seed).training)
+
+
 def plan_steps(parameters: dict[str, Any], pipelines: tuple[str, ...], world_size: int) -> list[TrainingPlan]:
     """The (unchecked) plans of the training steps of ``pipelines`` at ``world_size``."""
     sizes = parse(PublishedSizes, parameters.get("plan", {}).get("dataset_sizes", {}), "plan.dataset_sizes")
     plans = []
     if "pretrain" in pipelines:
-        from fdsml.families import family_spec
         from fdsml.training.pretrain import parse_pretrain_params, plan_pretrain
 
-        fractals = family_spec(parameters["fractals"]).settings
-        images = fractals.n_classes * fractals.instances_per_class
+        images = pretraining_rows(parameters["fractals"])
         plan = plan_pretrain(parse_pretrain_params(parameters["pretrain"]), images, world_size)
-        plans.append(dataclasses.replace(plan, notes=("images: fractals.n_classes x fractals.instances_per_class",)))
+        note = "images: the training rows of fractals.n_classes x fractals.instances_per_class after fractals.holdout"
+        plans.append(dataclasses.replace(plan, notes=(note,)))
     if "retrieval" in pipelines:
         from fdsml.training.retrieval import load_splits, parse_retrieval_params, plan_retrieval
 

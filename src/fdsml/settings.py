@@ -14,8 +14,8 @@ from fdsml.catalog import RankAwareDataCatalog  # noqa: E402
 
 DATA_CATALOG_CLASS = RankAwareDataCatalog
 
-from fdsml.hooks import RunSummary, UpstreamInputs  # noqa: E402
+from fdsml.hooks import ChecksBeforeWork, RunSummary, UpstreamInputs  # noqa: E402
 from fdsml.run_lock import RunLockHooks  # noqa: E402
 
-# pluggy calls the last registered first: the input check, then the lock, ...
-HOOKS = (RunSummary(), RunLockHooks(), UpstreamInputs())
+# pluggy calls the last registered first: the parameter and folder checks, the input check, then the lock, ...
+HOOKS = (RunSummary(), RunLockHooks(), UpstreamInputs(), ChecksBeforeWork())

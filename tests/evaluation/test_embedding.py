@@ -53,6 +53,22 @@ def test_dataloader_workers_give_the_outputs_of_the_main_process():
     assert alone[0].dtype == torch.float32 and alone[0].shape == (IMAGES, 3)
 
 
+def test_the_trunk_runs_under_bf16_autocast_and_the_head_in_float32(monkeypatch):
+    """As on CUDA (autocast turned on for the CPU here): near ties must not flip on bf16 rounding in the head."""
+    monkeypatch.setattr(embedding, "AUTOCAST_DEVICES", ("cpu", "cuda"))
+    model = embedding_model().eval()
+    seen = {}
+    model.backbone.register_forward_hook(lambda module, inputs, output: seen.update(trunk=output.dtype))
+    model.head.register_forward_pre_hook(lambda module, inputs: seen.update(head=inputs[0].dtype))
+    dataset = ImageRecordsDataset(images().records, ImageTransform(16, crop_fraction=1.0))
+    outputs, _ = embedding.model_outputs(model, dataset, batch_size=4)
+    assert seen == {"trunk": torch.bfloat16, "head": torch.float32}
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        features = model.features(torch.stack([dataset[i]["image"] for i in range(IMAGES)]))
+    with torch.no_grad():
+        torch.testing.assert_close(outputs, model.head(features.float()), rtol=0, atol=0)
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

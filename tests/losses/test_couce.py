@@ -451,13 +451,13 @@ class _Images(torch.utils.data.Dataset):
         return {"image": self.images[index], "label": index % CLASSES}
 
 
-def _train(folder, rank: int = 0, world_size: int = 1):
+def _train(folder, rank: int = 0, world_size: int = 1, compile: bool = False):
     from fdsml.data import ShuffledBatchSampler
 
     model = tiny_resnet()
     objective = build_couce_objective(CouCESettings(dictionary_size=12), "proxy_anchor", CLASSES, EMBEDDING, 10.0)
     sampler = ShuffledBatchSampler(16, 4, seed=0, num_replicas=world_size, rank=rank)
-    loop = LoopConfig(max_steps=3, seed=0, device="cpu", checkpoint_every=100, resume=False)
+    loop = LoopConfig(max_steps=3, seed=0, device="cpu", checkpoint_every=100, resume=False, compile=compile)
     optimizer = OptimizerConfig(name="adamw", base_lr=1e-3, reference_batch=4, schedule="constant")
     keys = PlanKeys(batch="batch", warmup="warmup_steps")
     plan = plan_training("couce", images=16, batch_per_replica=4, world_size=world_size, optimizer=optimizer, loop=loop, keys=keys)
@@ -480,24 +480,30 @@ def test_a_couce_trained_model_is_a_plain_model(tmp_path):
         torch.testing.assert_close(plain.eval()(x), model(x), rtol=0, atol=0)
 
 
-def _replica(rank: int, world_size: int, port: int, folder: str) -> None:
+def _replica(rank: int, world_size: int, port: int, folder: str, compile: bool = False) -> None:
     os.environ.update(
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size)
     )
     torch.manual_seed(1000 + rank)
     torch.set_num_threads(1)
-    result, objective = _train(folder, rank, world_size)
+    if compile:  # dynamo traces torch.compile(DDP(model)) as in a run; the eager backend spares inductor's minutes
+        eager = torch.compile
+        torch.compile = lambda model, **options: eager(model, backend="eager", **options)
+    result, objective = _train(folder, rank, world_size, compile)
     uneven = gather_across_ranks(torch.full((rank + 2, 3), float(rank)))
     state = {"model": result.model.state_dict(), "objective": objective.state_dict(), "uneven": uneven}
     torch.save(state, f"{folder}/rank{rank}.pt")
     torch.distributed.destroy_process_group()
 
 
-def test_two_replicas_keep_the_dictionary_statistics_and_weights_identical(tmp_path):
+def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    mp.spawn(_replica, args=(2, port, str(tmp_path)), nprocs=2, join=True)
+        return probe.getsockname()[1]
+
+
+def test_two_replicas_keep_the_dictionary_statistics_and_weights_identical(tmp_path):
+    mp.spawn(_replica, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)
     first, second = (torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(2))
     assert first["objective"]["couce.odba.dictionary.count"] == 12  # full: 3 steps x 2 ranks x 4 images enqueued
     for name, tensor in first["model"].items():
@@ -509,3 +515,41 @@ def test_two_replicas_keep_the_dictionary_statistics_and_weights_identical(tmp_p
         key = f"couce.odba.variances.{name}"
         torch.testing.assert_close(second["objective"][key], first["objective"][key], rtol=0, atol=0, msg=key)
     torch.testing.assert_close(first["uneven"], torch.tensor([[0.0] * 3] * 2 + [[1.0] * 3] * 3))
+
+
+def test_stage_split_sees_the_model_through_compile_and_ddp_wrappers(tmp_path):
+    """The loop hands the objective ``torch.compile(DDP(model))`` (train.compile under torchrun)."""
+    model = tiny_resnet()
+    torch.distributed.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
+    try:
+        wrapped = torch.compile(torch.nn.parallel.DistributedDataParallel(model))
+        split = StageSplit(wrapped)
+    finally:
+        torch.distributed.destroy_process_group()
+    assert split.model is model and split.split_module is model.backbone.layer3
+
+
+@pytest.mark.slow
+def test_two_compiled_replicas_train_with_every_couce_module(tmp_path):
+    """CouCE (MSRCI through the joint forward, ODBA, L_cov) with train.compile: true on two replicas."""
+    mp.spawn(_replica, args=(2, _free_port(), str(tmp_path), True), nprocs=2, join=True)
+    first, second = (torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(2))
+    assert first["objective"]["couce.odba.dictionary.count"] == 12
+    for name, tensor in first["model"].items():
+        torch.testing.assert_close(second["model"][name], tensor, msg=name)
+
+
+def test_the_statistics_and_the_dictionary_update_without_reading_values_on_the_host(monkeypatch):
+    """On a GPU each host read is a sync per step: ODBA's updates keep everything on the device."""
+    tracker, dictionary = VarianceTracker(EMBEDDING), FIFODictionary(6, EMBEDDING)
+    m, labels = torch.randn(8, EMBEDDING, generator=torch.Generator().manual_seed(1)), torch.arange(8) % CLASSES
+    first = class_variances(m, labels)
+    for name in ("item", "tolist", "__bool__", "__int__", "__float__", "__index__"):
+        monkeypatch.setattr(torch.Tensor, name, lambda *args, **kwargs: pytest.fail("a host read on the hot path"))
+    for rows in (m, m[:3] * 2):
+        tracker.update(rows, labels[: rows.shape[0]])
+        dictionary.enqueue(rows)
+    monkeypatch.undo()
+    torch.testing.assert_close(dictionary.entries(), torch.cat([m, m[:3] * 2])[-6:], rtol=0, atol=0)
+    second = class_variances(m[:3] * 2, labels[:3])
+    torch.testing.assert_close(tracker.var_intra, first[0] * 0.999 + second[0] * 0.001)

@@ -193,3 +193,13 @@ def test_bad_loss_settings_are_refused():
         PATripletLoss(reducer="sum")
     with pytest.raises(ValueError, match="margin"):
         PATripletLoss(margin=-0.1)
+
+
+
+def test_every_triplet_rank_is_built_on_the_labels_device_not_copied_from_the_cpu():
+    """PA-Triplet's per-step ranks: on a GPU a CPU-built ``arange`` is a host-to-device copy every step."""
+    from fdsml.losses.pa_triplet import _uniform_ranks
+
+    elsewhere = torch.device("meta")  # any device but the CPU
+    assert _uniform_ranks(10, None, None, elsewhere).device == elsewhere
+    assert _uniform_ranks(10, 20, None, elsewhere).device == elsewhere

@@ -1,10 +1,14 @@
 """The fractals pipeline end to end on a tiny configuration, through a real catalog."""
 
 import json
+import os
+import socket
 
 import numpy as np
 import pandas as pd
 import pytest
+import torch
+import torch.multiprocessing as mp
 from kedro.io import DataCatalog
 from kedro.runner import SequentialRunner
 from kedro_datasets.pillow import ImageDataset
@@ -13,7 +17,7 @@ from fdsml.config import ConfigError
 from fdsml.datasets import ArrayShardsDataset
 from fdsml.ifs.finefractaldb import TABLE_COLUMNS, instance_code
 from fdsml.ifs.render import RenderSettings
-from fdsml.pipelines.fractals import create_pipeline
+from fdsml.pipelines.fractals import create_pipeline, nodes
 
 from .catalogs import fractals_datasets
 
@@ -74,3 +78,28 @@ def test_an_up_to_date_table_is_reused_and_a_changed_one_regenerated(tmp_path):
     changed = json.loads((tmp_path / "summary.json").read_text())
     assert changed["fingerprint"] != first["fingerprint"]
     assert pd.read_parquet(tmp_path / "codes.parquet")["coefficients"].tolist() != []
+
+
+def _generate_as_replica(rank: int, port: int, folder: str) -> None:
+    """One of two torchrun-like replicas running the table's node; it notes whether it generated the table itself."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2")
+    generate = nodes.generate_table
+
+    def noting(spec):
+        open(f"{folder}/generated{rank}", "w").close()
+        return generate(spec)
+
+    nodes.generate_table = noting
+    table, _ = nodes.generate_fractal_codes(TINY | {"outputs": {"materialize": False}}, None, None)
+    table.to_parquet(f"{folder}/table{rank}.parquet")
+    torch.distributed.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_under_torchrun_rank_0_generates_the_table_and_the_other_replicas_receive_it(tmp_path):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    mp.spawn(_generate_as_replica, args=(port, str(tmp_path)), nprocs=2, join=True)
+    assert sorted(path.name for path in tmp_path.glob("generated*")) == ["generated0"]
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "table1.parquet"), pd.read_parquet(tmp_path / "table0.parquet"))

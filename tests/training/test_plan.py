@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pandas as pd
@@ -120,7 +121,35 @@ def test_warmup_steps_and_fraction_are_not_given_together():
 def test_the_command_prints_the_plan_and_fails_on_an_impossible_one(capsys):
     assert main(["--env", "paper", "--world-size", "8", "--pipelines", "pretrain", "--conf-source", str(CONF)]) == 0
     printed = capsys.readouterr().out
-    assert "total steps" in printed and "65,392" in printed and "triplet mining / batch" in printed
+    assert "total steps" in printed and "64,052" in printed and "triplet mining / batch" in printed  # 980,100 rows trained on
     params = "classification.batch_size=4096"
     assert main(["--world-size", "8", "--pipelines", "classification", "--params", params, "--conf-source", str(CONF)]) == 1
     assert "REFUSED" in capsys.readouterr().out
+
+
+class PlanSeen(Exception):
+    """Raised by the stand-in for the loop, carrying the plan it was given."""
+
+
+def test_the_printed_pretraining_plan_is_the_plan_the_run_trains_with(monkeypatch):
+    """The held-out rows (fractals.holdout) are not trained on: the printed plan leaves them out too."""
+    from fdsml.families.finefractaldb import generate_finefractaldb
+    from fdsml.pipelines.fractals.nodes import parse_fractals_params
+    from fdsml.pipelines.pretrain.nodes import pretrain_model
+
+    small = ["fractals.n_classes=6", "fractals.instances_per_class=9", "fractals.render.size=32", "fractals.render.points=600",
+             "fractals.class_filter.size=96", "fractals.class_filter.points=4000", "pretrain.train.device=cpu",
+             "pretrain.data.classes_per_batch=3", "pretrain.data.instances_per_class=4", "fractals.holdout.instance_fraction=0.25"]
+    parameters = load_parameters("base", small, CONF)
+    printed = plan_steps(parameters, ("pretrain",), 1)[0]
+
+    def seen(*args, plan, **kwargs):
+        raise PlanSeen(plan)
+
+    monkeypatch.setattr(pretrain_module, "train", seen)
+    table, _ = generate_finefractaldb(parse_fractals_params(parameters["fractals"]).spec.settings)
+    with pytest.raises(PlanSeen) as run:
+        pretrain_model(table, {"materialized": False}, parameters["fractals"], parameters["pretrain"])
+    trained = run.value.args[0]
+    assert trained.images == 5 * 7 < len(table)  # 1 of 6 classes held out whole, 2 of 9 instances of the others
+    assert dataclasses.replace(printed, notes=()) == dataclasses.replace(trained, notes=())

@@ -1,8 +1,8 @@
 """A model's outputs over a dataset, the one embedding loop of every evaluation (retrieval,
 classification, robustness, the frozen probe), and the scoring of retrieval splits with it.
 
-Built to evaluate at scale: images load in ``workers`` DataLoader processes, the forward runs
-under bf16 autocast on CUDA (outputs come back in float32), and under DDP every replica embeds
+Built to evaluate at scale: images load in ``workers`` DataLoader processes, the trunk runs
+under bf16 autocast on CUDA and the head in float32 (outputs come back in float32), and under DDP every replica embeds
 only its contiguous share of the dataset; rank 0 gathers the shares in the dataset's order and
 alone computes the metrics (faiss, k-means), which every replica then receives.
 """
@@ -59,14 +59,26 @@ def _outputs(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """This process's outputs (float32, CPU) and labels over ``dataset``, in order."""
     model.eval().to(device)
-    cuda = device.type == "cuda"
-    loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=workers, pin_memory=cuda)
+    loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=workers, pin_memory=device.type == "cuda")
     outputs, labels = [], []
     for batch in loader:
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda):
-            outputs.append(model(batch["image"].to(device, non_blocking=True)).float().cpu())
+        outputs.append(_forward(model, batch["image"].to(device, non_blocking=True)).cpu())
         labels.append(batch["label"])
     return torch.cat(outputs), torch.cat(labels)
+
+
+AUTOCAST_DEVICES = ("cuda",)  # where the trunk runs under bf16 autocast
+
+
+def _forward(model: nn.Module, images: torch.Tensor) -> torch.Tensor:
+    """The model's outputs in float32: its trunk (``features``) under bf16 autocast, its ``head`` in float32
+    on the float32 features, so that near ties between embeddings do not flip on bf16 rounding; a model
+    without the two parts runs whole under autocast."""
+    with torch.autocast(images.device.type, dtype=torch.bfloat16, enabled=images.device.type in AUTOCAST_DEVICES):
+        if not (hasattr(model, "features") and hasattr(model, "head")):
+            return model(images).float()
+        features = model.features(images)
+    return model.head(features.float()).float()
 
 
 def retrieval_split_metrics(

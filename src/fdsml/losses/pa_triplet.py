@@ -73,14 +73,15 @@ def _unrank_pairs(ranks: torch.Tensor, sizes: torch.Tensor) -> tuple[torch.Tenso
     return row, row + 1 + ranks - start(row)
 
 
-def _uniform_ranks(total: int, count: int | None, generator: torch.Generator | None) -> torch.Tensor:
-    """Ascending ranks: all of ``[0, total)``, or a uniform random subset of ``count`` of them.
+def _uniform_ranks(total: int, count: int | None, generator: torch.Generator | None, device: torch.device) -> torch.Tensor:
+    """Ascending ranks on ``device``: all of ``[0, total)``, or a uniform random subset of ``count`` of them
+    (drawn on the generator's device).
 
     Never materialises ``[0, total)`` when ``count`` is much smaller: distinct draws are collected
     by rejection; the procedure treats every rank alike, so every subset is equally likely.
     """
     if count is None or total <= count:
-        return torch.arange(total)
+        return torch.arange(total, device=device)  # built where it is used: no CPU tensor copied every step
     device = generator.device
     if total <= 2 * count:
         return torch.randperm(total, generator=generator, device=device)[:count].sort().values
@@ -116,7 +117,7 @@ def allowed_triplets(
         second_pool, second_count = _pools(_candidate_pairs(same_class, distinct, rule_second))
         counts = first_count * second_count
     ends = counts.cumsum(0)
-    ranks = _uniform_ranks(int(ends[-1]) if size else 0, max_triplets, generator).to(labels.device)
+    ranks = _uniform_ranks(int(ends[-1]) if size else 0, max_triplets, generator, labels.device).to(labels.device)
     anchors = torch.searchsorted(ends, ranks, right=True)
     local = ranks - (ends - counts)[anchors]
     if rule_first == rule_second:

@@ -12,6 +12,8 @@ state to every replica before DDP wraps the model, so node-local run folders res
 from __future__ import annotations
 
 import logging
+import math
+import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,6 +27,7 @@ from tqdm.auto import tqdm
 
 from fdsml.config import ConfigError, require_fraction, require_positive
 from fdsml.data.epoch_items import EpochBatches, epoch_loader
+from fdsml.errors import DivergedError
 from fdsml.reuse import non_defining
 from fdsml import distributed
 from fdsml.measure import Stopwatch
@@ -230,7 +233,13 @@ def _to_device(batch: dict[str, Any], device: torch.device, channels_last: bool,
 
 
 def configure_cuda(deterministic: bool) -> None:
-    """Fast CUDA defaults: cuDNN picks the fastest kernels (unless determinism is asked), TF32 matmuls."""
+    """Fast CUDA defaults: cuDNN picks the fastest kernels (unless determinism is asked), TF32 matmuls.
+
+    Determinism also fixes cuBLAS's workspace (``CUBLAS_WORKSPACE_CONFIG``), without which its
+    matmuls are not reproducible and an exact resume is not exact; a value the user set stays.
+    """
+    if deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.backends.cudnn.benchmark = not deterministic
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
@@ -262,7 +271,8 @@ def settle_rows(rows: list[dict[str, Any]], context: distributed.DistContext) ->
 class Validation(Protocol):
     """A held-out validation the loop runs between steps (:mod:`fdsml.evaluation.pretrain_validation`).
 
-    Calling it must leave the model's weights, modes and the random state as it found them.
+    Calling it must leave the model's weights, modes and the random state as it found them. Under
+    DDP it runs on rank 0 alone (:func:`~fdsml.distributed.alone`): it joins no collective.
     """
 
     def due(self, step: int, total_steps: int) -> bool: ...
@@ -349,15 +359,32 @@ def train(
         scheduler.load_state_dict(state["scheduler"])
         step, history = state["step"], list(state["history"])
         logger.info("Resuming from %s at step %d of %d", checkpoint_path, step, total_steps)
-    resumed_at = step
-    wrapped = DistributedDataParallel(model, device_ids=[context.device] if cuda else None) if context.distributed else model
+    resumed_at = saved_at = step
+    wrapped = (
+        DistributedDataParallel(
+            model,
+            device_ids=[context.device] if cuda else None,
+            broadcast_buffers=False,  # BatchNorm statistics go from rank 0 to every replica at the end (broadcast_buffers)
+            gradient_as_bucket_view=True,  # gradients live in DDP's all-reduce buckets: no copy per step
+        )
+        if context.distributed
+        else model
+    )
     if loop.compile:
         wrapped = torch.compile(wrapped)
 
     pending: list[dict[str, Any]] = []  # this interval's rows, read at the next log or checkpoint
 
     def settle() -> None:
-        history.extend(settle_rows(pending, context))
+        rows = settle_rows(pending, context)  # the same mean losses on every replica: all stop together
+        diverged = next((row for row in rows if not math.isfinite(row["loss"])), None)
+        if diverged is not None:
+            kept = f"{checkpoint_path} keeps step {saved_at}" if saved_at else f"no checkpoint was written to {checkpoint_path}"
+            raise DivergedError(
+                f"{plan.step}: the loss is {diverged['loss']} at step {diverged['step']}; training stopped and {kept}. "
+                "Lower the learning rate (base_lr), or turn train.amp off to rule out bf16 overflow"
+            )
+        history.extend(rows)
         pending.clear()
         if history:
             progress.set_postfix(loss=f"{history[-1]['loss']:.4f}")
@@ -381,6 +408,8 @@ def train(
                     "world_size": context.world_size,
                 },
             )
+        nonlocal saved_at
+        saved_at = step
         distributed.barrier(context)
 
     if context.is_main:
@@ -426,7 +455,8 @@ def train(
                 }
             )
             if validation is not None and validation.due(step, total_steps):
-                pending[-1].update(validation(model, step))
+                with distributed.alone():  # rank 0 validates while the other replicas wait in the next step
+                    pending[-1].update(validation(model, step))
             progress.update()
             if step % loop.log_every == 0 or step == total_steps:
                 settle()

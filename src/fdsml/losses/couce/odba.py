@@ -93,14 +93,11 @@ class VarianceTracker(nn.Module):
 
     @torch.no_grad()
     def update(self, m: torch.Tensor, labels: torch.Tensor) -> None:
-        intra, inter = class_variances(m.float(), labels)
-        if not bool(self.initialized):
-            self.var_intra.copy_(intra)
-            self.var_inter.copy_(inter)
-            self.initialized.fill_(True)
-            return
-        self.var_intra.mul_(self.momentum).add_(intra, alpha=1 - self.momentum)
-        self.var_inter.mul_(self.momentum).add_(inter, alpha=1 - self.momentum)
+        batch = class_variances(m.float(), labels)
+        for tracked, variance in zip((self.var_intra, self.var_inter), batch):  # no host sync: where(), not if
+            moved = tracked.mul(self.momentum).add(variance, alpha=1 - self.momentum)
+            tracked.copy_(torch.where(self.initialized, moved, variance))
+        self.initialized.fill_(True)
 
 
 class FIFODictionary(nn.Module):
@@ -116,10 +113,10 @@ class FIFODictionary(nn.Module):
     @torch.no_grad()
     def enqueue(self, rows: torch.Tensor) -> None:
         rows = rows.detach()[-self.size :].to(self.memory.dtype)
-        slots = (int(self.position) + torch.arange(rows.shape[0], device=self.memory.device)) % self.size
+        slots = (self.position + torch.arange(rows.shape[0], device=self.memory.device)) % self.size  # on the device
         self.memory[slots] = rows
-        self.position.fill_((int(self.position) + rows.shape[0]) % self.size)
-        self.count.fill_(min(int(self.count) + rows.shape[0], self.size))
+        self.position.copy_((self.position + rows.shape[0]) % self.size)
+        self.count.copy_((self.count + rows.shape[0]).clamp(max=self.size))
 
     def entries(self) -> torch.Tensor:
         """(n, dim), n = min(enqueued, size), oldest first."""

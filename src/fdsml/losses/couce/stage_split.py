@@ -30,8 +30,15 @@ def parse_split_point(split_at: str) -> tuple[str, int | None]:
 
 
 def unwrap(model: nn.Module) -> nn.Module:
-    """The model inside a DistributedDataParallel wrapper (the model itself otherwise)."""
-    return model.module if isinstance(model, DistributedDataParallel) else model
+    """The model inside its ``torch.compile`` and DistributedDataParallel wrappers, however nested
+    (the loop hands objectives ``torch.compile(DDP(model))``); the model itself when unwrapped."""
+    while True:
+        if isinstance(model, DistributedDataParallel):
+            model = model.module
+        elif isinstance(getattr(model, "_orig_mod", None), nn.Module):  # torch.compile's OptimizedModule
+            model = model._orig_mod
+        else:
+            return model
 
 
 class StageSplit:

@@ -15,6 +15,7 @@ from fdsml.families import FamilySpec, family_spec
 from fdsml.families.generation import generate_table, is_up_to_date, render_shards, sample_grid, shards_fingerprint
 from fdsml.reuse import defining_configuration
 from fdsml.run_events import StepReport, report_step
+from fdsml import distributed
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ def generate_fractal_codes(
 
     ``stored_codes`` / ``stored_summary`` are the previous run's outputs (None when absent); they
     are reused only when the summary's fingerprint matches the current family, configuration and code.
+    Under torchrun rank 0 generates the table and the other replicas wait for it.
     Returns the instance table (``fractal_codes``) and the generation summary (``fractal_summary``).
     """
     spec = parse_fractals_params(params).spec
@@ -68,7 +70,7 @@ def generate_fractal_codes(
     if up_to_date:
         report_step(logger, step, "%s is up to date (fingerprint %s): reusing the stored table", spec.family.title, stored_summary["fingerprint"][:12])
         return stored_codes, stored_summary
-    table, summary = generate_table(spec)
+    table, summary = distributed.on_main_rank(lambda: generate_table(spec), distributed.current())  # torchrun: once, on rank 0
     report_step(
         logger,
         step,
