@@ -23,6 +23,7 @@ from fdsml.data import (
 from fdsml.data.holdout import HoldoutSettings, HoldoutSplit, TrainingRows, split_table
 from fdsml.evaluation.pretrain_validation import PretrainValidation, ValidationSettings
 from fdsml.families import FamilySpec
+from fdsml.losses.candidates import needs_class_balance
 from fdsml.models import build_model, model_payload
 from fdsml.models.backbones import MODEL_REGISTRY
 from fdsml.training import distributed
@@ -122,21 +123,25 @@ class PretrainConfig:
                     f"{3 - (self.pa_triplet.filter == 'each')} instances of the anchor's class per batch, "
                     f"got {batch.instances_per_class}"
                 )
-            if self.pa_triplet.filter in ("each", "diff") and batch.classes_per_batch < 2:
+            if self.pa_triplet.filter == "each" and batch.classes_per_batch < 2:
                 raise ConfigError(
                     f"pretrain.data.classes_per_batch: filter {self.pa_triplet.filter!r} needs at least 2 classes per batch, "
                     f"got {batch.classes_per_batch}"
                 )
         if self.shuffled_batches and batch.batches_per_epoch is not None:
             raise ConfigError(
-                "pretrain.data.batches_per_epoch: plain shuffled batches (pretrain.fdsl.batches: shuffled) make one pass "
-                "over the images per epoch; set it to null, or use pretrain.fdsl.batches: class_balanced"
+                "pretrain.data.batches_per_epoch: plain shuffled batches (pretrain.fdsl.batches: shuffled, or PA-Triplet's "
+                "all and diff filters in batch mode) make one pass over the images per epoch; set it to null"
             )
 
     @property
     def shuffled_batches(self) -> bool:
-        """FDSL on plain shuffled batches of P x K images (each image once per epoch), not class-balanced ones."""
-        return self.objective == "fdsl" and self.fdsl.batches == "shuffled"
+        """Plain shuffled batches of P x K images (each image once per epoch, the dataset's class mix), not
+        class-balanced ones: FDSL by default, and PA-Triplet's batch mode for the filters without a
+        same-class candidate (``all``, ``diff``: :func:`fdsml.losses.candidates.needs_class_balance`)."""
+        if self.objective == "fdsl":
+            return self.fdsl.batches == "shuffled"
+        return self.pa_triplet.mode == "batch" and not needs_class_balance(self.pa_triplet.filter)
 
 
 def parse_pretrain_params(params: dict[str, Any]) -> PretrainConfig:
@@ -198,7 +203,9 @@ def plan_pretrain(config: PretrainConfig, images: int, world_size: int) -> Train
     batch = 3 * data.triplets_per_batch if explicit else data.classes_per_batch * data.instances_per_class
     triplets = None
     if config.objective == "pa_triplet" and not explicit:
-        mined = mined_triplets(config.pa_triplet.filter, data.classes_per_batch, data.instances_per_class)
+        # Shuffled batches (all, diff): at most all's count, reached by diff when every image is of its own class.
+        counted = "all" if config.shuffled_batches else config.pa_triplet.filter
+        mined = mined_triplets(counted, data.classes_per_batch, data.instances_per_class)
         triplets = (mined, min(mined, config.pa_triplet.max_triplets or mined))
     if data.batches_per_epoch is not None:
         batch_key = "pretrain.data.batches_per_epoch"
@@ -219,8 +226,8 @@ def plan_pretrain(config: PretrainConfig, images: int, world_size: int) -> Train
 
 
 def build_batch_sampler(labels: np.ndarray, config: PretrainConfig, context: DistContext, plan: TrainingPlan):
-    """P x K class-balanced batches, [anchors | first | second] batches in explicit mode, or (FDSL by default)
-    plain shuffled batches of P x K images; sharded per rank."""
+    """P x K class-balanced batches, [anchors | first | second] batches in explicit mode, or plain shuffled
+    batches of P x K images (FDSL by default; PA-Triplet's all and diff); sharded per rank."""
     data = config.data
     if config.shuffled_batches:
         return ShuffledBatchSampler(
