@@ -3,6 +3,8 @@ import pytest
 
 from fdsml.ifs import FOREGROUND, RenderSettings, chaos_game, occupancy, render
 
+from .render_fuzz import OVERFLOWING
+
 SIERPINSKI = np.array(
     [
         [0.5, 0.0, 0.0, 0.5, 0.0, 0.0],
@@ -153,3 +155,28 @@ def test_rendering_is_identical_in_another_process():
     other = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     here = render(SIERPINSKI, THIRDS, size=40, points=2000, seed=99)
     assert bytes.fromhex(other) == here.tobytes()
+
+
+def test_no_code_crashes_the_renderer():
+    """Thousands of random codes (contractive or not, coefficients up to 1e3, extreme probabilities,
+    orbits finite but too wide or too thin to frame) in every mode and family, in a subprocess: a
+    pixel index outside the image used to kill the process with a segmentation fault."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).with_name("render_fuzz.py")
+    done = subprocess.run([sys.executable, str(script), "2000"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"exit status {done.returncode}\n{done.stdout}\n{done.stderr[-3000:]}"
+    assert done.stdout.splitlines()[-1] == "ok"
+
+
+def test_orbits_that_cannot_be_framed_render_empty():
+    for coefficients in OVERFLOWING:
+        for mode in ("point", "patch"):
+            assert not render(coefficients, [0.5, 0.5], size=32, points=2000, seed=0, mode=mode).any()
+
+
+def test_sizes_beyond_32_bit_indices_are_refused():
+    with pytest.raises(ValueError, match="size"):
+        render(SIERPINSKI, THIRDS, size=50_000, points=10, seed=0)

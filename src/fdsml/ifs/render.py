@@ -9,6 +9,7 @@ NumPy's or Numba's global random state.
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass
 from typing import Literal
@@ -22,6 +23,9 @@ FOREGROUND = 127
 """Grey level of a drawn pixel (FractalDB draws grey 127 on black)."""
 
 MODES = ("point", "patch")
+
+MAX_SIZE = 46_000
+"""Largest image side: the padded image's flat pixel indices must fit in 32 bits."""
 
 GOLDEN_GAMMA = np.uint64(0x9E3779B97F4A7C15)  # SplitMix64's counter increment (shared with the orbit families' Perlin noise)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -84,23 +88,44 @@ def _orbit(coefficients, thresholds, n_points, burn_in, seed, xs, ys, masks, wan
     return xmin, xmax, ymin, ymax
 
 
-@nb.njit(cache=True, inline="always")
-def _scale(low, high, pixels):
+def _axis_framing(low: float, high: float, size: int, margin: int) -> tuple[float, float] | None:
+    """One axis's scale and pixel offset: ``[low, high]`` stretched over the ``size - 1 - 2 * margin``
+    usable pixels, a degenerate axis centred; ``None`` when the extent or its scale overflows."""
     span = high - low
-    return pixels / span if span > 0.0 else 0.0
+    if not math.isfinite(span):
+        return None
+    if span == 0.0:
+        return 0.0, size // 2 + 0.5
+    scale = float(size - 1 - 2 * margin) / span
+    return (scale, margin + 0.5) if math.isfinite(scale) else None
+
+
+def framing(bounds, last_point, size: int, margin: int) -> tuple[float, ...] | None:
+    """``(xmin, ymin, sx, sy, cx, cy)``: a point's column is ``int((x - xmin) * sx + cx)``, its row
+    ``size - 1 - int((y - ymin) * sy + cy)``; ``None`` when the orbit cannot be framed (it renders
+    empty).
+
+    A coordinate that is not finite stays so under every affine map (infinity times zero is NaN,
+    and NaN never leaves), so a finite last point means every point is finite; with finite
+    extents and scales every index lies in the image. An orbit that diverges, or stays finite
+    but so large (or so thin) that its extent or scale overflows, cannot be framed.
+    """
+    if not all(math.isfinite(value) for value in (*bounds, *last_point)):
+        return None
+    xmin, xmax, ymin, ymax = bounds
+    x_axis = _axis_framing(xmin, xmax, size, margin)
+    y_axis = _axis_framing(ymin, ymax, size, margin)
+    if x_axis is None or y_axis is None:
+        return None
+    return xmin, ymin, x_axis[0], y_axis[0], x_axis[1], y_axis[1]
 
 
 @nb.njit(cache=True, nogil=True)
-def _pixel_indices(xs, ys, bounds, size, margin, stride, offset, pixels):
-    """Per-axis min-max framing of the cloud into ``size`` px with ``margin`` pixels: each point's
-    flat index ``(row + offset) * stride + col + offset``. A loop of its own, so the float to
-    integer conversions run in SIMD lanes rather than between the random writes."""
-    xmin, xmax, ymin, ymax = bounds
-    usable = float(size - 1 - 2 * margin)
-    sx = _scale(xmin, xmax, usable)
-    sy = _scale(ymin, ymax, usable)
-    cx = margin + 0.5 if sx > 0.0 else size // 2 + 0.5
-    cy = margin + 0.5 if sy > 0.0 else size // 2 + 0.5
+def _pixel_indices(xs, ys, frame, size, stride, offset, pixels):
+    """The cloud framed by ``frame`` (:func:`framing`) into ``size`` px: each point's flat index
+    ``(row + offset) * stride + col + offset``. A loop of its own, so the float to integer
+    conversions run in SIMD lanes rather than between the random writes."""
+    xmin, ymin, sx, sy, cx, cy = frame
     top = np.int32(size - 1 + offset)
     for j in range(xs.shape[0]):
         col = np.int32((xs[j] - xmin) * sx + cx) + np.int32(offset)
@@ -184,13 +209,15 @@ def render(
     """Render an IFS code to a ``(size, size)`` uint8 image, zero = background.
 
     ``mode="point"`` draws one pixel per point; ``mode="patch"`` stamps a random non-empty
-    3 x 3 pattern at every point, as FractalDB does. An orbit that diverges (a non-contractive
-    code) renders as an empty image.
+    3 x 3 pattern at every point, as FractalDB does. An orbit that cannot be framed (one that
+    diverges, or whose extent overflows: :func:`framing`) renders as an empty image.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if size < 3 + 2 * margin or margin < 1:
         raise ValueError(f"size {size} and margin {margin} leave no room: need margin >= 1 and size >= 3 + 2 * margin")
+    if size > MAX_SIZE:
+        raise ValueError(f"size {size} is too large: pixel indices are 32-bit, so size <= {MAX_SIZE}")
     if points < 1 or burn_in < 0:
         raise ValueError(f"points must be >= 1 and burn_in >= 0, got points={points}, burn_in={burn_in}")
     if not 0 <= seed < SEED_LIMIT:
@@ -199,15 +226,16 @@ def render(
     patch = mode == "patch"
     xs, ys, masks, pixels, centres = _scratch(points, size, patch)
     bounds = _orbit(coefficients, _thresholds(probabilities), points, burn_in, seed, xs, ys, masks, patch)
-    if not np.all(np.isfinite(bounds)):
+    frame = framing(bounds, (xs[-1], ys[-1]), size, margin)
+    if frame is None:
         return np.zeros((size, size), dtype=np.uint8)
     if patch:
         image = np.empty((size, size), dtype=np.uint8)  # every pixel is written
-        _pixel_indices(xs, ys, bounds, size, margin, size + 2, 1, pixels)
+        _pixel_indices(xs, ys, frame, size, size + 2, 1, pixels)
         _draw_patches(image, pixels, masks, centres)
     else:
         image = np.zeros((size, size), dtype=np.uint8)
-        _pixel_indices(xs, ys, bounds, size, margin, size, 0, pixels)
+        _pixel_indices(xs, ys, frame, size, size, 0, pixels)
         _draw_points(image, pixels)
     return image
 

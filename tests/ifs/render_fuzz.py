@@ -1,0 +1,86 @@
+"""Renders thousands of random codes in every mode and formula family; run in a subprocess by
+``test_render.py::test_no_code_crashes_the_renderer``, so a crash fails that test, not the suite.
+
+IFS codes: contractive or not, coefficients up to 1e3 in magnitude, extreme probabilities, and
+codes built to overflow the framing (an orbit finite but wider than the largest float, one too
+thin for its scale). Orbit families: their own instances with continuous parameters replaced by
+values up to 1e3. Prints one line per family with its count of renderings, then ``ok``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections import Counter
+
+import numpy as np
+
+from fdsml.families import get_family, known_families
+from fdsml.ifs import MODES, render
+
+IFS_FAMILY = "finefractaldb"
+HUGE = 6e307
+OVERFLOWING = (
+    np.array([[0.5, 0, 0, 0.5, HUGE, 0], [0.5, 0, 0, 0.5, -HUGE, 0]]),  # extent 2.4e308 overflows
+    np.array([[0.5, 0, 0, 0.0, 1.0, 1e-320], [0.5, 0, 0, 0.0, 0.0, 0.0]]),  # height 1e-320: its scale overflows
+    np.array([[1e3, 1e3, 0, -1e3, 0, 0], [-1e3, 0, 1e3, 1e3, 1, 1]]),  # finite, then inf - inf = NaN
+)
+
+
+def random_code(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    n = int(rng.integers(1, 9))
+    magnitude = 10.0 ** rng.uniform(-3.0, 3.0, size=(n, 6))
+    coefficients = magnitude * rng.choice([-1.0, 1.0], size=(n, 6)) * (rng.random((n, 6)) > 0.1)
+    kind = rng.integers(4)
+    if kind == 0:
+        probabilities = rng.dirichlet(np.full(n, 0.05))
+    elif kind == 1:
+        probabilities = 10.0 ** rng.uniform(-300.0, 0.0, size=n)
+    elif kind == 2:
+        probabilities = np.eye(n)[rng.integers(n)]
+    else:
+        probabilities = rng.random(n) + 1e-12
+    return coefficients, probabilities
+
+
+def fuzz_ifs(rng: np.random.Generator, count: int) -> int:
+    codes = [(code, np.full(code.shape[0], 1 / code.shape[0])) for code in OVERFLOWING]
+    codes += [random_code(rng) for _ in range(count)]
+    rendered = 0
+    for i, (coefficients, probabilities) in enumerate(codes):
+        for mode in MODES:
+            for size, margin in ((32, 1), (19, 2)):
+                image = render(coefficients, probabilities, size=size, points=int(rng.integers(1, 3000)), seed=i, mode=mode, margin=margin)
+                assert image.shape == (size, size) and image.dtype == np.uint8
+                rendered += 1
+    for coefficients in OVERFLOWING:
+        image = render(coefficients, np.full(coefficients.shape[0], 0.5), size=32, points=2000, seed=0)
+        assert not image.any(), "an orbit that cannot be framed renders empty"
+    return rendered
+
+
+def fuzz_orbit_family(name: str, rng: np.random.Generator, count: int) -> int:
+    family = get_family(name)
+    settings = family.parse_settings({}, f"fractals.{name}")
+    for i in range(count):
+        instance = family.perturb(family.sample_class(rng, settings, Counter()), rng, settings)
+        extreme = {
+            field: float(rng.choice([-1.0, 1.0]) * 10.0 ** rng.uniform(-3.0, 3.0))
+            for field in family.continuous
+            if rng.random() < 0.5
+        }
+        image = family.render(dataclasses.replace(instance, **extreme), settings, i, size=int(rng.integers(8, 49)))
+        assert image.dtype == np.uint8
+    return count
+
+
+def main(count: int) -> None:
+    rng = np.random.default_rng(24)
+    for name in known_families():
+        rendered = fuzz_ifs(rng, count) if name == IFS_FAMILY else fuzz_orbit_family(name, rng, count // 10)
+        print(name, rendered, flush=True)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))
