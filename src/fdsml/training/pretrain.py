@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -31,6 +30,7 @@ from fdsml.training.distributed import DistContext
 from fdsml.training.loop import LoopConfig, OptimizerConfig, train
 from fdsml.training.objectives import CrossEntropyObjective, PATripletObjective
 from fdsml.training.plan import PlanKeys, TrainingPlan, mined_triplets, plan_training
+from fdsml.training.run_folders import run_folder, training_runtime
 
 
 @dataclass(frozen=True)
@@ -111,8 +111,9 @@ class PretrainConfig:
     data: DataSettings = field(default_factory=DataSettings)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     train: LoopConfig = field(default_factory=LoopConfig)
-    validation: ValidationSettings = field(default_factory=ValidationSettings)
-    run_dir: str = reuse.non_defining(default="data/06_models/pretrain_run")
+    # Validation reads the model under its own random state and restores it: it cannot change the weights.
+    validation: ValidationSettings = reuse.non_defining(default_factory=ValidationSettings)
+    run_dir: str = reuse.non_defining(default="data/06_models/pretrain_run")  # one folder per run fingerprint inside
 
     def __post_init__(self):
         batch = self.data
@@ -152,22 +153,31 @@ def parse_pretrain_params(params: dict[str, Any]) -> PretrainConfig:
 def run_fingerprint(
     config: PretrainConfig,
     spec: FamilySpec,
-    table: pd.DataFrame,
-    world_size: int,
+    codes_digest: str,
+    context: DistContext,
     shards: dict | None = None,
     split: HoldoutSplit | None = None,
 ) -> str:
     """The run folder's reuse fingerprint (:mod:`fdsml.reuse`): what a resumed or reused run must share.
 
-    The codes table and its held-out split enter by content; materialised shards
-    (``data.source: shards``) by the fingerprint the fractals pipeline recorded for them.
+    The codes table enters by its :func:`~fdsml.reuse.content_digest` (``codes_digest``, computed
+    once per run), its held-out split by content; materialised shards (``data.source: shards``)
+    by the fingerprint the fractals pipeline recorded for them. The family's own module joins the
+    code (a family registered from outside ``fdsml``); the libraries' versions and the resolved
+    device and precision join the runtime.
     """
-    inputs = {"codes": reuse.content_digest(table)}
+    inputs = {"codes": codes_digest}
     if split is not None:
         inputs["split"] = reuse.content_digest({"training": split.training, "heldout": split.heldout})
     if config.data.source == "shards":
         inputs["images"] = (shards or {}).get("fingerprint", "")
-    return reuse.fingerprint({"pretrain": config, **spec.defining()}, code=__name__, inputs=inputs, world_size=world_size)
+    return reuse.fingerprint(
+        {"pretrain": config, **spec.defining()},
+        code=(__name__, type(spec.family).__module__),
+        inputs=inputs,
+        world_size=context.world_size,
+        runtime=training_runtime(config.train, context.device),
+    )
 
 
 def build_fractal_dataset(
@@ -315,6 +325,7 @@ def pretrain(
     *,
     shards: dict | None = None,
     split: HoldoutSplit | None = None,
+    codes_digest: str | None = None,
 ) -> tuple[dict, pd.DataFrame]:
     """Pre-train on the training rows of the family's ``table`` (rendered through ``spec``); returns the model
     file payload and the per-step history.
@@ -323,7 +334,9 @@ def pretrain(
     are held out: never trained on, read by the validation (``validation``). The classifier
     (FDSL) has one output per training class, in ``split.training_classes`` order.
     ``shards`` is the materialised renderings' manifest (``fractal_images``), read when
-    ``data.source`` is ``shards``.
+    ``data.source`` is ``shards``. ``codes_digest`` is the table's content digest when already
+    known (:func:`fdsml.families.generation.codes_digest`); None computes it. The run lives in its own
+    folder under ``run_dir``, named by its fingerprint (:mod:`fdsml.training.run_folders`).
     """
     split = split if split is not None else split_table(table, HoldoutSettings(), seed=0)
     check_training_rows(config, table, split)
@@ -335,7 +348,8 @@ def pretrain(
         torch.manual_seed(config.train.seed)
         model = build_pretrain_model(config, len(split.training_classes), spec.size)
     objective = build_objective(config)
-    fingerprint = run_fingerprint(config, spec, table, context.world_size, shards, split)
+    codes_digest = codes_digest or reuse.content_digest(table)
+    fingerprint = run_fingerprint(config, spec, codes_digest, context, shards, split)
     validation = build_validation(config, table, spec, shards, split) if context.is_main else None
     result = train(
         model,
@@ -344,7 +358,7 @@ def pretrain(
         sampler,
         config.train,
         config.optimizer,
-        Path(config.run_dir) / "last.pt",
+        run_folder(config.run_dir, fingerprint) / "last.pt",
         plan=plan,
         fingerprint=fingerprint,
         validation=validation,
