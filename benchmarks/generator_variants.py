@@ -3,10 +3,13 @@
     python benchmarks/generator_variants.py --workers 2   # the whole table (see docs/studies.md for its time)
     python benchmarks/generator_variants.py --quick       # every variant at a smaller scale, minutes
     python benchmarks/generator_variants.py --tiny        # two variants in seconds (the test's mode)
-    python benchmarks/generator_variants.py --print-dvc   # the same grid as `dvc exp run` commands
+    python benchmarks/generator_variants.py --print-dvc   # the same variants as `dvc exp run` commands
+    python benchmarks/generator_variants.py --grid --workers 2   # the choices in combination (GRID, 64)
 
 Each variant is ``conf/base`` with a few dotted keys overridden (today's default, then each open
-choice changed alone). For each, the ``fractals`` and ``validate_descriptor`` pipelines' own nodes
+choice changed alone). ``--grid`` measures the choices in combination instead: every combination
+of ``GRID``'s axes (sampler and its map counts x class filter threshold or off x positions per
+class x perturbation scope), at the ``grid`` scale, in the same table with the same figures. For each, the ``fractals`` and ``validate_descriptor`` pipelines' own nodes
 generate the table and validate the descriptor; the sweeps run over two factor ranges. Writes
 ``generator_variants.json`` (one entry per variant: overrides and figures) and ``.md``.
 """
@@ -14,6 +17,7 @@ generate the table and validate the descriptor; the sweeps run over two factor r
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import re
@@ -55,6 +59,39 @@ VARIANTS = {
 }
 """Today's default and each open choice of the generator changed alone."""
 
+GRID = {
+    "sampler": {
+        "sigma factor N 2..4": {},
+        "sigma factor N 2..7": {"fractals.sigma_factor.n_maps": [2, 7]},
+        "uniform N 2..7": {"fractals.sampler": "uniform"},
+        "uniform N 2..4": {"fractals.sampler": "uniform", "fractals.uniform.n_maps": [2, 4]},
+    },
+    "class filter": {
+        "fill >= 0.2": {},
+        "fill >= 0.1": {"fractals.class_filter.min_fill": 0.1},
+        "fill >= 0.25": {"fractals.class_filter.min_fill": 0.25},
+        "no class filter": {"fractals.class_filter.enabled": False},
+    },
+    "positions": {
+        "6 positions": {},
+        "1 position per class": {"fractals.perturbation.positions_per_class": 1},
+    },
+    "scope": {
+        "every map": {},
+        "one map": {"fractals.perturbation.scope": "one_map"},
+    },
+}
+"""The open choices in combination: each axis lists its settings, today's default first (no overrides)."""
+
+
+def grid_variants() -> dict[str, dict]:
+    """Every combination of ``GRID``'s axes, named by its settings; the first is today's default."""
+    return {
+        ", ".join(name for name, _ in combination): {key: value for _, overrides in combination for key, value in overrides.items()}
+        for combination in itertools.product(*(axis.items() for axis in GRID.values()))
+    }
+
+
 SWEEP_RANGES = ([0.6, 1.4], [0.2, 1.8])
 """The sweeps run over the method's factor range and a wider one; the first is ``sweeps`` of the
 validation summary."""
@@ -93,6 +130,7 @@ SCALES = {
 }
 """The full table's scale (50 classes x 100 instances, 3,000 triplets per filter, 300 sweeps) and
 two smaller ones for a check."""
+SCALES["grid"] = SCALES["quick"]  # each combination of the grid at the quick scale: all of them in the full table's time
 
 
 def base_parameters() -> dict:
@@ -121,10 +159,10 @@ def run_variant(job: tuple[str, dict, dict]) -> dict:
     return entry
 
 
-def dvc_commands(scale: dict) -> list[str]:
-    """One ``dvc exp run`` per variant on the validate_descriptor stage, at the full scale."""
+def dvc_commands(scale: dict, variants: dict[str, dict] = VARIANTS) -> list[str]:
+    """One ``dvc exp run`` per variant on the validate_descriptor stage, at ``scale``."""
     commands = []
-    for name, overrides in VARIANTS.items():
+    for name, overrides in variants.items():
         settings = {**scale, **overrides}
         flags = " ".join(
             f"-S '{PARAMETER_FILES[key.split('.')[0]]}:{key}={json.dumps(value)}'" for key, value in settings.items()
@@ -140,18 +178,23 @@ def main() -> None:
     size.add_argument("--quick", action="store_true", help="every variant at a smaller scale")
     size.add_argument("--tiny", action="store_true", help="two variants in seconds")
     parser.add_argument("--workers", type=int, default=1, help="variants measured in parallel processes")
-    parser.add_argument("--only", nargs="+", choices=list(VARIANTS), help="measure these variants only")
+    parser.add_argument("--grid", action="store_true", help="the choices in combination (GRID) at the grid scale")
+    parser.add_argument("--only", nargs="+", help="measure these variants (or grid combinations) only")
     parser.add_argument("--output-dir", type=Path, default=ROOT / "data/08_reporting")
     parser.add_argument("--print-dvc", action="store_true", help="print the grid as dvc exp run commands and stop")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 
+    catalogue = grid_variants() if args.grid else VARIANTS
+    unknown = sorted(set(args.only or ()) - set(catalogue))
+    if unknown:
+        parser.error(f"unknown variant(s) {unknown}; choose from {list(catalogue)}")
+    scale_name = "tiny" if args.tiny else "quick" if args.quick else "grid" if args.grid else "full"
     if args.print_dvc:
-        print("\n".join(dvc_commands(SCALES["full"])))
+        print("\n".join(dvc_commands(SCALES[scale_name], catalogue)))
         return
-    scale_name = "tiny" if args.tiny else "quick" if args.quick else "full"
-    names = args.only or (list(VARIANTS)[:2] if args.tiny else list(VARIANTS))
-    variants = {name: VARIANTS[name] for name in names}
+    names = args.only or (list(catalogue)[:2] if args.tiny else list(catalogue))
+    variants = {name: catalogue[name] for name in names}
     base = with_overrides(base_parameters(), SCALES[scale_name])
     jobs = [(name, overrides, with_overrides(base, overrides)) for name, overrides in variants.items()]
     started = time.perf_counter()
@@ -161,6 +204,7 @@ def main() -> None:
         with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn")) as pool:
             entries = list(pool.map(run_variant, jobs))
     result = {
+        "mode": "grid" if args.grid else "variants",
         "scale": scale_name,
         "scale_overrides": SCALES[scale_name],
         "sweep_factor_ranges": [list(r) for r in SWEEP_RANGES],
@@ -168,8 +212,9 @@ def main() -> None:
         "variants": entries,
     }
     args.output_dir.mkdir(parents=True, exist_ok=True)
-    (args.output_dir / "generator_variants.json").write_text(json.dumps(result, indent=2) + "\n")
-    (args.output_dir / "generator_variants.md").write_text(variants_markdown(entries))
+    stem = "generator_grid" if args.grid else "generator_variants"
+    (args.output_dir / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
+    (args.output_dir / f"{stem}.md").write_text(variants_markdown(entries))
     logger.info("%d variants (%s scale) in %.0f s -> %s", len(entries), scale_name, result["seconds"], args.output_dir)
 
 

@@ -103,5 +103,6 @@ def test_make_run_says_what_it_made_what_it_reused_and_what_next(make_run):
     assert "make viz" in first and "dvc repro" in first and "data/08_reporting/report.md" in first
     assert "Nothing needed doing" not in first and "Reused" not in first
     assert "Reused the FineFractalDB table data/02_intermediate/fractal_codes.parquet" in second
-    assert "Reused the training run data/06_models/pretrain_run (finished at step 1)" in second
-    assert "Nothing needed doing. To redo it, delete what was reused: rm -r data/02_intermediate/fractal_codes.parquet data/06_models/pretrain_run" in second
+    run_folder = r"data/06_models/pretrain_run/[0-9a-f]{16}"  # the run's own folder, named by its fingerprint
+    assert re.search(rf"Reused the training run {run_folder} \(finished at step 1\)", second), second
+    assert re.search(rf"Nothing needed doing. To redo it, delete what was reused: rm -r data/02_intermediate/fractal_codes.parquet {run_folder}", second), second

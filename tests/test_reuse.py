@@ -23,12 +23,19 @@ from fdsml.evaluation import robustness
 from fdsml.ifs.render import RenderSettings
 from fdsml.models.starting_points import StartingPoint
 from fdsml.training import classification, pretrain, retrieval
+from fdsml.distributed import DistContext
 
 TINY_FRACTALS = FineFractalDBConfig(
     n_classes=3, instances_per_class=4, render=RenderSettings(size=32, points=600), class_filter=ClassFilter(size=96, points=4000)
 )
 TINY_SPEC = FamilySpec(FINEFRACTALDB, TINY_FRACTALS)
 fractals_fingerprint = FINEFRACTALDB.fingerprint
+CPU = DistContext(torch.device("cpu"))
+
+
+def pretrain_fingerprint(config, table, world_size=1, spec=TINY_SPEC, device="cpu"):
+    context = DistContext(torch.device(device), world_size=world_size)
+    return pretrain.run_fingerprint(config, spec, reuse.content_digest(table), context)
 
 
 def leaves(config, prefix=()):
@@ -86,19 +93,19 @@ def test_every_key_of_the_codes_table_definition(table):
 
 
 def test_every_key_of_a_pretraining_run(table):
-    check_every_key(pretrain.PretrainConfig(), lambda config: pretrain.run_fingerprint(config, TINY_SPEC, table, 1))
+    check_every_key(pretrain.PretrainConfig(), lambda config: pretrain_fingerprint(config, table))
 
 
 def test_every_key_of_a_retrieval_run():
     start = StartingPoint("fdsml", "pretrained_model")
-    check_every_key(retrieval.RetrievalConfig(), lambda config: retrieval.run_fingerprint(config, start, 0, "w", 1))
+    check_every_key(retrieval.RetrievalConfig(), lambda config: retrieval.run_fingerprint(config, start, 0, "w", CPU, "images"))
 
 
 def test_every_key_of_a_classification_run():
     dataset, start = classification.DatasetSettings(), StartingPoint("fdsml", "pretrained_model")
     check_every_key(
         classification.ClassificationConfig(),
-        lambda config: classification.run_fingerprint(config, dataset, start, "w", 1),
+        lambda config: classification.run_fingerprint(config, dataset, start, "w", CPU, "images"),
     )
 
 
@@ -127,9 +134,9 @@ def test_the_declared_non_defining_keys():
     loop = ["train.checkpoint_every", "train.log_every", "train.num_workers", "train.resume"]
     assert declared == {
         "fractals": ["workers"],  # fractals.outputs: written beside the table, never part of a family's settings
-        "pretrain": ["run_dir", *loop, "validation.batch_size"],
+        "pretrain": ["run_dir", *loop, "validation"],  # validation reads the model, never changes it
         "retrieval": [
-            "data.eval_batch_size", "data.eval_workers", "data.faiss_threads", "data.ks",
+            "data.eval_batch_size", "data.eval_workers", "data.faiss_threads", "data.ks", "data.root",
             "n_example_queries", "run_dir", "seeds", "starts", *loop,
         ],
         "classification": ["datasets", "eval_batch_size", "eval_workers", "run_dir", "starting_points", *loop],
@@ -139,25 +146,24 @@ def test_the_declared_non_defining_keys():
 
 def test_a_run_is_redone_for_another_start_seed_dataset_or_world_size(table):
     config, start = retrieval.RetrievalConfig(), StartingPoint("fdsml", "pretrained_model")
-    base = retrieval.run_fingerprint(config, start, 0, "w", 1)
-    assert retrieval.run_fingerprint(config, start, 1, "w", 1) != base
-    assert retrieval.run_fingerprint(config, StartingPoint("fdsml", "other.pt"), 0, "w", 1) != base
-    assert retrieval.run_fingerprint(config, start, 0, "w", 8) != base
+    base = retrieval.run_fingerprint(config, start, 0, "w", CPU, "images")
+    assert retrieval.run_fingerprint(config, start, 1, "w", CPU, "images") != base
+    assert retrieval.run_fingerprint(config, StartingPoint("fdsml", "other.pt"), 0, "w", CPU, "images") != base
+    assert retrieval.run_fingerprint(config, start, 0, "w", DistContext(torch.device("cpu"), world_size=8), "images") != base
+    assert retrieval.run_fingerprint(config, start, 0, "w", CPU, "other images") != base
     cls = classification.ClassificationConfig()
-    assert classification.run_fingerprint(cls, classification.DatasetSettings("cifar10"), start, "w", 1) != (
-        classification.run_fingerprint(cls, classification.DatasetSettings("digits"), start, "w", 1)
+    assert classification.run_fingerprint(cls, classification.DatasetSettings("cifar10"), start, "w", CPU, "images") != (
+        classification.run_fingerprint(cls, classification.DatasetSettings("digits"), start, "w", CPU, "images")
     )
-    assert pretrain.run_fingerprint(pretrain.PretrainConfig(), TINY_SPEC, table, 1) != (
-        pretrain.run_fingerprint(pretrain.PretrainConfig(), TINY_SPEC, table, 2)
-    )
+    assert pretrain_fingerprint(pretrain.PretrainConfig(), table) != pretrain_fingerprint(pretrain.PretrainConfig(), table, 2)
 
 
 def test_input_artefacts_enter_by_content(table):
     render, config = TINY_SPEC, pretrain.PretrainConfig()
     edited = table.copy()
     edited.at[0, "coefficients"] = np.asarray(edited.at[0, "coefficients"]) * 0.999
-    assert pretrain.run_fingerprint(config, render, edited, 1) != pretrain.run_fingerprint(config, render, table, 1)
-    assert pretrain.run_fingerprint(config, render, table.copy(), 1) == pretrain.run_fingerprint(config, render, table, 1)
+    assert pretrain_fingerprint(config, edited, spec=render) != pretrain_fingerprint(config, table, spec=render)
+    assert pretrain_fingerprint(config, table.copy(), spec=render) == pretrain_fingerprint(config, table, spec=render)
 
     weights = {"backbone.conv.weight": torch.zeros(2, 2), "head.weight": torch.ones(1)}
     other = {"backbone.conv.weight": torch.zeros(2, 2), "head.weight": torch.ones(1) * 2}
@@ -179,15 +185,16 @@ def test_a_table_survives_a_parquet_round_trip_with_its_digest(table, tmp_path):
 
 def test_code_that_computes_a_step_enters_its_fingerprint(monkeypatch, tmp_path):
     """A change in the renderer redoes the codes table: the version string no longer decides."""
-    closure = reuse._imported_closure("fdsml.families.finefractaldb")
+    packages = frozenset({"fdsml"})
+    closure = reuse._imported_closure(("fdsml.families.finefractaldb",), packages)
     assert {"fdsml.ifs.render", "fdsml.ifs.codes", "fdsml.config"} <= closure
-    assert not any(name.startswith("fdsml.pipelines") for name in reuse._imported_closure("fdsml.training.retrieval"))
-    assert "fdsml.losses.pa_triplet" in reuse._imported_closure("fdsml.training.pretrain")
+    assert not any(name.startswith("fdsml.pipelines") for name in reuse._imported_closure(("fdsml.training.retrieval",), packages))
+    assert "fdsml.losses.pa_triplet" in reuse._imported_closure(("fdsml.training.pretrain",), packages)
 
     before = fractals_fingerprint(TINY_FRACTALS)
     original = reuse._source_path
     edited = tmp_path / "render.py"
-    edited.write_text(original("fdsml.ifs.render").read_text() + "\n# a changed renderer\n")
+    edited.write_text(original("fdsml.ifs.render").read_text() + "\nCHANGED_RENDERER = True\n")
     monkeypatch.setattr(reuse, "_source_path", lambda name: edited if name == "fdsml.ifs.render" else original(name))
     reuse.code_digest.cache_clear()
     try:

@@ -34,6 +34,46 @@ def run(**options) -> dict:
         return kedro_run.callback(**options)
 
 
+@cli.group(name="runs")
+def runs() -> None:
+    """Pre-training run folders (one per run fingerprint under pretrain.run_dir)."""
+
+
+RUN_DIR_OPTION = click.option(
+    "--run-dir", default="data/06_models/pretrain_run", show_default=True, help="pretrain.run_dir of the runs"
+)
+
+
+@runs.command(name="list")
+@RUN_DIR_OPTION
+def list_run_folders(run_dir: str) -> None:
+    """The run folders, most recently written first."""
+    from fdsml.training.run_folders import list_runs  # here: torch loads only for this command
+
+    found = list_runs(run_dir)
+    for run in found:
+        click.echo(run.describe())
+    if not found:
+        click.echo(f"no run folders under {run_dir}")
+
+
+@runs.command(name="remove")
+@RUN_DIR_OPTION
+@click.option("--keep", type=int, default=None, help="keep the N most recently written runs, remove the rest")
+@click.argument("names", nargs=-1)
+def remove_run_folders(run_dir: str, keep: int | None, names: tuple[str, ...]) -> None:
+    """Remove the run folders NAMES, or all but the --keep N newest."""
+    from fdsml.config import ConfigError
+    from fdsml.training.run_folders import remove_runs
+
+    try:
+        removed = remove_runs(run_dir, keep=keep, names=names)
+    except ConfigError as error:
+        raise click.ClickException(str(error)) from None
+    for run in removed:
+        click.echo(f"removed {run.path}")
+
+
 class _HideUserErrorEcho(logging.Filter):
     """Keeps records about a user-fixable error (Kedro's echo of it, its traceback) off the console."""
 

@@ -8,9 +8,12 @@ The fingerprint covers
   (where to write, how often to log or checkpoint, how many workers: they cannot change the result);
 * the content of every input artefact (:func:`content_digest` of the codes table, of the weights a
   run starts from), never a name or a path;
-* the source code of the module that computes it and of every ``fdsml`` module it imports, directly
-  or not (:func:`code_digest`), so any change of code that could change the result redoes the work;
-* the world size, where it changes the computation (batches per replica, learning-rate scaling).
+* the code of the module that computes it and of every module of its package or ``fdsml`` it
+  imports, directly, lazily (a module named in a string) or not (:func:`code_digest`): the syntax
+  tree without docstrings, so a comment, a docstring or a blank line keeps the work and any
+  change of code that could change the result redoes it;
+* the world size, where it changes the computation (batches per replica, learning-rate scaling);
+* for training runs, the runtime: library versions, resolved device and precision (``runtime``).
 
 No step keeps a list of its own: the non-defining fields are declared once, on the configuration
 dataclasses, and a test enumerates every other field.
@@ -22,6 +25,7 @@ import ast
 import dataclasses
 import functools
 import hashlib
+import importlib.metadata
 import importlib.util
 import sys
 from collections.abc import Mapping
@@ -35,6 +39,7 @@ from fdsml.config import digest
 
 PACKAGE = "fdsml"
 DEFINES_RESULT = "defines_result"
+RESULT_LIBRARIES = ("torch", "timm", "numba", "pytorch-metric-learning")
 
 
 def non_defining(**field_options: Any) -> Any:
@@ -60,24 +65,32 @@ def defining_configuration(config: Any) -> Any:
 def fingerprint(
     config: Any,
     *,
-    code: str,
+    code: str | tuple[str, ...],
     inputs: Mapping[str, str] | None = None,
     world_size: int | None = None,
+    runtime: Mapping[str, Any] | None = None,
 ) -> str:
-    """The fingerprint of a step: its defining configuration, input digests, code and world size.
+    """The fingerprint of a step: its defining configuration, input digests, code, world size and runtime.
 
-    ``code`` is the dotted name of the module that computes the step; ``inputs`` maps each input
-    artefact's role to its :func:`content_digest`; ``world_size`` is given by steps whose result
-    depends on it.
+    ``code`` is the dotted name of the module that computes the step (or several: a formula family
+    registered from outside ``fdsml`` adds its own); ``inputs`` maps each input artefact's role to
+    its :func:`content_digest`; ``world_size`` is given by steps whose result depends on it;
+    ``runtime`` by training runs (:func:`library_versions`, the resolved device and precision).
     """
     return digest(
         {
             "configuration": defining_configuration(config),
             "inputs": dict(inputs or {}),
-            "code": code_digest(code),
+            "code": code_digest(*((code,) if isinstance(code, str) else code)),
             "world_size": world_size,
+            "runtime": dict(runtime or {}),
         }
     )
+
+
+def library_versions() -> dict[str, str]:
+    """The installed versions of the libraries whose kernels and defaults shape a trained result."""
+    return {name: importlib.metadata.version(name) for name in RESULT_LIBRARIES}
 
 
 def content_digest(artefact: Any) -> str:
@@ -123,45 +136,66 @@ def _array_bytes(array: np.ndarray) -> bytes:
 
 
 @functools.cache
-def code_digest(module: str) -> str:
-    """A SHA-256 of the source of ``module`` and of every ``fdsml`` module it imports, transitively.
+def code_digest(*modules: str) -> str:
+    """A SHA-256 of the code of ``modules`` and of every module of their packages (and ``fdsml``) they
+    import, transitively.
 
-    Imports inside functions count too. The set is found by reading the sources, so a new import
-    needs no list to be kept up to date.
+    Imports inside functions count too, and so does a string naming a module (a lazy import
+    hook's table, ``importlib.import_module("...")``). The set is found by reading the sources, so
+    a new import needs no list to be kept up to date. Each module enters as its syntax tree
+    without docstrings (:func:`_code_tree`): comments, docstrings and layout do not count.
     """
+    packages = frozenset({PACKAGE, *(module.split(".")[0] for module in modules)})
     hasher = hashlib.sha256()
-    for name in sorted(_imported_closure(module)):
+    for name in sorted(_imported_closure(modules, packages)):
         hasher.update(name.encode())
-        hasher.update(_source_path(name).read_bytes())
+        hasher.update(_code_tree(name).encode())
     return hasher.hexdigest()
 
 
-def _imported_closure(module: str) -> set[str]:
+def _code_tree(module: str) -> str:
+    """``module``'s syntax tree as text, without docstrings and positions (so without comments and layout)."""
+    tree = _parsed(module)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree, include_attributes=False)
+
+
+def _parsed(module: str) -> ast.Module:
+    path = _source_path(module)
+    return ast.parse(path.read_text(), filename=str(path))
+
+
+def _imported_closure(modules: tuple[str, ...], packages: frozenset[str]) -> set[str]:
     seen: set[str] = set()
-    pending = [module]
+    pending = list(modules)
     while pending:
         name = pending.pop()
         if name in seen:
             continue
         seen.add(name)
-        pending.extend(_package_imports(name) - seen)
+        pending.extend(_package_imports(name, packages) - seen)
     return seen
 
 
-def _package_imports(module: str) -> set[str]:
-    """The ``fdsml`` modules (and their parent packages) that ``module``'s source imports."""
-    tree = ast.parse(_source_path(module).read_text(), filename=str(_source_path(module)))
+def _package_imports(module: str, packages: frozenset[str]) -> set[str]:
+    """The modules of ``packages`` (and their parent packages) that ``module``'s source imports or names."""
     names: set[str] = set()
-    for node in ast.walk(tree):
+    for node in ast.walk(_parsed(module)):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module)
             names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.split(".")[0] in packages:
+            names.add(node.value)
     found = set()
     for name in names:
         parts = name.split(".")
-        if parts[0] != PACKAGE:
+        if parts[0] not in packages or not all(part.isidentifier() for part in parts):
             continue
         for end in range(1, len(parts) + 1):
             candidate = ".".join(parts[:end])

@@ -80,3 +80,32 @@ def test_the_grid_prints_as_dvc_experiments_on_the_validate_descriptor_stage():
     assert all(command.startswith("dvc exp run validate_descriptor ") for command in commands)
     assert "-S 'conf/base/parameters_fractals.yml:fractals.perturbation.scope=\"one_map\"'" in commands[1]
     assert "-S 'conf/base/parameters_validate_descriptor.yml:validate_descriptor.n_triplets=3000'" in commands[0]
+
+
+def test_the_grid_combines_every_open_choice_and_starts_at_todays_default():
+    script = load_script()
+    base = script.base_parameters()
+    grid = script.grid_variants()
+    assert len(grid) >= 40 and len(grid) == len({json.dumps(o, sort_keys=True) for o in grid.values()})
+    assert next(iter(grid.values())) == {}
+    for overrides in grid.values():
+        with_overrides(base, overrides)
+    assert grid["uniform N 2..4, no class filter, 1 position per class, one map"] == {
+        "fractals.sampler": "uniform",
+        "fractals.uniform.n_maps": [2, 4],
+        "fractals.class_filter.enabled": False,
+        "fractals.perturbation.positions_per_class": 1,
+        "fractals.perturbation.scope": "one_map",
+    }
+
+
+def test_the_tiny_grid_writes_the_same_table_for_two_combinations(tmp_path, monkeypatch):
+    script = load_script()
+    monkeypatch.setattr(sys, "argv", ["generator_variants.py", "--grid", "--tiny", "--output-dir", str(tmp_path)])
+    script.main()
+    result = json.loads((tmp_path / "generator_grid.json").read_text())
+    assert result["mode"] == "grid" and [entry["name"] for entry in result["variants"]] == list(script.grid_variants())[:2]
+    assert all(set(AGREEMENT_KEYS) <= set(entry) for entry in result["variants"])
+    assert "| sigma factor N 2..4, fill >= 0.2, 6 positions, one map | `fractals.perturbation.scope=one_map` |" in (
+        tmp_path / "generator_grid.md"
+    ).read_text()

@@ -8,6 +8,7 @@ from typing import Literal
 import numpy as np
 
 from fdsml.config import ConfigError, parse, require_positive, require_seed
+from fdsml.seeds import generator
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,7 @@ class AnalysisConfig:
 
     def rng(self, stream: int) -> np.random.Generator:
         """Independent generator per picture (0 map classes, 1 code pair, 2 real images, 3 triplets)."""
-        return np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=(stream,)))
+        return generator(self.seed, "analysis", stream)
 
 
 def parse_analysis_params(params: dict) -> AnalysisConfig:

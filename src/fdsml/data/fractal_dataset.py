@@ -25,6 +25,7 @@ from torch.utils.data import Dataset
 from fdsml.errors import GenerationError
 from fdsml.families import FamilySpec
 from fdsml.families.generation import DrawnInstance, draw_instance
+from fdsml.seeds import generator, stream
 
 
 def fractal_input(images, img_size: int | None = None, channels: int = 3) -> torch.Tensor:
@@ -54,7 +55,7 @@ INSTANCE_SOURCES = ("table", "fresh")
 
 def fresh_noise_seed(seed: int, epoch: int, index: int) -> int:
     """The rendering seed of item ``index`` at ``epoch``: a SeedSequence child of ``seed``, in [0, 2**63)."""
-    state = np.random.SeedSequence(seed, spawn_key=(epoch, index)).generate_state(1, dtype=np.uint64)[0]
+    state = stream(seed, "render_noise", epoch, index).generate_state(1, dtype=np.uint64)[0]
     return int(state >> np.uint64(1))
 
 
@@ -208,13 +209,13 @@ class FractalCodesDataset(_TableItems):
         return int(self.seeds[index])
 
     def fresh_instance(self, index: int) -> DrawnInstance:
-        """A new accepted instance of item ``index``'s class, drawn from ``SeedSequence(seed, (epoch, index))``.
+        """A new accepted instance of item ``index``'s class, drawn from stream ``fresh_instance`` (seed, epoch, index).
 
         Rejected draws (validity, occupancy) are redrawn from the same stream, at most the
         family's instance attempts; then :class:`GenerationError` says what to change.
         """
         class_id = int(self.labels[index])
-        rng = np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=(self.epoch, index)))
+        rng = generator(self.seed, "fresh_instance", self.epoch, index)
         drawn = draw_instance(self.spec, self.class_codes[class_id], rng, Counter())
         if drawn is None:
             raise GenerationError(

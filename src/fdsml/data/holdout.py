@@ -20,8 +20,8 @@ from torch.utils.data import Dataset
 
 from fdsml.config import ConfigError
 from fdsml.data.epoch_items import collated
+from fdsml.seeds import generator
 
-HOLDOUT_STREAM = 0x686F6C64  # "hold": the split's SeedSequence key, apart from the per-class generator streams
 
 
 @dataclass(frozen=True)
@@ -84,14 +84,14 @@ class HoldoutSplit:
 def split_table(table: pd.DataFrame, settings: HoldoutSettings, seed: int) -> HoldoutSplit:
     """Hold out ``class_fraction`` of the classes, then ``instance_fraction`` of each remaining class's rows.
 
-    Draws from ``SeedSequence(seed, spawn_key=(HOLDOUT_STREAM,))``: the same table, settings and
+    Draws from stream ``holdout_split`` of ``seed`` (:mod:`fdsml.seeds`): the same table, settings and
     seed give the same split.
     """
     if "class_id" not in table.columns:
         raise KeyError("the codes table lacks column class_id, which the held-out split needs")
     class_ids = table["class_id"].to_numpy()
     classes = np.unique(class_ids)
-    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(HOLDOUT_STREAM,)))
+    rng = generator(seed, "holdout_split")
     held_classes = np.sort(rng.choice(classes, _held_count(settings.class_fraction, len(classes), "class_fraction"), replace=False))
     training_classes = np.setdiff1d(classes, held_classes)
     held_instances = []

@@ -19,6 +19,7 @@ from torch.utils.data import Dataset
 
 from fdsml.config import require_fraction, require_positive, require_range
 from fdsml.data.retrieval_datasets import DatasetLayoutError, ImageRecords
+from fdsml.seeds import generator
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -117,7 +118,7 @@ class ImageRecordsDataset(Dataset):
 
     def __getitem__(self, index: int) -> dict:
         """``{"image": (3, size, size) float tensor, "label": int, "index": int}``, the training loop's item."""
-        rng = np.random.default_rng([self.seed, self.epoch, index])
+        rng = generator(self.seed, "augmentation", self.epoch, index)
         image = self.transform(self.load_image(index), rng)
         return {"image": image, "label": int(self.records.labels[index]), "index": index}
 

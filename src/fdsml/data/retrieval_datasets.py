@@ -17,7 +17,9 @@ gives 0..C-1 where a classifier or proxy loss needs them.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,6 +73,22 @@ class ImageRecords:
         paths = None if self.paths is None else tuple(np.asarray(self.paths, dtype=object)[mask])
         images = None if self.images is None else self.images[mask]
         return ImageRecords(labels=self.labels[mask], paths=paths, images=images)
+
+    def listing_digest(self) -> str:
+        """A SHA-256 of what the split holds, never where: labels, and each image file's name (relative to the
+        files' common folder) and size in bytes, or the in-memory images' bytes.
+
+        The annotation files decide the names and labels, so an edited annotation, a replaced image of
+        another size or a changed label changes it; the same files under another folder do not.
+        """
+        hasher = hashlib.sha256(self.labels.tobytes())
+        if self.paths is None:
+            hasher.update(f"{self.images.dtype.str}{self.images.shape}".encode() + np.ascontiguousarray(self.images).tobytes())
+            return hasher.hexdigest()
+        common = os.path.commonpath([str(path.parent) for path in self.paths]) if self.paths else ""
+        for path in self.paths:
+            hasher.update(f"{os.path.relpath(path, common)}\0{path.stat().st_size}\n".encode())
+        return hasher.hexdigest()
 
     def with_contiguous_labels(self) -> ImageRecords:
         """The same records with labels renumbered 0..C-1 in sorted order of the originals."""

@@ -14,10 +14,7 @@ import numpy as np
 from torch.utils.data import Sampler
 
 from fdsml.losses.candidates import TripletPools
-
-
-def _epoch_rng(seed: int, epoch: int, *key: int) -> np.random.Generator:
-    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(epoch, *key)))
+from fdsml.seeds import generator
 
 
 class _RankSharded(Sampler[list[int]]):
@@ -88,7 +85,7 @@ class ClassBalancedBatchSampler(_RankSharded):
 
     def global_batches(self) -> np.ndarray:
         """The epoch's whole sequence, (batches_per_epoch, P * K) indices, identical on every rank."""
-        rng = _epoch_rng(self.seed, self.epoch)
+        rng = generator(self.seed, "class_balanced_batches", self.epoch)
         n_batches, n_classes, k = self.batches_per_epoch, len(self.members), self.instances_per_class
         drawn = np.stack([rng.choice(n_classes, self.classes_per_batch, replace=False) for _ in range(n_batches)])
         flat = drawn.ravel()
@@ -116,7 +113,7 @@ class ClassBalancedBatchSampler(_RankSharded):
 class ExplicitTripletBatchSampler(_RankSharded):
     """Batches ``[anchors | first | second]`` of T triplets drawn per the filter (explicit mode).
 
-    Global batch b of an epoch is drawn with its own generator (seed, epoch, b) through
+    Global batch b of an epoch is drawn with its own generator (seed, "explicit_batches", epoch, b) through
     ``TripletPools`` (built once), so a rank draws only its own batches. Default
     ``batches_per_epoch``: about one pass of images, ``n // (3 * T)``.
     """
@@ -144,7 +141,7 @@ class ExplicitTripletBatchSampler(_RankSharded):
 
     def batch(self, position: int) -> list[int]:
         """Global batch ``position`` of the current epoch."""
-        rng = _epoch_rng(self.seed, self.epoch, position)
+        rng = generator(self.seed, "explicit_batches", self.epoch, position)
         anchors, first, second = self.pools.sample(self.triplets_per_batch, rng)
         return np.concatenate([anchors, first, second]).tolist()
 
@@ -167,6 +164,6 @@ class ShuffledBatchSampler(_RankSharded):
         super().__init__(n_items // batch_size, seed=seed, num_replicas=num_replicas, rank=rank)
 
     def __iter__(self) -> Iterator[list[int]]:
-        order = _epoch_rng(self.seed, self.epoch).permutation(self.n_items)
+        order = generator(self.seed, "shuffled_batches", self.epoch).permutation(self.n_items)
         for position in self._own_positions():
             yield order[position * self.batch_size : (position + 1) * self.batch_size].tolist()

@@ -32,6 +32,7 @@ import pandas as pd
 from fdsml.data.image_records import decode_image
 from fdsml.data.layout import DatasetLayoutError, require_folder
 from fdsml.data.retrieval_datasets import ImageRecords
+from fdsml.seeds import generator, stream
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +65,6 @@ CORRUPTION_GROUPS: dict[str, dict[str, tuple[str, ...]]] = {
 # Corruptions whose randomness the package takes from a ``seed`` argument rather than the global generator.
 _SEED_ARGUMENT = frozenset({"glass_blur", "impulse_noise"})
 MIN_SIZE = 32  # the package refuses smaller images
-_SUBSET_KEY = (len(CORRUPTIONS),)  # the subset's spawn key: one no (corruption, severity, image) seed uses
 
 
 def benchmark_corruptions(benchmark: str) -> tuple[str, ...]:
@@ -104,7 +104,7 @@ def group_errors(error_table: pd.DataFrame, benchmark: str, *, by: str = "model"
 
 def corruption_seed(seed: int, corruption: str, severity: int, index: int) -> int:
     """The 32-bit seed of image ``index`` under ``corruption`` at ``severity``, spawned from ``seed``."""
-    sequence = np.random.SeedSequence(seed, spawn_key=(CORRUPTIONS.index(corruption), severity, index))
+    sequence = stream(seed, "corruption", CORRUPTIONS.index(corruption), severity, index)
     return int(sequence.generate_state(1, dtype=np.uint32)[0])
 
 
@@ -154,7 +154,7 @@ def clean_test_images(
     from fdsml.data.image_records import test_view
 
     if max_images is not None and max_images < len(records):
-        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=_SUBSET_KEY))
+        rng = generator(seed, "corruption_subset")
         records = records.subset(np.sort(rng.choice(len(records), max_images, replace=False)))
     loader = ImageRecordsDataset(records, ImageTransform(1))  # only its decoding (grey -> RGB, uint8) is used
     images = [test_view(loader.load_image(i), size, crop_fraction).permute(1, 2, 0).numpy() for i in range(len(records))]

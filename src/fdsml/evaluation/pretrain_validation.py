@@ -40,6 +40,7 @@ from fdsml.evaluation.classification import topk_accuracy
 from fdsml.evaluation.retrieval import retrieval_metrics
 from fdsml.ifs.descriptor import descriptor_distance
 from fdsml.losses.candidates import FILTERS, TripletPools, first_is_positive
+from fdsml.seeds import generator
 
 if TYPE_CHECKING:  # the settings are pre-training's configuration; only their type is named here
     from fdsml.training.pretrain import ValidationSettings
@@ -52,7 +53,6 @@ METRICS = (
     "val_class_recall_at_1",
     "val_probe_recall_at_1",
 )  # every validation reports them all (NaN where the data or the model has none), so history columns never vary
-VALIDATION_STREAM = 0x76616C  # "val": the held-out subset and triplets' SeedSequence key
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ def _subset(rows: np.ndarray, limit: int | None, rng: np.random.Generator) -> np
 def probe_splits(splits: RetrievalSplits, max_images: int | None, seed: int) -> RetrievalSplits:
     """The probe's images: at most ``max_images`` test images (or queries, and gallery images), drawn once
     with ``seed``; scored by Recall@1, which any subset of two or more images supports."""
-    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(VALIDATION_STREAM, 1)))
+    rng = generator(seed, "validation_probe")
 
     def part(records):
         return None if records is None else records.subset(_subset(np.arange(len(records)), max_images, rng))
@@ -146,7 +146,7 @@ class PretrainValidation:
         self.seed = seed
         self.probe = None if probe is None else probe_splits(probe, settings.probe.max_images, seed)
         self.probe_image_size = probe_image_size
-        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(VALIDATION_STREAM,)))
+        rng = generator(seed, "validation_rows")
         instances = _subset(split.heldout_instances, settings.max_images, rng)
         classes = _subset(split.heldout_classes, settings.max_images, rng)
         rows = np.concatenate([instances, classes])

@@ -194,6 +194,12 @@ def render_shards(table: pd.DataFrame, spec: FamilySpec, shard_size: int, worker
         yield from tqdm(pool.map(_render_rows_job, jobs), **progress)
 
 
-def shards_fingerprint(table: pd.DataFrame, spec: FamilySpec) -> str:
-    """The reuse fingerprint of :func:`render_shards`' output: the table's content, the family and settings, the code."""
-    return reuse.fingerprint(spec.defining(), code=type(spec.family).__module__, inputs={"codes": reuse.content_digest(table)})
+def shards_fingerprint(table_digest: str, spec: FamilySpec) -> str:
+    """The reuse fingerprint of :func:`render_shards`' output: the table's content digest, the family and settings, the code."""
+    return reuse.fingerprint(spec.defining(), code=type(spec.family).__module__, inputs={"codes": table_digest})
+
+
+def codes_digest(table: pd.DataFrame, summary: dict | None) -> str:
+    """The table's content digest: the one its generation summary recorded (the pipeline's outputs come
+    together from one node), else computed."""
+    return (summary or {}).get("table_digest") or reuse.content_digest(table)

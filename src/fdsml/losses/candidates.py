@@ -4,6 +4,12 @@ Class labels only restrict where the two candidates come from; the descriptor di
 which of them is the positive. ``FILTER_RULES`` is the single statement of the four filters:
 for candidate 1 and candidate 2, ``True`` means "from the anchor's class", ``False`` "from
 another class" and ``None`` "anywhere". The in-batch miner and the explicit sampler both read it.
+
+In batch mode the batch is the pool the candidates come from, so its class mix is part of the
+filter (:func:`needs_class_balance`): a filter with a same-class candidate (``each``, ``same``)
+needs P x K class-balanced batches to find any; ``all`` and ``diff`` take plain shuffled
+batches, whose class mix is the dataset's, so that a candidate shares the anchor's class (``all``)
+and two candidates share a class (``diff``) as often as when drawn from the whole table.
 """
 
 from __future__ import annotations
@@ -24,6 +30,12 @@ def check_filter(name: str) -> tuple[bool | None, bool | None]:
     if name not in FILTER_RULES:
         raise ValueError(f"unknown candidate filter {name!r}; choose one of {', '.join(FILTERS)}")
     return FILTER_RULES[name]
+
+
+def needs_class_balance(name: str) -> bool:
+    """Whether filter ``name`` mines P x K class-balanced batches (a same-class candidate) rather than
+    plain shuffled ones, whose class mix is the dataset's."""
+    return True in check_filter(name)
 
 
 def first_is_positive(d_first, d_second):

@@ -33,9 +33,11 @@ from fdsml.seeds import replica_rank, step_seed
 from fdsml.models.backbones import MODEL_REGISTRY
 from fdsml.models.starting_points import PRETRAINED, StartingPoint, build_from_start, start_payload, trunk_digest
 from fdsml import distributed
+from fdsml.distributed import DistContext
 from fdsml.training.loop import LoopConfig, OptimizerConfig, train
 from fdsml.training.objectives import CrossEntropyObjective, soft_target_cross_entropy
 from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, check_plans, plan_training
+from fdsml.training.run_folders import training_runtime
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +51,7 @@ class DatasetSettings:
     """
 
     name: str = "digits"
-    root: str | None = None
+    root: str | None = reuse.non_defining(default=None)  # where: the training split's listing enters by content
     batch_size: int | None = None
 
     def __post_init__(self):
@@ -270,12 +272,22 @@ def eval_transform(image_size: int, crop_fraction: float):
 
 
 def run_fingerprint(
-    config: ClassificationConfig, dataset: Any, start: StartingPoint, start_weights: str, world_size: int
+    config: ClassificationConfig,
+    dataset: Any,
+    start: StartingPoint,
+    start_weights: str,
+    context: DistContext,
+    training_images: str,
 ) -> str:
     """The reuse fingerprint (:mod:`fdsml.reuse`) of one fine-tuning run folder: the configuration with
-    this run's dataset and start, the content of the trunk it starts from, code, world size."""
+    this run's dataset and start, the content of the trunk it starts from and of the training split's
+    listing (``training_images``: :meth:`~fdsml.data.ImageRecords.listing_digest`, not the folder's
+    path), code, world size and runtime."""
     run = {"classification": config, "dataset": dataset, "start": start}
-    return reuse.fingerprint(run, code=__name__, inputs={"start_weights": start_weights}, world_size=world_size)
+    inputs = {"start_weights": start_weights, "training_images": training_images}
+    return reuse.fingerprint(
+        run, code=__name__, inputs=inputs, world_size=context.world_size, runtime=training_runtime(config.train, context.device)
+    )
 
 
 def finetune_classifier(
@@ -314,7 +326,9 @@ def finetune_classifier(
         num_classes=splits.num_classes,
     )
     objective = build_classification_objective(config, splits.num_classes)
-    fingerprint = run_fingerprint(config, dataset or {"name": splits.name}, start, trunk_digest(payload), context.world_size)
+    fingerprint = run_fingerprint(
+        config, dataset or {"name": splits.name}, start, trunk_digest(payload), context, splits.train.listing_digest()
+    )
     result = train(
         model,
         objective,

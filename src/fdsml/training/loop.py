@@ -34,6 +34,7 @@ from fdsml.measure import Stopwatch
 from fdsml.models.checkpoint import load_checkpoint_file, save_checkpoint
 from fdsml.run_events import StepReport, report_step
 from fdsml.seeds import replica_rank, step_seed
+from fdsml.training.run_folders import precision
 from fdsml.training.schedules import build_schedule
 
 if TYPE_CHECKING:
@@ -333,6 +334,7 @@ def train(
     if cuda:
         configure_cuda(loop.deterministic)
     channels_last = loop.channels_last and cuda
+    autocast = precision(loop.amp, context.device)
     torch.manual_seed(loop.seed)
     model = prepare_model(model, loop, context)
     objective.to(context.device)
@@ -433,7 +435,7 @@ def train(
             watch = Stopwatch(context.device)
             torch.manual_seed(step_seed(loop.seed, step, replica_rank()))
             batch = _to_device(batch, context.device, channels_last, model_input)
-            with torch.autocast(device_type=context.device.type, dtype=torch.bfloat16, enabled=loop.amp and cuda):
+            with torch.autocast(device_type=context.device.type, dtype=autocast, enabled=autocast != torch.float32):
                 loss, parts = objective(wrapped, batch, step)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -24,6 +23,7 @@ from fdsml.data.device_render import DeviceRenderedCodes, renders_on_device
 from fdsml.data.holdout import HoldoutSettings, HoldoutSplit, TrainingRows, split_table
 from fdsml.evaluation.pretrain_validation import PretrainValidation
 from fdsml.families import FamilySpec
+from fdsml.losses.candidates import needs_class_balance
 from fdsml.models import build_model, model_payload
 from fdsml.models.backbones import MODEL_REGISTRY
 from fdsml import distributed
@@ -31,6 +31,7 @@ from fdsml.distributed import DistContext
 from fdsml.training.loop import LoopConfig, OptimizerConfig, train
 from fdsml.training.objectives import CrossEntropyObjective, PATripletObjective
 from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, mined_triplets, plan_training
+from fdsml.training.run_folders import run_folder, training_runtime
 
 
 @dataclass(frozen=True)
@@ -148,8 +149,9 @@ class PretrainConfig:
     data: DataSettings = field(default_factory=DataSettings)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     train: LoopConfig = field(default_factory=LoopConfig)
-    validation: ValidationSettings = field(default_factory=ValidationSettings)
-    run_dir: str = reuse.non_defining(default="data/06_models/pretrain_run")
+    # Validation reads the model under its own random state and restores it: it cannot change the weights.
+    validation: ValidationSettings = reuse.non_defining(default_factory=ValidationSettings)
+    run_dir: str = reuse.non_defining(default="data/06_models/pretrain_run")  # one folder per run fingerprint inside
 
     def __post_init__(self):
         batch = self.data
@@ -160,21 +162,25 @@ class PretrainConfig:
                     f"{3 - (self.pa_triplet.filter == 'each')} instances of the anchor's class per batch, "
                     f"got {batch.instances_per_class}"
                 )
-            if self.pa_triplet.filter in ("each", "diff") and batch.classes_per_batch < 2:
+            if self.pa_triplet.filter == "each" and batch.classes_per_batch < 2:
                 raise ConfigError(
                     f"pretrain.data.classes_per_batch: filter {self.pa_triplet.filter!r} needs at least 2 classes per batch, "
                     f"got {batch.classes_per_batch}"
                 )
         if self.shuffled_batches and batch.batches_per_epoch is not None:
             raise ConfigError(
-                "pretrain.data.batches_per_epoch: plain shuffled batches (pretrain.fdsl.batches: shuffled) make one pass "
-                "over the images per epoch; set it to null, or use pretrain.fdsl.batches: class_balanced"
+                "pretrain.data.batches_per_epoch: plain shuffled batches (pretrain.fdsl.batches: shuffled, or PA-Triplet's "
+                "all and diff filters in batch mode) make one pass over the images per epoch; set it to null"
             )
 
     @property
     def shuffled_batches(self) -> bool:
-        """FDSL on plain shuffled batches of P x K images (each image once per epoch), not class-balanced ones."""
-        return self.objective == "fdsl" and self.fdsl.batches == "shuffled"
+        """Plain shuffled batches of P x K images (each image once per epoch, the dataset's class mix), not
+        class-balanced ones: FDSL by default, and PA-Triplet's batch mode for the filters without a
+        same-class candidate (``all``, ``diff``: :func:`fdsml.losses.candidates.needs_class_balance`)."""
+        if self.objective == "fdsl":
+            return self.fdsl.batches == "shuffled"
+        return self.pa_triplet.mode == "batch" and not needs_class_balance(self.pa_triplet.filter)
 
 
 def parse_pretrain_params(params: dict[str, Any]) -> PretrainConfig:
@@ -185,22 +191,31 @@ def parse_pretrain_params(params: dict[str, Any]) -> PretrainConfig:
 def run_fingerprint(
     config: PretrainConfig,
     spec: FamilySpec,
-    table: pd.DataFrame,
-    world_size: int,
+    codes_digest: str,
+    context: DistContext,
     shards: dict | None = None,
     split: HoldoutSplit | None = None,
 ) -> str:
     """The run folder's reuse fingerprint (:mod:`fdsml.reuse`): what a resumed or reused run must share.
 
-    The codes table and its held-out split enter by content; materialised shards
-    (``data.source: shards``) by the fingerprint the fractals pipeline recorded for them.
+    The codes table enters by its :func:`~fdsml.reuse.content_digest` (``codes_digest``, computed
+    once per run), its held-out split by content; materialised shards (``data.source: shards``)
+    by the fingerprint the fractals pipeline recorded for them. The family's own module joins the
+    code (a family registered from outside ``fdsml``); the libraries' versions and the resolved
+    device and precision join the runtime.
     """
-    inputs = {"codes": reuse.content_digest(table)}
+    inputs = {"codes": codes_digest}
     if split is not None:
         inputs["split"] = reuse.content_digest({"training": split.training, "heldout": split.heldout})
     if config.data.source == "shards":
         inputs["images"] = (shards or {}).get("fingerprint", "")
-    return reuse.fingerprint({"pretrain": config, **spec.defining()}, code=__name__, inputs=inputs, world_size=world_size)
+    return reuse.fingerprint(
+        {"pretrain": config, **spec.defining()},
+        code=(__name__, type(spec.family).__module__),
+        inputs=inputs,
+        world_size=context.world_size,
+        runtime=training_runtime(config.train, context.device),
+    )
 
 
 def build_fractal_dataset(
@@ -238,7 +253,9 @@ def plan_pretrain(config: PretrainConfig, images: int, world_size: int) -> Train
     batch = 3 * data.triplets_per_batch if explicit else data.classes_per_batch * data.instances_per_class
     triplets = None
     if config.objective == "pa_triplet" and not explicit:
-        mined = mined_triplets(config.pa_triplet.filter, data.classes_per_batch, data.instances_per_class)
+        # Shuffled batches (all, diff): at most all's count, reached by diff when every image is of its own class.
+        counted = "all" if config.shuffled_batches else config.pa_triplet.filter
+        mined = mined_triplets(counted, data.classes_per_batch, data.instances_per_class)
         triplets = (mined, min(mined, config.pa_triplet.max_triplets or mined))
     if data.batches_per_epoch is not None:
         batch_key = "pretrain.data.batches_per_epoch"
@@ -259,8 +276,8 @@ def plan_pretrain(config: PretrainConfig, images: int, world_size: int) -> Train
 
 
 def build_batch_sampler(labels: np.ndarray, config: PretrainConfig, context: DistContext, plan: TrainingPlan):
-    """P x K class-balanced batches, [anchors | first | second] batches in explicit mode, or (FDSL by default)
-    plain shuffled batches of P x K images; sharded per rank."""
+    """P x K class-balanced batches, [anchors | first | second] batches in explicit mode, or plain shuffled
+    batches of P x K images (FDSL by default; PA-Triplet's all and diff); sharded per rank."""
     data = config.data
     if config.shuffled_batches:
         return ShuffledBatchSampler(
@@ -348,6 +365,7 @@ def pretrain(
     *,
     shards: dict | None = None,
     split: HoldoutSplit | None = None,
+    codes_digest: str | None = None,
 ) -> tuple[dict, pd.DataFrame]:
     """Pre-train on the training rows of the family's ``table`` (rendered through ``spec``); returns the model
     file payload and the per-step history.
@@ -356,7 +374,9 @@ def pretrain(
     are held out: never trained on, read by the validation (``validation``). The classifier
     (FDSL) has one output per training class, in ``split.training_classes`` order.
     ``shards`` is the materialised renderings' manifest (``fractal_images``), read when
-    ``data.source`` is ``shards``.
+    ``data.source`` is ``shards``. ``codes_digest`` is the table's content digest when already
+    known (:func:`fdsml.families.generation.codes_digest`); None computes it. The run lives in its own
+    folder under ``run_dir``, named by its fingerprint (:mod:`fdsml.training.run_folders`).
     """
     split = split if split is not None else split_table(table, HoldoutSettings(), seed=0)
     check_training_rows(config, table, split)
@@ -368,7 +388,8 @@ def pretrain(
         torch.manual_seed(config.train.seed)
         model = build_pretrain_model(config, len(split.training_classes), spec.size)
     objective = build_objective(config)
-    fingerprint = run_fingerprint(config, spec, table, context.world_size, shards, split)
+    codes_digest = codes_digest or reuse.content_digest(table)
+    fingerprint = run_fingerprint(config, spec, codes_digest, context, shards, split)
     validation = build_validation(config, table, spec, shards, split) if context.is_main else None
     result = train(
         model,
@@ -377,7 +398,7 @@ def pretrain(
         sampler,
         config.train,
         config.optimizer,
-        Path(config.run_dir) / "last.pt",
+        run_folder(config.run_dir, fingerprint) / "last.pt",
         plan=plan,
         fingerprint=fingerprint,
         validation=validation,

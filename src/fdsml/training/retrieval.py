@@ -36,9 +36,11 @@ from fdsml.models import model_payload
 from fdsml.models.network import EmbeddingModel
 from fdsml.models.starting_points import StartingPoint, build_from_start, start_payload, trunk_digest
 from fdsml import distributed
+from fdsml.distributed import DistContext
 from fdsml.training.loop import LoopConfig, OptimizerConfig, train
 from fdsml.training.objectives import ProxyObjective
 from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, plan_training
+from fdsml.training.run_folders import training_runtime
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +51,7 @@ class RetrievalData:
     """Which dataset, where, and how its images are shown to the network."""
 
     dataset: str = "digits"
-    root: str | None = None
+    root: str | None = reuse.non_defining(default=None)  # where: the training split's listing enters by content
     image_size: int = 64
     crop_fraction: float = 0.875
     area_range: tuple[float, float] = (0.08, 1.0)
@@ -193,7 +195,7 @@ def finetune(
     )
     loop = replace(config.train, seed=seed)
     checkpoint = Path(config.run_dir) / f"{start.name}_seed{seed}" / "last.pt"
-    fingerprint = run_fingerprint(config, start, seed, trunk_digest(payload), context.world_size)
+    fingerprint = run_fingerprint(config, start, seed, trunk_digest(payload), context, splits.train.listing_digest())
     result = train(model, objective, dataset, sampler, loop, config.optimizer, checkpoint, plan=plan, fingerprint=fingerprint)
     return result.model, result.history
 
@@ -213,11 +215,18 @@ def build_objective(config: RetrievalConfig, n_classes: int, seed: int):
         return ProxyObjective(build_proxy_loss(loss.name, n_classes, dim, **loss.options), loss.proxy_lr_multiplier)
 
 
-def run_fingerprint(config: RetrievalConfig, start: StartingPoint, seed: int, start_weights: str, world_size: int) -> str:
+def run_fingerprint(
+    config: RetrievalConfig, start: StartingPoint, seed: int, start_weights: str, context: DistContext, training_images: str
+) -> str:
     """The reuse fingerprint (:mod:`fdsml.reuse`) of one fine-tuning run folder: the configuration with
-    this run's start and seed, the content of the trunk it starts from, code, world size."""
+    this run's start and seed, the content of the trunk it starts from and of the training split's
+    listing (``training_images``: :meth:`~fdsml.data.ImageRecords.listing_digest`, not the folder's
+    path), code, world size and runtime."""
     run = {"retrieval": config, "start": start, "seed": seed}
-    return reuse.fingerprint(run, code=__name__, inputs={"start_weights": start_weights}, world_size=world_size)
+    inputs = {"start_weights": start_weights, "training_images": training_images}
+    return reuse.fingerprint(
+        run, code=__name__, inputs=inputs, world_size=context.world_size, runtime=training_runtime(config.train, context.device)
+    )
 
 
 def embed(model: EmbeddingModel, records: ImageRecords, config: RetrievalConfig) -> np.ndarray | None:

@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 from fdsml.config import ConfigError, parse, require_positive, require_range, require_seed
 from fdsml.families import FamilySpec, family_spec
 from fdsml.reuse import defining_configuration
+from fdsml.seeds import generator
 from fdsml.validation.agreement import measure_all_filters, summarise_agreement
 from fdsml.validation.plots import scatter_figure, sweep_figure, triplet_examples, triplet_grid_figure
 from fdsml.validation.report import markdown_report
@@ -69,7 +70,7 @@ class ValidateDescriptorConfig:
 
     def rng(self, stream: int) -> np.random.Generator:
         """Independent generator per job (0 triplets, 1 base-code choice, 2 sweep seeds: the same for both seedings)."""
-        return np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=(stream,)))
+        return generator(self.seed, "descriptor_validation", stream)
 
 
 def _config(params: dict) -> ValidateDescriptorConfig:

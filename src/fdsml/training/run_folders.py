@@ -1,0 +1,85 @@
+"""Pre-training run folders: one per run fingerprint under ``run_dir``, listed and pruned by a command.
+
+A run of one fingerprint never overwrites another's: a changed setting starts its own folder
+beside the old one, and going back to the old setting resumes (or reuses) the old run.
+``kedro runs list`` shows them, newest first; ``kedro runs remove`` removes old ones.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from fdsml import reuse
+from fdsml.config import ConfigError
+
+FOLDER_DIGITS = 16  # of the SHA-256 fingerprint: 64 bits name a run folder
+CHECKPOINT = "last.pt"
+
+
+def run_folder(run_dir: str | Path, fingerprint: str) -> Path:
+    """The folder of the run with ``fingerprint`` under ``run_dir``."""
+    if len(fingerprint) < FOLDER_DIGITS:
+        raise ValueError(f"a run fingerprint has at least {FOLDER_DIGITS} hex digits, got {fingerprint!r}")
+    return Path(run_dir) / fingerprint[:FOLDER_DIGITS]
+
+
+def precision(amp: bool, device: torch.device) -> torch.dtype:
+    """The autocast precision a run computes in: bf16 with ``amp`` on CUDA, otherwise float32."""
+    return torch.bfloat16 if amp and device.type == "cuda" else torch.float32
+
+
+def training_runtime(loop, device: torch.device) -> dict:
+    """What a training run's result depends on beyond its settings: the libraries' versions and the
+    resolved device type and precision (``device: auto`` resolves differently on another machine)."""
+    return {"libraries": reuse.library_versions(), "device": device.type, "precision": str(precision(loop.amp, device))}
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """One run folder: its path, when its checkpoint was last written, and its size."""
+
+    path: Path
+    written: float  # seconds since the epoch; 0 when it holds no checkpoint
+    size_bytes: int
+
+    def describe(self) -> str:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.written)) if self.written else "no checkpoint"
+        return f"{self.path.name}  {when}  {self.size_bytes / 2**20:,.1f} MiB"
+
+
+def list_runs(run_dir: str | Path) -> list[RunFolder]:
+    """The run folders under ``run_dir``, most recently written first (none when it does not exist)."""
+    root = Path(run_dir)
+    if not root.is_dir():
+        return []
+    runs = []
+    for folder in root.iterdir():
+        if folder.is_dir() and len(folder.name) == FOLDER_DIGITS and all(c in "0123456789abcdef" for c in folder.name):
+            checkpoint = folder / CHECKPOINT
+            written = checkpoint.stat().st_mtime if checkpoint.exists() else 0.0
+            size = sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+            runs.append(RunFolder(folder, written, size))
+    return sorted(runs, key=lambda run: run.written, reverse=True)
+
+
+def remove_runs(run_dir: str | Path, *, keep: int | None = None, names: tuple[str, ...] = ()) -> list[RunFolder]:
+    """Remove the runs named ``names``, or all but the ``keep`` most recently written; returns the removed ones."""
+    runs = list_runs(run_dir)
+    if names:
+        known = {run.path.name: run for run in runs}
+        unknown = sorted(set(names) - set(known))
+        if unknown:
+            raise ConfigError(f"no run folder {', '.join(unknown)} under {run_dir}; `kedro runs list` shows them")
+        doomed = [known[name] for name in names]
+    elif keep is not None and keep >= 0:
+        doomed = runs[keep:]
+    else:
+        raise ConfigError("kedro runs remove: name the run folders to remove, or give --keep N (the N newest stay)")
+    for run in doomed:
+        shutil.rmtree(run.path)
+    return doomed

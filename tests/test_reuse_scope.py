@@ -1,0 +1,103 @@
+"""What enters a fingerprint and what does not: code as a syntax tree (no comments or docstrings),
+modules imported lazily, a family's own code, the runtime, and a dataset's listing instead of its folder."""
+
+import re
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from fdsml import reuse
+from fdsml.data import ImageRecords
+from fdsml.families import FamilySpec
+from fdsml.training import pretrain
+from tests.families.discs import DISCS, DiscSettings
+from tests.test_reuse import pretrain_fingerprint
+
+CONFIG = pretrain.PretrainConfig()
+
+
+@pytest.fixture
+def edit_module(monkeypatch, tmp_path):
+    """``edit(module, change)``: the digest reads ``change(source)`` as ``module``'s source, for this test only."""
+    original, edited = reuse._source_path, {}
+    monkeypatch.setattr(reuse, "_source_path", lambda name: edited.get(name) or original(name))
+
+    def edit(module, change):
+        edited[module] = tmp_path / f"{module}.py"
+        edited[module].write_text(change(original(module).read_text()))
+        reuse.code_digest.cache_clear()
+
+    yield edit
+    monkeypatch.undo()
+    reuse.code_digest.cache_clear()
+
+
+@pytest.fixture(scope="module")
+def table():
+    from fdsml.families.finefractaldb import generate_finefractaldb
+    from tests.test_reuse import TINY_FRACTALS
+
+    return generate_finefractaldb(TINY_FRACTALS)[0]
+
+
+def test_comments_docstrings_and_layout_keep_pretrainings_code_digest(edit_module):
+    module = "fdsml.evaluation.corruptions"  # one of the modules pre-training's code imports
+    before = reuse.code_digest("fdsml.training.pretrain")
+
+    def reworded(source):
+        source = re.sub(r'^"""(.*?)"""', '"""A reworded module docstring."""', source, count=1, flags=re.S)
+        return "# a new comment\n\n" + source.replace("\n\n\n", "\n\n\n# between definitions\n\n") + "\n# the end\n"
+
+    edit_module(module, reworded)
+    assert reuse.code_digest("fdsml.training.pretrain") == before
+    edit_module(module, lambda source: source + "\nCHANGED = 1\n")
+    assert reuse.code_digest("fdsml.training.pretrain") != before
+
+
+def test_a_lazily_imported_module_enters_the_digest_of_the_package_that_loads_it(edit_module):
+    """``fdsml.data`` loads ``image_records`` through its ``__getattr__`` hook, by a name in a string."""
+    before = reuse.code_digest("fdsml.data")
+    edit_module("fdsml.data.image_records", lambda source: source + "\nCHANGED = 1\n")
+    assert reuse.code_digest("fdsml.data") != before
+
+
+def test_a_family_registered_from_outside_fdsml_brings_its_code(edit_module, table):
+    spec = FamilySpec(DISCS, DiscSettings())
+    before = pretrain_fingerprint(CONFIG, table, spec=spec)
+    edit_module(type(DISCS).__module__, lambda source: source + "\nCHANGED = 1\n")
+    assert pretrain_fingerprint(CONFIG, table, spec=spec) != before
+
+
+def test_library_versions_and_the_resolved_device_and_precision_enter_a_runs_fingerprint(table, monkeypatch):
+    base = pretrain_fingerprint(CONFIG, table)
+    assert pretrain_fingerprint(CONFIG, table, device="cuda") != base  # device: auto on a GPU machine: bf16 there
+    versions = reuse.library_versions()
+    assert set(versions) == {"torch", "timm", "numba", "pytorch-metric-learning"}
+    monkeypatch.setattr(reuse, "library_versions", lambda: versions | {"timm": "0.0.1"})
+    assert pretrain_fingerprint(CONFIG, table) != base
+
+
+def _files(folder, sizes):
+    folder.mkdir(parents=True)
+    for name, size in sizes.items():
+        (folder / name).write_bytes(b"x" * size)
+    return ImageRecords(labels=np.arange(len(sizes)), paths=[folder / name for name in sizes])
+
+
+def test_a_split_enters_by_its_listing_never_by_its_folder(tmp_path):
+    """Names, sizes and labels, not the path: the same data elsewhere keeps it, a rewritten image changes it."""
+    sizes = {"a.jpg": 10, "b.jpg": 20, "c.jpg": 30}
+    here = _files(tmp_path / "here" / "images", sizes)
+    digest = here.listing_digest()
+    shutil.copytree(tmp_path / "here", tmp_path / "elsewhere")
+    moved = ImageRecords(labels=here.labels, paths=[tmp_path / "elsewhere" / "images" / name for name in sizes])
+    assert moved.listing_digest() == digest
+    assert ImageRecords(labels=here.labels[::-1].copy(), paths=here.paths).listing_digest() != digest
+    (tmp_path / "here" / "images" / "b.jpg").write_bytes(b"y" * 21)
+    assert here.listing_digest() != digest
+    images = np.zeros((2, 4, 4), dtype=np.uint8)
+    in_memory = ImageRecords(labels=np.arange(2), images=images).listing_digest()
+    images[0, 0, 0] = 1
+    assert ImageRecords(labels=np.arange(2), images=images).listing_digest() != in_memory
