@@ -15,6 +15,7 @@ import logging
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import pandas as pd
@@ -299,6 +300,7 @@ def train(
     plan: TrainingPlan,
     fingerprint: str = "",
     validation: Validation | None = None,
+    live: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> TrainResult:
     """Train ``model`` on ``objective`` for ``plan``'s steps; the last state is always at ``checkpoint_path``.
 
@@ -309,7 +311,9 @@ def train(
     DataLoader workers persist across epochs: each index carries its epoch to them. A checkpoint
     is resumed only when its ``fingerprint`` (what defines the run) matches; a stale one from
     another configuration is started over, not continued. ``validation`` (given on the main rank
-    only) adds its metrics to the history row of every step it is due at.
+    only) adds its metrics to the history row of every step it is due at. ``live`` (main rank only,
+    :class:`~fdsml.training.live.LiveRun`) is given the history resumed from the checkpoint, then
+    every row as it settles.
     """
     context = distributed.setup(loop.device)
     plan.check()
@@ -350,6 +354,8 @@ def train(
         step, history = state["step"], list(state["history"])
         logger.info("Resuming from %s at step %d of %d", checkpoint_path, step, total_steps)
     resumed_at = step
+    if live is not None:
+        live(history)
     wrapped = DistributedDataParallel(model, device_ids=[context.device] if cuda else None) if context.distributed else model
     if loop.compile:
         wrapped = torch.compile(wrapped)
@@ -357,8 +363,11 @@ def train(
     pending: list[dict[str, Any]] = []  # this interval's rows, read at the next log or checkpoint
 
     def settle() -> None:
-        history.extend(settle_rows(pending, context))
+        settled = settle_rows(pending, context)
+        history.extend(settled)
         pending.clear()
+        if live is not None:
+            live(settled)
         if history:
             progress.set_postfix(loss=f"{history[-1]['loss']:.4f}")
 

@@ -27,6 +27,7 @@ from fdsml.models import build_model, model_payload
 from fdsml.models.backbones import MODEL_REGISTRY
 from fdsml.training import distributed
 from fdsml.training.distributed import DistContext
+from fdsml.training.live import live_metrics
 from fdsml.training.loop import LoopConfig, OptimizerConfig, train
 from fdsml.training.objectives import CrossEntropyObjective, PATripletObjective
 from fdsml.training.plan import PlanKeys, TrainingPlan, mined_triplets, plan_training
@@ -316,7 +317,8 @@ def pretrain(
     are held out: never trained on, read by the validation (``validation``). The classifier
     (FDSL) has one output per training class, in ``split.training_classes`` order.
     ``shards`` is the materialised renderings' manifest (``fractal_images``), read when
-    ``data.source`` is ``shards``.
+    ``data.source`` is ``shards``. The rows go live to ``<run_dir>/dvclive`` as they settle
+    (:mod:`fdsml.training.live`).
     """
     split = split if split is not None else split_table(table, HoldoutSettings(), seed=0)
     check_training_rows(config, table, split)
@@ -330,6 +332,7 @@ def pretrain(
     objective = build_objective(config)
     fingerprint = run_fingerprint(config, spec, table, context.world_size, shards, split)
     validation = build_validation(config, table, spec, shards, split) if context.is_main else None
+    live = live_metrics(config.run_dir, config, context)
     result = train(
         model,
         objective,
@@ -341,6 +344,7 @@ def pretrain(
         plan=plan,
         fingerprint=fingerprint,
         validation=validation,
+        live=live.run() if live is not None else None,
     )
     metadata = {
         "objective": config.objective,
