@@ -120,6 +120,7 @@ class ClassificationConfig:
     )
     train: LoopConfig = field(default_factory=LoopConfig)
     run_dir: str = reuse.non_defining(default="data/06_models/classification_run")
+    live_dir: str | None = reuse.non_defining(default=None)
 
     def __post_init__(self):
         for key in ("image_size", "batch_size", "eval_batch_size"):
@@ -383,14 +384,14 @@ def run_classification(
     Every dataset is read and its plan checked first: an impossible plan stops the run before
     any dataset trains. Returns ``(models, metrics, history)``: ``models[f"{dataset}/{start}"]`` is a model payload,
     ``metrics[dataset][start] = {"top1", "top5", "steps"}``, and the histories stacked. Each run's
-    rows and scores go live to ``<run_dir>/dvclive`` under ``<dataset>/<start>/``.
+    rows and scores go live to ``live_dir`` under ``<dataset>/<start>/``.
     """
     check_starting_points(config.starting_points)
     context = distributed.setup(config.train.device)
     read = {d.name: read_classification_dataset(d.name, d.root, seed=config.train.seed) for d in config.datasets}
     plans = {name: plan_classification(config, name, len(splits.train), context.world_size) for name, splits in read.items()}
     check_plans(list(plans.values()))  # every dataset is planned before any trains
-    live = live_metrics(config.run_dir, config, context)
+    live = live_metrics(config.live_dir, config, context)
     models, metrics, histories = {}, {}, []
     for dataset in config.datasets:
         splits = read[dataset.name]

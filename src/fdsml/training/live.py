@@ -2,11 +2,11 @@
 
 The loop produces each step's row once (:func:`fdsml.training.loop.settle_rows`); the catalog's
 history table, the DVC plots and this live view are all made of those rows, whatever columns a
-row has. A stage opens one :class:`LiveMetrics` in ``<run_dir>/dvclive`` and gives each of its
+row has. A stage opens one :class:`LiveMetrics` in its ``live_dir`` and gives each of its
 training runs a :class:`LiveRun` (its rows under a prefix naming the run, e.g. ``cub_seed0/``).
 ``dvc.yaml`` declares the files dvclive writes (``metrics.json``, ``plots/metrics``,
-``params.yaml``), so dvclive's own ``dvc.yaml`` editing stays off: ``dvc exp show`` and
-``dvc plots show`` read them while ``dvc exp run`` runs.
+``params.yaml``) as the stage's outputs, so dvclive's own ``dvc.yaml`` editing stays off:
+``dvc exp show`` and ``dvc plots show`` read them while ``dvc exp run`` runs.
 
 The files are rebuilt, never appended to across runs: opening a stage's live metrics empties the
 folder, and every run first writes the rows its checkpoint holds, then its new ones as they
@@ -27,9 +27,6 @@ from dvclive import Live
 
 from fdsml.atomic import atomic_path
 from fdsml.training import distributed
-
-LIVE_FOLDER = "dvclive"
-
 
 class _AtomicSummaryLive(Live):
     """dvclive's logger with its summary (``metrics.json``) replaced atomically: a reader never sees half of it."""
@@ -78,9 +75,9 @@ class LiveMetrics:
         self._live.make_summary()
 
 
-def live_metrics(run_dir: str | Path, config, context: distributed.DistContext) -> LiveMetrics | None:
-    """The live metrics of the stage whose runs live in ``run_dir`` (in ``run_dir/dvclive``), logging the
-    stage's parsed configuration ``config`` (a dataclass) as its parameters; None off the main rank."""
-    if not context.is_main:
+def live_metrics(live_dir: str | Path | None, config, context: distributed.DistContext) -> LiveMetrics | None:
+    """A stage's live metrics in ``live_dir``, with its parsed configuration ``config`` (a dataclass) as
+    parameters; None off the main rank or without a ``live_dir``."""
+    if live_dir is None or not context.is_main:
         return None
-    return LiveMetrics(Path(run_dir) / LIVE_FOLDER, asdict(config))
+    return LiveMetrics(live_dir, asdict(config))

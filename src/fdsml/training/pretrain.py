@@ -113,6 +113,7 @@ class PretrainConfig:
     train: LoopConfig = field(default_factory=LoopConfig)
     validation: ValidationSettings = field(default_factory=ValidationSettings)
     run_dir: str = reuse.non_defining(default="data/06_models/pretrain_run")
+    live_dir: str | None = reuse.non_defining(default=None)
 
     def __post_init__(self):
         batch = self.data
@@ -317,7 +318,7 @@ def pretrain(
     are held out: never trained on, read by the validation (``validation``). The classifier
     (FDSL) has one output per training class, in ``split.training_classes`` order.
     ``shards`` is the materialised renderings' manifest (``fractal_images``), read when
-    ``data.source`` is ``shards``. The rows go live to ``<run_dir>/dvclive`` as they settle
+    ``data.source`` is ``shards``. The rows go live to ``live_dir`` as they settle
     (:mod:`fdsml.training.live`).
     """
     split = split if split is not None else split_table(table, HoldoutSettings(), seed=0)
@@ -332,7 +333,7 @@ def pretrain(
     objective = build_objective(config)
     fingerprint = run_fingerprint(config, spec, table, context.world_size, shards, split)
     validation = build_validation(config, table, spec, shards, split) if context.is_main else None
-    live = live_metrics(config.run_dir, config, context)
+    live = live_metrics(config.live_dir, config, context)
     result = train(
         model,
         objective,

@@ -118,6 +118,7 @@ class RetrievalConfig:
     train: LoopConfig = field(default_factory=LoopConfig)
     couce: CouCESettings | None = None
     run_dir: str = reuse.non_defining(default="data/06_models/retrieval_runs")
+    live_dir: str | None = reuse.non_defining(default=None)
     n_example_queries: int = reuse.non_defining(default=6)
 
     def __post_init__(self):
@@ -245,12 +246,12 @@ def compare_starting_points(config: RetrievalConfig, pretrained: dict | None = N
 
     Returns the metrics (``{start: {"seeds": {seed: metrics}, "mean": ..., "std": ...}}``), the
     concatenated training histories, and the model files of the first seed per starting point.
-    Each run's rows and final metrics go live to ``<run_dir>/dvclive`` under ``<start>_seed<seed>/``.
+    Each run's rows and final metrics go live to ``live_dir`` under ``<start>_seed<seed>/``.
     """
     splits = load_splits(config)
     context = distributed.setup(config.train.device)
     plan = plan_retrieval(config, len(splits.train), context.world_size).check()
-    live = live_metrics(config.run_dir, config, context)
+    live = live_metrics(config.live_dir, config, context)
     metrics, histories, models = {}, [], {}
     for start in config.starts:
         per_seed = {}
