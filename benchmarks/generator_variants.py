@@ -4,6 +4,7 @@
     python benchmarks/generator_variants.py --quick       # every variant at a smaller scale, minutes
     python benchmarks/generator_variants.py --tiny        # two variants in seconds (the test's mode)
     python benchmarks/generator_variants.py --print-dvc   # the same grid as `dvc exp run` commands
+    python benchmarks/generator_variants.py --queue       # the grid queued as DVC experiments (--quick, --tiny, --only too)
 
 Each variant is ``conf/base`` with a few dotted keys overridden (today's default, then each open
 choice changed alone). For each, the ``fractals`` and ``validate_descriptor`` pipelines' own nodes
@@ -16,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import re
 import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
@@ -24,6 +24,7 @@ from pathlib import Path
 
 import yaml
 
+from fdsml import experiment_queue
 from fdsml.errors import GenerationError
 from fdsml.pipelines.fractals.nodes import generate_fractal_codes
 from fdsml.pipelines.validate_descriptor.nodes import measure_sweeps, measure_triplet_agreement, summarise
@@ -121,17 +122,16 @@ def run_variant(job: tuple[str, dict, dict]) -> dict:
     return entry
 
 
-def dvc_commands(scale: dict) -> list[str]:
-    """One ``dvc exp run`` per variant on the validate_descriptor stage, at the full scale."""
-    commands = []
-    for name, overrides in VARIANTS.items():
-        settings = {**scale, **overrides}
-        flags = " ".join(
-            f"-S '{PARAMETER_FILES[key.split('.')[0]]}:{key}={json.dumps(value)}'" for key, value in settings.items()
+def experiments(scale: dict, variants: dict[str, dict]) -> list[experiment_queue.Experiment]:
+    """One DVC experiment per variant on the validate_descriptor stage, at ``scale``."""
+    return [
+        experiment_queue.Experiment(
+            experiment_queue.experiment_name(name),
+            experiment_queue.settings(PARAMETER_FILES, {**scale, **overrides}.items()),
+            stage="validate_descriptor",
         )
-        slug = re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-")  # a git ref name: no spaces, no ".."
-        commands.append(f"dvc exp run validate_descriptor -n {slug} {flags}")
-    return commands
+        for name, overrides in variants.items()
+    ]
 
 
 def main() -> None:
@@ -143,15 +143,21 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", choices=list(VARIANTS), help="measure these variants only")
     parser.add_argument("--output-dir", type=Path, default=ROOT / "data/08_reporting")
     parser.add_argument("--print-dvc", action="store_true", help="print the grid as dvc exp run commands and stop")
+    parser.add_argument("--queue", action="store_true", help="queue the grid as DVC experiments (dvc queue start runs them)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 
-    if args.print_dvc:
-        print("\n".join(dvc_commands(SCALES["full"])))
-        return
     scale_name = "tiny" if args.tiny else "quick" if args.quick else "full"
     names = args.only or (list(VARIANTS)[:2] if args.tiny else list(VARIANTS))
     variants = {name: VARIANTS[name] for name in names}
+    if args.print_dvc or args.queue:
+        grid = experiments(SCALES[scale_name], variants)
+        if args.queue:
+            experiment_queue.queue(grid, ROOT)
+            print("\n".join(experiment_queue.next_steps(args.workers)))
+        else:
+            print("\n".join(experiment_queue.printed(grid)))
+        return
     base = with_overrides(base_parameters(), SCALES[scale_name])
     jobs = [(name, overrides, with_overrides(base, overrides)) for name, overrides in variants.items()]
     started = time.perf_counter()
