@@ -28,6 +28,9 @@ from dvclive import Live
 from fdsml.atomic import atomic_path
 from fdsml.training import distributed
 
+LIVE_FILES = ("metrics.json", "params.yaml", "plots/metrics")
+"""What dvclive writes in a ``live_dir``, each declared in ``dvc.yaml`` as the stage's metrics, output and plots."""
+
 class _AtomicSummaryLive(Live):
     """dvclive's logger with its summary (``metrics.json``) replaced atomically: a reader never sees half of it."""
 
