@@ -10,7 +10,7 @@ export DO_NOT_TRACK := 1
 export DVC_NO_ANALYTICS := 1
 export HF_HUB_OFFLINE := 1
 
-.PHONY: run test test-slow install fractals benchmarks viz clean
+.PHONY: run test test-slow install fractals benchmarks viz lineage-site clean
 
 run: $(STAMP)
 	$(BIN)/kedro run --pipelines=pretrain
@@ -34,6 +34,10 @@ benchmarks: $(STAMP)
 
 viz: $(STAMP)
 	$(BIN)/kedro viz run --no-browser --host 127.0.0.1 --port 4141
+
+# the static lineage site on the default DVC remote (docs/lineage-site.md)
+lineage-site: $(STAMP)
+	$(BIN)/python -m fdsml.lineage_site
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -4,6 +4,7 @@
     python benchmarks/generator_variants.py --quick       # every variant at a smaller scale, minutes
     python benchmarks/generator_variants.py --tiny        # two variants in seconds (the test's mode)
     python benchmarks/generator_variants.py --print-dvc   # the same variants as `dvc exp run` commands
+    python benchmarks/generator_variants.py --queue       # the variants queued as DVC experiments (--grid, --quick, --tiny, --only too)
     python benchmarks/generator_variants.py --grid --workers 2   # the choices in combination (GRID, 64)
 
 Each variant is ``conf/base`` with a few dotted keys overridden (today's default, then each open
@@ -20,7 +21,6 @@ import argparse
 import itertools
 import json
 import logging
-import re
 import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
@@ -28,6 +28,7 @@ from pathlib import Path
 
 import yaml
 
+from fdsml import experiment_queue
 from fdsml.errors import GenerationError
 from fdsml.pipelines.fractals.nodes import generate_fractal_codes
 from fdsml.pipelines.validate_descriptor.nodes import measure_sweeps, measure_triplet_agreement, summarise
@@ -159,17 +160,16 @@ def run_variant(job: tuple[str, dict, dict]) -> dict:
     return entry
 
 
-def dvc_commands(scale: dict, variants: dict[str, dict] = VARIANTS) -> list[str]:
-    """One ``dvc exp run`` per variant on the validate_descriptor stage, at ``scale``."""
-    commands = []
-    for name, overrides in variants.items():
-        settings = {**scale, **overrides}
-        flags = " ".join(
-            f"-S '{PARAMETER_FILES[key.split('.')[0]]}:{key}={json.dumps(value)}'" for key, value in settings.items()
+def experiments(scale: dict, variants: dict[str, dict]) -> list[experiment_queue.Experiment]:
+    """One DVC experiment per variant on the validate_descriptor stage, at ``scale``."""
+    return [
+        experiment_queue.Experiment(
+            experiment_queue.experiment_name(name),
+            experiment_queue.settings(PARAMETER_FILES, {**scale, **overrides}.items()),
+            stage="validate_descriptor",
         )
-        slug = re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-")  # a git ref name: no spaces, no ".."
-        commands.append(f"dvc exp run validate_descriptor -n {slug} {flags}")
-    return commands
+        for name, overrides in variants.items()
+    ]
 
 
 def main() -> None:
@@ -182,6 +182,7 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", help="measure these variants (or grid combinations) only")
     parser.add_argument("--output-dir", type=Path, default=ROOT / "data/08_reporting")
     parser.add_argument("--print-dvc", action="store_true", help="print the grid as dvc exp run commands and stop")
+    parser.add_argument("--queue", action="store_true", help="queue the grid as DVC experiments (dvc queue start runs them)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 
@@ -190,11 +191,16 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown variant(s) {unknown}; choose from {list(catalogue)}")
     scale_name = "tiny" if args.tiny else "quick" if args.quick else "grid" if args.grid else "full"
-    if args.print_dvc:
-        print("\n".join(dvc_commands(SCALES[scale_name], catalogue)))
-        return
     names = args.only or (list(catalogue)[:2] if args.tiny else list(catalogue))
     variants = {name: catalogue[name] for name in names}
+    if args.print_dvc or args.queue:
+        grid = experiments(SCALES[scale_name], variants)
+        if args.queue:
+            experiment_queue.queue(grid, ROOT)
+            print("\n".join(experiment_queue.next_steps(args.workers)))
+        else:
+            print("\n".join(experiment_queue.printed(grid)))
+        return
     base = with_overrides(base_parameters(), SCALES[scale_name])
     jobs = [(name, overrides, with_overrides(base, overrides)) for name, overrides in variants.items()]
     started = time.perf_counter()

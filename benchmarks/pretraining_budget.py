@@ -3,6 +3,7 @@
     python benchmarks/pretraining_budget.py                   # the whole study (about 1.5 h on 2 CPU cores)
     python benchmarks/pretraining_budget.py --arms each:800   # one arm (scratch is the arm 'scratch:0')
     python benchmarks/pretraining_budget.py --print-dvc       # the same arms as `dvc exp run --queue` commands
+    python benchmarks/pretraining_budget.py --queue           # the same arms queued as DVC experiments
 
 Every arm pre-trains from conf/base with the overrides below and nothing tuned per method: the
 rendering at 32 px (the digits are 8 x 8 scans; 32 px is their natural upsampling), a ResNet-18,
@@ -29,6 +30,8 @@ import subprocess
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+
+from fdsml import experiment_queue
 
 DEFAULT_METHODS = ("fdsl", "all", "each", "same", "diff", "fresh_each")
 METHOD_OVERRIDES = {
@@ -80,8 +83,8 @@ def _dotted(prefix: str, tree: dict) -> list[tuple[str, object]]:
     return items
 
 
-def dvc_commands(study: Study, arms: list[tuple[str, int]]) -> list[str]:
-    """One ``dvc exp run --queue`` per pre-trained arm: the same overrides on conf/base's parameter files.
+def experiments(study: Study, arms: list[tuple[str, int]]) -> list[experiment_queue.Experiment]:
+    """One DVC experiment per pre-trained arm: the same overrides on conf/base's parameter files.
 
     Each experiment's retrieval stage fine-tunes scratch and the arm's model; the frozen probe
     is the pre-training validation's ``probe`` columns (and pre-training holds out
@@ -93,14 +96,14 @@ def dvc_commands(study: Study, arms: list[tuple[str, int]]) -> list[str]:
         "retrieval": "conf/base/parameters_retrieval.yml",
     }
     shared = _dotted("fractals", study.fractals_overrides()) + _dotted("retrieval", study.retrieval_overrides())
-    commands = []
-    for method, budget in arms:
-        if method == "scratch":
-            continue
-        pairs = shared + _dotted("pretrain", study.pretrain_overrides(method, budget))
-        flags = " ".join(f"-S '{files[key.split('.')[0]]}:{key}={json.dumps(value)}'" for key, value in pairs)
-        commands.append(f"dvc exp run --queue -n budget-{method.replace('_', '-')}-{budget} {flags}")
-    return commands + ["dvc queue start -j 1", "dvc exp show --only-changed"]
+    return [
+        experiment_queue.Experiment(
+            experiment_queue.experiment_name(f"budget-{method}-{budget}"),
+            experiment_queue.settings(files, shared + _dotted("pretrain", study.pretrain_overrides(method, budget))),
+        )
+        for method, budget in arms
+        if method != "scratch"
+    ]
 
 
 def code_version() -> str:
@@ -294,6 +297,7 @@ def main() -> None:
     parser.add_argument("--report-dir", default="data/08_reporting", help="where the table and picture go (the report reads them)")
     parser.add_argument("--summarise-only", action="store_true", help="draw the table and picture from the stored arms, run nothing")
     parser.add_argument("--print-dvc", action="store_true", help="print the arms as DVC experiments instead of running them")
+    parser.add_argument("--queue", action="store_true", help="queue the arms as DVC experiments (dvc queue start runs them)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(processName)s %(message)s")
     for noisy in ("fdsml", "kedro", "pytorch_metric_learning", "faiss"):
@@ -301,8 +305,12 @@ def main() -> None:
 
     study = Study(seeds=tuple(args.seeds))
     arms = parse_arms(args.arms, args.budgets, args.methods, args.fresh_budgets)
-    if args.print_dvc:
-        print("\n".join(dvc_commands(study, arms)))
+    if args.print_dvc or args.queue:
+        grid = experiments(study, arms)
+        if args.queue:
+            experiment_queue.queue(grid, Path(__file__).resolve().parents[1])
+        print("\n".join([] if args.queue else experiment_queue.printed(grid, queue=True)))
+        print("\n".join(experiment_queue.next_steps(args.jobs)))
         return
     out, code = Path(args.out), code_version()
     todo = [] if args.summarise_only else [arm for arm in arms if stored_arm(out, study, *arm, code) is None]

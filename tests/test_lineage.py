@@ -8,6 +8,8 @@ from kedro.config import OmegaConfigLoader
 from kedro.framework.project import pipelines
 from kedro.framework.startup import bootstrap_project
 
+from fdsml.training.live import LIVE_FILES
+
 ROOT = Path(__file__).resolve().parents[1]
 TRANSIENT = {  # node outputs deliberately kept in memory: partial metrics merged into analysis_metrics
     "analysis_trajectory_metrics",
@@ -48,9 +50,11 @@ def test_dvc_tracks_exactly_the_catalog_files(project):
     produced = {output for pipeline in registered.values() for node in pipeline.nodes for output in node.outputs}
     catalog_files = {catalog[name]["filepath"] for name in produced if name in catalog}
     run_dirs = {parameters[section]["run_dir"] for section in parameters if "run_dir" in parameters[section]}
+    live_files = {f"{parameters[section]['live_dir']}/{name}" for section in parameters if parameters[section].get("live_dir") for name in LIVE_FILES}
     dvc_files = {path for stage in stages.values() for path in _dvc_paths(stage, "outs", "metrics", "plots")}
     assert catalog_files - dvc_files == set(), "catalog files no DVC stage produces"
-    assert dvc_files - catalog_files - run_dirs == set(), "DVC outputs that are not catalog files"
+    assert live_files - dvc_files == set(), "dvclive files no DVC stage declares"
+    assert dvc_files - catalog_files - run_dirs - live_files == set(), "DVC outputs that are not catalog files"
 
 
 def test_each_pipeline_has_a_stage_and_stages_follow_the_data_flow(project):

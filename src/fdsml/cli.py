@@ -1,7 +1,9 @@
 """The project's ``kedro run``: Kedro's own command, with a short answer to mistakes the user can fix.
 
 Kedro takes a ``run`` command from the project's ``cli.py`` in place of its own. This one has
-exactly Kedro's options and behaviour; only when the run fails with a
+exactly Kedro's options and behaviour, but for two things. ``--pipeline`` (the design card's
+``kedro run --pipeline=pretrain``) is an alias of ``--pipelines``, without the deprecation notice
+Kedro 1.7 prints for it. And only when the run fails with a
 :class:`~fdsml.errors.UserFixableError` (anywhere in the exception chain) does it end with the
 error's message, which names the key or file and the fix, and exit code 1. The full traceback
 then goes to the log file of ``conf/logging.yml`` instead of the console. Any other exception,
@@ -10,6 +12,7 @@ a real bug, shows its traceback as usual.
 
 from __future__ import annotations
 
+import copy
 import logging
 import sys
 from collections.abc import Iterator
@@ -17,6 +20,7 @@ from contextlib import contextmanager
 
 import click
 from kedro.framework.cli.project import run as kedro_run
+from kedro.framework.cli.utils import split_string
 
 from fdsml.errors import find_user_error
 
@@ -28,8 +32,28 @@ def cli() -> None:
     """Project commands (``kedro run`` with short answers to fixable mistakes)."""
 
 
-@cli.command(name="run", params=kedro_run.params, help=kedro_run.help, short_help=kedro_run.short_help)
-def run(**options) -> dict:
+PIPELINE_ALIAS_HELP = "Alias of --pipelines: a registered pipeline's name, or comma-separated names."
+
+
+def _options_with_the_pipeline_alias() -> list[click.Parameter]:
+    """Kedro's ``run`` options, with ``--pipeline`` documented as the alias it is here."""
+    options = []
+    for option in kedro_run.params:
+        if option.name == "pipeline":
+            option = copy.copy(option)
+            option.help = PIPELINE_ALIAS_HELP
+        options.append(option)
+    return options
+
+
+@cli.command(name="run", params=_options_with_the_pipeline_alias(), help=kedro_run.help, short_help=kedro_run.short_help)
+@click.pass_context
+def run(context: click.Context, **options) -> dict:
+    if options["pipeline"]:
+        if options["pipelines"]:
+            raise click.UsageError("--pipeline is an alias of --pipelines: give one of them, not both")
+        options["pipelines"] = split_string(context, None, options["pipeline"])
+        options["pipeline"] = None
     with short_answers_to_user_errors():
         return kedro_run.callback(**options)
 

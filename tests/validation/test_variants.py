@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from fdsml.experiment_queue import printed
 from fdsml.losses.candidates import FILTERS
 from fdsml.validation.agreement import SAME_POSITION_GROUPS
 from fdsml.validation.variants import AGREEMENT_KEYS, SWEEP_KEYS, with_overrides
@@ -75,11 +76,11 @@ def test_the_tiny_run_writes_every_figure_for_two_variants(tmp_path, monkeypatch
 
 def test_the_grid_prints_as_dvc_experiments_on_the_validate_descriptor_stage():
     script = load_script()
-    commands = script.dvc_commands(script.SCALES["full"])
+    commands = printed(script.experiments(script.SCALES["full"], script.VARIANTS))
     assert len(commands) == len(script.VARIANTS)
     assert all(command.startswith("dvc exp run validate_descriptor ") for command in commands)
     assert "-S 'conf/base/parameters_fractals.yml:fractals.perturbation.scope=\"one_map\"'" in commands[1]
-    assert "-S 'conf/base/parameters_validate_descriptor.yml:validate_descriptor.n_triplets=3000'" in commands[0]
+    assert "-S conf/base/parameters_validate_descriptor.yml:validate_descriptor.n_triplets=3000" in commands[0]
 
 
 def test_the_grid_combines_every_open_choice_and_starts_at_todays_default():

@@ -34,6 +34,7 @@ from fdsml.models.backbones import MODEL_REGISTRY
 from fdsml.models.starting_points import PRETRAINED, StartingPoint, build_from_start, start_payload, trunk_digest
 from fdsml import distributed
 from fdsml.distributed import DistContext
+from fdsml.training.live import LiveRun, live_metrics
 from fdsml.training.loop import LoopConfig, OptimizerConfig, train
 from fdsml.training.objectives import CrossEntropyObjective, soft_target_cross_entropy
 from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, check_plans, plan_training
@@ -121,6 +122,7 @@ class ClassificationConfig:
     )
     train: LoopConfig = field(default_factory=LoopConfig)
     run_dir: str = reuse.non_defining(default="data/06_models/classification_run")
+    live_dir: str | None = reuse.non_defining(default=None)
 
     def __post_init__(self):
         for key in ("image_size", "batch_size", "eval_batch_size"):
@@ -298,6 +300,7 @@ def finetune_classifier(
     dataset: DatasetSettings | None = None,
     pretrained: dict | None = None,
     plan: TrainingPlan | None = None,
+    live: LiveRun | None = None,
 ) -> tuple[dict, pd.DataFrame]:
     """Fine-tune ``start`` on ``splits.train``; returns the model file payload and the per-step history.
 
@@ -306,7 +309,7 @@ def finetune_classifier(
 
     ``dataset`` (where the splits were read from) enters the run's fingerprint, so a checkpoint
     left by another dataset of the same name is never resumed. ``plan`` (default: planned here)
-    is the checked plan of ``splits.train``.
+    is the checked plan of ``splits.train``. ``live`` (main rank only) is given the history rows as they settle.
     """
     from fdsml.data import ImageRecordsDataset
 
@@ -339,6 +342,7 @@ def finetune_classifier(
         Path(config.run_dir) / splits.name / start.name / "last.pt",
         plan=plan,
         fingerprint=fingerprint,
+        live=live,
     )
     payload = model_payload(
         result.model,
@@ -393,23 +397,29 @@ def run_classification(
 
     Every dataset is read and its plan checked first: an impossible plan stops the run before
     any dataset trains. Returns ``(models, metrics, history)``: ``models[f"{dataset}/{start}"]`` is a model payload,
-    ``metrics[dataset][start] = {"top1", "top5", "steps"}``, and the histories stacked.
+    ``metrics[dataset][start] = {"top1", "top5", "steps"}``, and the histories stacked. Each run's
+    rows and scores go live to ``live_dir`` under ``<dataset>/<start>/``.
     """
     check_starting_points(config.starting_points)
-    world_size = distributed.setup(config.train.device).world_size
+    context = distributed.setup(config.train.device)
     read = {d.name: read_classification_dataset(d.name, d.root, seed=config.train.seed) for d in config.datasets}
-    plans = {name: plan_classification(config, name, len(splits.train), world_size) for name, splits in read.items()}
+    plans = {name: plan_classification(config, name, len(splits.train), context.world_size) for name, splits in read.items()}
     check_plans(list(plans.values()))  # every dataset is planned before any trains
+    live = live_metrics(config.live_dir, config, context)
     models, metrics, histories = {}, {}, []
     for dataset in config.datasets:
         splits = read[dataset.name]
         metrics[dataset.name] = {}
         for start in config.starting_points:
             logger.info("Fine-tuning %s on %s", start.name, dataset.name)
+            run = f"{dataset.name}/{start.name}/"
             payload, history = finetune_classifier(
-                splits, start, config, dataset=dataset, pretrained=pretrained, plan=plans[dataset.name]
+                splits, start, config, dataset=dataset, pretrained=pretrained, plan=plans[dataset.name],
+                live=live.run(run) if live is not None else None,
             )
             scores = evaluate_classifier(model_from_payload(payload), splits.test, config)
+            if live is not None:
+                live.final(scores, run)
             logger.info("%s on %s: top-1 %.4f, top-5 %.4f", start.name, dataset.name, scores["top1"], scores["top5"])
             models[f"{dataset.name}/{start.name}"] = payload
             metrics[dataset.name][start.name] = {**scores, "steps": payload["metadata"]["steps"]}

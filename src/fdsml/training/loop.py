@@ -17,6 +17,7 @@ import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import pandas as pd
@@ -310,6 +311,7 @@ def train(
     plan: TrainingPlan,
     fingerprint: str = "",
     validation: Validation | None = None,
+    live: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> TrainResult:
     """Train ``model`` on ``objective`` for ``plan``'s steps; the last state is always at ``checkpoint_path``.
 
@@ -320,7 +322,9 @@ def train(
     DataLoader workers persist across epochs: each index carries its epoch to them. A checkpoint
     is resumed only when its ``fingerprint`` (what defines the run) matches; a stale one from
     another configuration is started over, not continued. ``validation`` (given on the main rank
-    only) adds its metrics to the history row of every step it is due at.
+    only) adds its metrics to the history row of every step it is due at. ``live`` (main rank only,
+    :class:`~fdsml.training.live.LiveRun`) is given the history resumed from the checkpoint, then
+    every row as it settles.
     """
     context = distributed.setup(loop.device)
     plan.check()
@@ -362,6 +366,8 @@ def train(
         step, history = state["step"], list(state["history"])
         logger.info("Resuming from %s at step %d of %d", checkpoint_path, step, total_steps)
     resumed_at = saved_at = step
+    if live is not None:
+        live(history)
     wrapped = (
         DistributedDataParallel(
             model,
@@ -388,6 +394,8 @@ def train(
             )
         history.extend(rows)
         pending.clear()
+        if live is not None:
+            live(rows)
         if history:
             progress.set_postfix(loss=f"{history[-1]['loss']:.4f}")
 

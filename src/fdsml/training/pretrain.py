@@ -28,6 +28,7 @@ from fdsml.models import build_model, model_payload
 from fdsml.models.backbones import MODEL_REGISTRY
 from fdsml import distributed
 from fdsml.distributed import DistContext
+from fdsml.training.live import live_metrics
 from fdsml.training.loop import LoopConfig, OptimizerConfig, train
 from fdsml.training.objectives import CrossEntropyObjective, PATripletObjective
 from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, mined_triplets, plan_training
@@ -152,6 +153,7 @@ class PretrainConfig:
     # Validation reads the model under its own random state and restores it: it cannot change the weights.
     validation: ValidationSettings = reuse.non_defining(default_factory=ValidationSettings)
     run_dir: str = reuse.non_defining(default="data/06_models/pretrain_run")  # one folder per run fingerprint inside
+    live_dir: str | None = reuse.non_defining(default=None)
 
     def __post_init__(self):
         batch = self.data
@@ -376,7 +378,8 @@ def pretrain(
     ``shards`` is the materialised renderings' manifest (``fractal_images``), read when
     ``data.source`` is ``shards``. ``codes_digest`` is the table's content digest when already
     known (:func:`fdsml.families.generation.codes_digest`); None computes it. The run lives in its own
-    folder under ``run_dir``, named by its fingerprint (:mod:`fdsml.training.run_folders`).
+    folder under ``run_dir``, named by its fingerprint (:mod:`fdsml.training.run_folders`). The rows go live to ``live_dir``
+    as they settle (:mod:`fdsml.training.live`).
     """
     split = split if split is not None else split_table(table, HoldoutSettings(), seed=0)
     check_training_rows(config, table, split)
@@ -391,6 +394,7 @@ def pretrain(
     codes_digest = codes_digest or reuse.content_digest(table)
     fingerprint = run_fingerprint(config, spec, codes_digest, context, shards, split)
     validation = build_validation(config, table, spec, shards, split) if context.is_main else None
+    live = live_metrics(config.live_dir, config, context)
     result = train(
         model,
         objective,
@@ -402,6 +406,7 @@ def pretrain(
         plan=plan,
         fingerprint=fingerprint,
         validation=validation,
+        live=live.run() if live is not None else None,
     )
     metadata = {
         "objective": config.objective,

@@ -37,6 +37,7 @@ from fdsml.models.network import EmbeddingModel
 from fdsml.models.starting_points import StartingPoint, build_from_start, start_payload, trunk_digest
 from fdsml import distributed
 from fdsml.distributed import DistContext
+from fdsml.training.live import LiveRun, live_metrics
 from fdsml.training.loop import LoopConfig, OptimizerConfig, train
 from fdsml.training.objectives import ProxyObjective
 from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, plan_training
@@ -119,6 +120,7 @@ class RetrievalConfig:
     train: LoopConfig = field(default_factory=LoopConfig)
     couce: CouCESettings | None = None
     run_dir: str = reuse.non_defining(default="data/06_models/retrieval_runs")
+    live_dir: str | None = reuse.non_defining(default=None)
     n_example_queries: int = reuse.non_defining(default=6)
 
     def __post_init__(self):
@@ -170,11 +172,13 @@ def finetune(
     seed: int,
     pretrained: dict | None = None,
     plan: TrainingPlan | None = None,
+    live: LiveRun | None = None,
 ):
     """Fine-tune one starting point with one seed; returns the trained model and its history.
 
     ``pretrained`` is the pre-training pipeline's model file, used by starts whose checkpoint is
     ``PRETRAINED``. ``plan`` (default: planned here) is the checked plan of ``splits.train``.
+    ``live`` (main rank only) is given the history rows as they settle.
     """
     context = distributed.setup(config.train.device)
     plan = plan or plan_retrieval(config, len(splits.train), context.world_size).check()
@@ -196,7 +200,7 @@ def finetune(
     loop = replace(config.train, seed=seed)
     checkpoint = Path(config.run_dir) / f"{start.name}_seed{seed}" / "last.pt"
     fingerprint = run_fingerprint(config, start, seed, trunk_digest(payload), context, splits.train.listing_digest())
-    result = train(model, objective, dataset, sampler, loop, config.optimizer, checkpoint, plan=plan, fingerprint=fingerprint)
+    result = train(model, objective, dataset, sampler, loop, config.optimizer, checkpoint, plan=plan, fingerprint=fingerprint, live=live)
     return result.model, result.history
 
 
@@ -251,15 +255,21 @@ def compare_starting_points(config: RetrievalConfig, pretrained: dict | None = N
 
     Returns the metrics (``{start: {"seeds": {seed: metrics}, "mean": ..., "std": ...}}``), the
     concatenated training histories, and the model files of the first seed per starting point.
+    Each run's rows and final metrics go live to ``live_dir`` under ``<start>_seed<seed>/``.
     """
     splits = load_splits(config)
-    plan = plan_retrieval(config, len(splits.train), distributed.setup(config.train.device).world_size).check()
+    context = distributed.setup(config.train.device)
+    plan = plan_retrieval(config, len(splits.train), context.world_size).check()
+    live = live_metrics(config.live_dir, config, context)
     metrics, histories, models = {}, [], {}
     for start in config.starts:
         per_seed = {}
         for seed in config.seeds:
-            model, history = finetune(splits, start, config, seed, pretrained, plan)
+            run = f"{start.name}_seed{seed}/"
+            model, history = finetune(splits, start, config, seed, pretrained, plan, live.run(run) if live is not None else None)
             per_seed[str(seed)] = evaluate(model, splits, config, seed)
+            if live is not None:
+                live.final(per_seed[str(seed)], run)
             logger.info("%s seed %d: %s", start.name, seed, _format(per_seed[str(seed)]))
             histories.append(history.assign(start=start.name, seed=seed))
             if seed == config.seeds[0]:

@@ -1,0 +1,43 @@
+"""The project's ``kedro run``: ``--pipeline`` is an alias of ``--pipelines``, without Kedro's deprecation notice."""
+
+import pytest
+from click.testing import CliRunner
+
+from fdsml import cli
+
+from .fresh_clone import fresh_clone, run
+
+
+@pytest.fixture
+def handed_to_kedro(monkeypatch):
+    """The options the project's ``run`` hands to Kedro's (which is not run)."""
+    received = {}
+    monkeypatch.setattr(cli.kedro_run, "callback", lambda **options: received.update(options))
+    return received
+
+
+@pytest.mark.parametrize(
+    ("arguments", "pipelines"),
+    [
+        (["--pipeline=pretrain"], ["pretrain"]),
+        (["-p", "fractals,pretrain"], ["fractals", "pretrain"]),
+        (["--pipelines=fractals,pretrain"], ["fractals", "pretrain"]),
+    ],
+)
+def test_pipeline_is_handed_to_kedro_as_pipelines(handed_to_kedro, arguments, pipelines):
+    result = CliRunner().invoke(cli.cli, ["run", *arguments])
+    assert result.exit_code == 0, result.output
+    assert handed_to_kedro["pipelines"] == pipelines and handed_to_kedro["pipeline"] is None
+
+
+def test_pipeline_and_pipelines_together_are_refused_by_name(handed_to_kedro):
+    result = CliRunner().invoke(cli.cli, ["run", "--pipeline=pretrain", "--pipelines=fractals"])
+    assert result.exit_code == 2 and "--pipeline is an alias of --pipelines" in result.output
+    assert not handed_to_kedro
+
+
+def test_the_design_cards_command_answers_a_wrong_parameter_in_two_lines(tmp_path):
+    code, output = run("kedro run --pipeline=fractals --params=fractals.n_classes=-3", fresh_clone(tmp_path))
+    assert code == 1 and "deprecated" not in output
+    assert output.strip().splitlines()[0] == "ConfigError: fractals.n_classes: must be positive, got -3", output
+    assert len(output.strip().splitlines()) == 2, output
