@@ -168,8 +168,9 @@ class StageSplit:
             self.grid = tuple(self.trunk.patch_embed.dynamic_feat_size(tuple(x.shape[-2:])))
 
     def stage1(self, x: torch.Tensor) -> torch.Tensor:
-        """Images -> the activation after the split point (ResNet map, ViT tokens)."""
+        """Images in [0, 1] -> the activation after the split point (ResNet map, ViT tokens)."""
         self._remember_grid(x)
+        x = self.model.normalise(x)
         trunk = self.trunk
         if self.kind == "resnet":
             x = trunk.maxpool(trunk.act1(trunk.bn1(trunk.conv1(x))))
