@@ -48,7 +48,7 @@ logger = logging.getLogger(__name__)
 class RetrievalData:
     """Which dataset, where, and how its images are shown to the network."""
 
-    dataset: str = "digits"
+    dataset: str = "omniglot"
     root: str | None = None
     image_size: int = 64
     crop_fraction: float = 0.875
