@@ -56,7 +56,8 @@ class SwappedPATriplet(PATripletObjective):
 
 LEARNING_TABLE = dataclasses.replace(TINY_FRACTALS, n_classes=3, instances_per_class=16)
 LEARNING_SPEC = FamilySpec(FINEFRACTALDB, LEARNING_TABLE)
-RISE = 0.1  # a clear rise: 500 triplets of 24 held-out images move by a few hundredths between equivalent models
+RISE = 0.15  # a clear rise: 500 triplets of 24 held-out images move by a few hundredths between equivalent models
+# (measured with normalised inputs: +0.28 with PA-Triplet, +0.08 with its candidates swapped)
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +77,7 @@ def agreement_gain(table, run_dir, monkeypatch, swapped: bool) -> float:
         run_dir,
         pa_triplet={"filter": "all"},
         data={"classes_per_batch": 3, "instances_per_class": 6},
-        optimizer={"base_lr": 4.0},
+        optimizer={"base_lr": 1.0},
         train={"max_steps": 40, "checkpoint_every": 100, "log_every": 40, "freeze_batchnorm": True},
         validation={"every": 40, "triplets": 500},
     )
