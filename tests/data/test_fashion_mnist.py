@@ -41,3 +41,17 @@ def test_the_installed_dataset_has_its_published_split():
     assert np.bincount(splits.train.labels).tolist() == [6000] * 10
     assert np.bincount(splits.test.labels).tolist() == [1000] * 10
     assert splits.num_classes == 10 and splits.class_names[9] == "Ankle boot"
+
+
+@pytest.mark.skipif(
+    not (FASHION_MNIST_ROOT / "t10k-labels-idx1-ubyte.gz").is_file(),
+    reason=f"Fashion-MNIST is not installed in {FASHION_MNIST_ROOT}: apt-get install dataset-fashion-mnist",
+)
+def test_robustness_corrupts_its_test_images_at_the_classifiers_view():
+    from fdsml.evaluation.corruptions import clean_test_images, corrupt_images
+
+    test = read_classification_dataset("fashion_mnist").test
+    clean = clean_test_images(test, 32, 1.0, max_images=4, seed=0)
+    assert clean.images.shape == (4, 32, 32, 3) and set(clean.labels) <= set(range(10))
+    corrupted = corrupt_images(clean.images, "gaussian_noise", 3, seed=0)
+    assert corrupted.shape == (4, 32, 32, 3) and not np.array_equal(corrupted, clean.images)
