@@ -10,8 +10,6 @@ from PIL import Image
 from fdsml.config import ConfigError
 from fdsml.data import ImageRecords, ImageRecordsDataset, ImageTransform, read_retrieval_dataset
 
-PLAIN = {"mean": (0.0, 0.0, 0.0), "std": (1.0, 1.0, 1.0)}  # no normalisation: outputs are pixels / 255
-
 
 def random_image(rng, shape):
     return rng.integers(0, 256, size=shape, dtype=np.uint8)
@@ -30,7 +28,7 @@ def test_digits_give_three_channel_tensors_at_the_requested_size():
 def test_grey_images_are_replicated_to_three_channels():
     rng = np.random.default_rng(0)
     records = ImageRecords(labels=np.array([0]), images=random_image(rng, (1, 12, 12)))
-    image = ImageRecordsDataset(records, ImageTransform(size=8, train=True, **PLAIN))[0]["image"]
+    image = ImageRecordsDataset(records, ImageTransform(size=8, train=True))[0]["image"]
     assert torch.equal(image[0], image[1]) and torch.equal(image[1], image[2])
 
 
@@ -39,21 +37,14 @@ def test_test_view_is_resize_then_centre_crop_and_ignores_seed_and_epoch():
     pixels = random_image(rng, (1, 10, 10, 3))
     records = ImageRecords(labels=np.array([4]), images=pixels)
     # short side 8 / 0.8 = 10: no resize, then the centre 8 x 8
-    dataset = ImageRecordsDataset(records, ImageTransform(size=8, crop_fraction=0.8, **PLAIN), seed=1)
+    dataset = ImageRecordsDataset(records, ImageTransform(size=8, crop_fraction=0.8), seed=1)
     image, label = dataset[0]["image"], dataset[0]["label"]
     expected = torch.from_numpy(pixels[0, 1:9, 1:9]).permute(2, 0, 1).float() / 255
     assert label == 4
     torch.testing.assert_close(image, expected)
-    other = ImageRecordsDataset(records, ImageTransform(size=8, crop_fraction=0.8, **PLAIN), seed=99)
+    other = ImageRecordsDataset(records, ImageTransform(size=8, crop_fraction=0.8), seed=99)
     other.set_epoch(5)
     assert torch.equal(other[0]["image"], image)
-
-
-def test_normalisation_uses_the_given_mean_and_std():
-    records = ImageRecords(labels=np.array([0]), images=np.full((1, 6, 6, 3), 255, dtype=np.uint8))
-    transform = ImageTransform(size=4, mean=(0.5, 0.0, 1.0), std=(0.25, 1.0, 0.5))
-    image = ImageRecordsDataset(records, transform)[0]["image"]
-    torch.testing.assert_close(image[:, 0, 0], torch.tensor([2.0, 1.0, 0.0]))
 
 
 def test_train_view_is_reproducible_per_seed_epoch_and_index_and_varies_otherwise():
@@ -72,7 +63,7 @@ def test_full_area_square_crop_is_the_image_or_its_mirror_and_both_occur():
     rng = np.random.default_rng(3)
     pixels = random_image(rng, (1, 8, 8, 3))
     records = ImageRecords(labels=np.array([0]), images=pixels)
-    transform = ImageTransform(size=8, train=True, area_range=(1.0, 1.0), ratio_range=(1.0, 1.0), **PLAIN)
+    transform = ImageTransform(size=8, train=True, area_range=(1.0, 1.0), ratio_range=(1.0, 1.0))
     original = torch.from_numpy(pixels[0]).permute(2, 0, 1).float() / 255
     seen = set()
     for seed in range(20):
@@ -100,7 +91,7 @@ def test_images_are_read_from_files_colour_and_grey(tmp_path):
     Image.fromarray(random_image(rng, (20, 30, 3))).save(tmp_path / "colour.png")
     Image.fromarray(random_image(rng, (20, 30))).save(tmp_path / "grey.png")
     records = ImageRecords(labels=np.array([3, 7]), paths=[tmp_path / "colour.png", tmp_path / "grey.png"])
-    dataset = ImageRecordsDataset(records, ImageTransform(size=16, **PLAIN))
+    dataset = ImageRecordsDataset(records, ImageTransform(size=16))
     assert dataset.load_image(0).shape == (3, 20, 30)
     grey, label = dataset[1]["image"], dataset[1]["label"]
     assert grey.shape == (3, 16, 16) and label == 7

@@ -59,6 +59,7 @@ def test_config_is_plain_and_rebuilds_the_same_architecture():
     assert config == {
         "name": "vit_tiny_patch4", "head": "embedding", "num_classes": None, "embedding_dim": 128,
         "hidden_dim": 192, "img_size": 48, "in_chans": 3, "patch_size": 8, "depth": 1,
+        "input_mean": [0.485, 0.456, 0.406], "input_std": [0.229, 0.224, 0.225],
     }
     rebuilt = build_model(**config)
     assert rebuilt.config == config

@@ -29,12 +29,12 @@ PRETRAIN = {
 
 
 def test_pipeline_trains_from_materialised_shards_and_saves_a_loadable_model(tmp_path):
-    """On the training rows of the shards; the held-out instances are validated at steps 2 and 3."""
+    """On the training rows of the shards; the held-out instances are validated at initialisation and at steps 2 and 3."""
     catalog = DataCatalog(pretrain_datasets(tmp_path, FRACTALS, PRETRAIN))
     SequentialRunner().run(create_pipeline(), catalog)
     history = pd.read_csv(tmp_path / "history.csv")
-    assert history["step"].tolist() == [1, 2, 3] and history["loss"].notna().all()
-    assert history["val_agreement_all"].notna().tolist() == [False, True, True]
+    assert history["step"].tolist() == [0, 1, 2, 3] and history["loss"].notna().tolist() == [False, True, True, True]
+    assert history["val_agreement_all"].notna().tolist() == [True, False, True, True]
     model, payload = load_checkpoint(tmp_path / "model.pt")
     assert payload["metadata"]["filter"] == "each" and payload["metadata"]["steps"] == 3
     assert model(torch.rand(2, 3, 32, 32)).shape == (2, 8)

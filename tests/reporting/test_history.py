@@ -1,6 +1,7 @@
+import numpy as np
 import pandas as pd
 
-from fdsml.reporting.history import loss_trend, validation_cost, validation_metrics
+from fdsml.reporting.history import loss_trend, probe_trend, validation_cost, validation_metrics
 from fdsml.reporting.report import pretrain_section
 
 
@@ -43,3 +44,11 @@ def test_the_report_shows_the_first_and_last_validation_and_the_cost():
     text = pretrain_section(_validated_history().assign(images_per_s=10.0))
     assert "| metric | step 2 | step 4 |" in text and "| agreement_all | 0.550 | 0.700 |" in text
     assert "| top1 |" not in text and "10.0 % of the training steps' time" in text
+
+
+def test_probe_trend_compares_the_initialisation_with_the_last_validation():
+    history = pd.DataFrame(
+        {"step": [0, 1, 2, 3], "loss": [np.nan, 0.9, 0.8, 0.7], "val_probe_recall_at_1": [0.2, np.nan, 0.3, 0.45]}
+    )
+    assert probe_trend(history) == (0.2, 0.45)
+    assert probe_trend(history.drop(columns="val_probe_recall_at_1")) is None

@@ -3,6 +3,7 @@ and its ordering agreement rises under PA-Triplet, not under PA-Triplet with its
 
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 
@@ -29,9 +30,11 @@ def test_training_is_the_same_byte_for_byte_with_validation_on_or_off(tiny_table
     on, history_on = pretrain(tiny_table, TINY_SPEC, on_config, split=split)
     assert on["model"]["num_classes"] == 2 and on["metadata"]["training_classes"] == [0, 2]
     assert all(torch.equal(off["state_dict"][k], on["state_dict"][k]) for k in off["state_dict"])
-    assert history_on["loss"].tolist() == history_off["loss"].tolist()
+    initialisation, trained = history_on.iloc[0], history_on.iloc[1:]
+    assert initialisation["step"] == 0 and np.isnan(initialisation["loss"])  # the untrained model's row, no loss
+    assert trained["loss"].tolist() == history_off["loss"].tolist()
     validated = history_on[history_on["validation_s"].notna()]
-    assert validated["step"].tolist() == [2, 4]
+    assert validated["step"].tolist() == [0, 2, 4]
     assert validated[["val_top1", "val_probe_recall_at_1", "val_agreement_all", "val_agreement_each"]].notna().all().all()
     assert validated["val_class_recall_at_1"].isna().all()  # one held-out class: no retrieval among held-out classes
     assert "validation_s" not in history_off
@@ -53,7 +56,8 @@ class SwappedPATriplet(PATripletObjective):
 
 LEARNING_TABLE = dataclasses.replace(TINY_FRACTALS, n_classes=3, instances_per_class=16)
 LEARNING_SPEC = FamilySpec(FINEFRACTALDB, LEARNING_TABLE)
-RISE = 0.1  # a clear rise: 500 triplets of 24 held-out images move by a few hundredths between equivalent models
+RISE = 0.15  # a clear rise: 500 triplets of 24 held-out images move by a few hundredths between equivalent models
+# (measured with normalised inputs: +0.28 with PA-Triplet, +0.08 with its candidates swapped)
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +77,7 @@ def agreement_gain(table, run_dir, monkeypatch, swapped: bool) -> float:
         run_dir,
         pa_triplet={"filter": "all"},
         data={"classes_per_batch": 3, "instances_per_class": 6},
-        optimizer={"base_lr": 4.0},
+        optimizer={"base_lr": 1.0},
         train={"max_steps": 40, "checkpoint_every": 100, "log_every": 40, "freeze_batchnorm": True},
         validation={"every": 40, "triplets": 500},
     )

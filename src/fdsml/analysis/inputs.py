@@ -1,4 +1,4 @@
-"""Real images as the models saw them in evaluation (resize, centre crop, ImageNet normalisation).
+"""Real images as the models saw them in evaluation (resize, centre crop, in [0, 1]; each model normalises them itself).
 
 Fractal renderings enter through :func:`fdsml.data.fractal_input`, the pre-training pipeline itself.
 """
@@ -28,7 +28,7 @@ class RealImages:
         return self.records.labels
 
     def batch(self, size: int, channels: int = 3) -> torch.Tensor:
-        """The evaluation view, normalised: float (n, channels, size, size)."""
+        """The evaluation view: float (n, channels, size, size) in [0, 1]."""
         from fdsml.data import ImageRecordsDataset, ImageTransform
 
         dataset = ImageRecordsDataset(self.records, ImageTransform(size, train=False))
@@ -36,13 +36,8 @@ class RealImages:
         return tensor if channels == 3 else tensor.mean(dim=1, keepdim=True).expand(-1, channels, -1, -1).contiguous()
 
     def display(self, size: int) -> np.ndarray:
-        """The same view for people: (n, size, size, 3) float in [0, 1], normalisation undone."""
-        from fdsml.data import ImageTransform
-
-        transform = ImageTransform(size, train=False)
-        mean = torch.tensor(transform.mean).view(1, 3, 1, 1)
-        std = torch.tensor(transform.std).view(1, 3, 1, 1)
-        return (self.batch(size) * std + mean).clamp(0, 1).permute(0, 2, 3, 1).numpy()
+        """The same view for people: (n, size, size, 3) float in [0, 1]."""
+        return self.batch(size).permute(0, 2, 3, 1).numpy()
 
 
 def real_images(dataset: str, root: str | None, split: str, n_images: int, rng: np.random.Generator) -> RealImages:

@@ -1,9 +1,11 @@
-"""A torch ``Dataset`` over :class:`ImageRecords`: decoded, augmented, normalised 3-channel images.
+"""A torch ``Dataset`` over :class:`ImageRecords`: decoded, augmented 3-channel images in [0, 1].
 
 Training view: a random resized crop and a horizontal flip; test view: resize then centre
 crop (the usual 256 -> 224 ratio by default). Grey images are replicated to three channels.
 Random draws come from a per-item ``numpy`` generator seeded by (seed, epoch, index), so
 an item's augmentation is reproducible in any worker and changes with :meth:`set_epoch`.
+Images stay in [0, 1]: the model applies the input normalisation its file records
+(:mod:`fdsml.models.normalisation`).
 """
 
 from __future__ import annotations
@@ -21,8 +23,6 @@ from fdsml.config import require_fraction, require_positive, require_range
 from fdsml.data.retrieval_datasets import DatasetLayoutError, ImageRecords
 from fdsml.seeds import generator
 
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 _CROP_ATTEMPTS = 10
 
 
@@ -38,7 +38,7 @@ def test_view(image: torch.Tensor, size: int, crop_fraction: float) -> torch.Ten
 
 @dataclass(frozen=True)
 class ImageTransform:
-    """Turns a uint8 (3, H, W) image into a normalised float (3, size, size) tensor.
+    """Turns a uint8 (3, H, W) image into a float (3, size, size) tensor in [0, 1].
 
     ``train``: random resized crop (area fraction in ``area_range``, aspect ratio in
     ``ratio_range``) and, with ``flip``, a horizontal flip with probability 1/2 (turn it off
@@ -52,8 +52,6 @@ class ImageTransform:
     flip: bool = True
     area_range: tuple[float, float] = (0.08, 1.0)
     ratio_range: tuple[float, float] = (3 / 4, 4 / 3)
-    mean: tuple[float, float, float] = IMAGENET_MEAN
-    std: tuple[float, float, float] = IMAGENET_STD
 
     def __post_init__(self) -> None:
         require_positive("size", self.size)
@@ -61,8 +59,6 @@ class ImageTransform:
         require_range("area_range", self.area_range, within=(1e-6, 1.0))
         require_range("ratio_range", self.ratio_range)
         require_positive("ratio_range[0]", self.ratio_range[0])
-        for i, value in enumerate(self.std):
-            require_positive(f"std[{i}]", value)
 
     def __call__(self, image: torch.Tensor, rng: np.random.Generator) -> torch.Tensor:
         if self.train:
@@ -72,7 +68,7 @@ class ImageTransform:
                 image = F.horizontal_flip(image)
         else:
             image = test_view(image, self.size, self.crop_fraction)
-        return F.normalize(image.float() / 255.0, list(self.mean), list(self.std))
+        return image.float() / 255.0
 
     def _crop_box(self, height: int, width: int, rng: np.random.Generator) -> tuple[int, int, int, int]:
         """A box covering a random area fraction with a random (log-uniform) aspect ratio."""

@@ -9,6 +9,7 @@ classes are disjoint, as the retrieval protocol requires:
 * Stanford Online Products: ``Ebay_train.txt`` / ``Ebay_test.txt``.
 * In-Shop Clothes: ``list_eval_partition.txt`` (train / query / gallery), item ids as labels.
 * digits (embedded, offline): scikit-learn's 8 x 8 handwritten digits, 0-4 train, 5-9 test.
+* omniglot, omniglot_validation (embedded, offline): :mod:`fdsml.data.omniglot`, split by alphabet.
 
 Labels keep the dataset's own class ids; :meth:`ImageRecords.with_contiguous_labels`
 gives 0..C-1 where a classifier or proxy loss needs them.

@@ -187,7 +187,7 @@ def _clean_and_corrupted(stored: dict, dataset: Any, split_seed: int) -> tuple[I
 
 
 def _transforms(stored: dict, view: tuple[int, float]) -> tuple[ImageTransform, ImageTransform]:
-    """(clean, corrupted) transforms: the test view for raw images, normalisation only for images already at it."""
+    """(clean, corrupted) transforms: the test view for raw images, scaling to [0, 1] only for images already at it."""
     size, crop_fraction = view
     as_they_are, through_view = ImageTransform(size, crop_fraction=1.0), ImageTransform(size, crop_fraction=crop_fraction)
     if stored["source"] == "generated":

@@ -52,9 +52,20 @@ def model_payload(model, **metadata: Any) -> dict[str, Any]:
     return {"model": dict(model.config), "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "metadata": metadata}
 
 
+def recorded_model_config(payload: dict[str, Any]) -> dict[str, Any]:
+    """A model file's architecture, refused when it does not record the input normalisation its weights saw."""
+    config = payload["model"]
+    if "input_mean" not in config or "input_std" not in config:
+        raise CheckpointError(
+            f"this {config.get('name', '')} model file records no input normalisation (input_mean, input_std): it was "
+            "written before fdsml recorded one, and its weights saw other inputs; run the pipeline that wrote it again"
+        )
+    return config
+
+
 def model_from_payload(payload: dict[str, Any], device: str | torch.device = "cpu"):
     """The model a payload (:func:`model_payload`) describes, on ``device`` in eval mode."""
-    model = build_model(**payload["model"])
+    model = build_model(**recorded_model_config(payload))
     model.load_state_dict(payload["state_dict"])
     return model.to(device).eval()
 

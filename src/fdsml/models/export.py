@@ -19,40 +19,38 @@ from typing import Any, Literal
 import timm
 from torch import nn
 
-from fdsml.config import ConfigError, parse, require_fraction, require_positive
+from fdsml.config import parse, require_fraction
 from fdsml.errors import MissingInputError
 from fdsml.models.checkpoint import model_from_payload
+from fdsml.models.network import ModelSpec
 
 CARD = "README.md"
 
 
 @dataclass(frozen=True)
 class Preprocessing:
-    """How images reach the trunk: what timm's ``resolve_data_config`` tells a user to apply.
+    """How images reach the trunk besides its normalisation: what timm's ``resolve_data_config`` tells a user.
 
-    The default is the pre-training input (grey level / 255, no normalisation, no crop);
-    a single ``mean``/``std`` value stands for every input channel.
+    The mean and std are not chosen here: they are the normalisation the model file records
+    (:mod:`fdsml.models.normalisation`), the one every consumer of the model applies.
     """
 
-    mean: tuple[float, ...] = (0.0,)
-    std: tuple[float, ...] = (1.0,)
     crop_pct: float = 1.0
     interpolation: Literal["bilinear", "bicubic", "nearest"] = "bilinear"
 
     def __post_init__(self):
         require_fraction("crop_pct", self.crop_pct, inclusive_zero=False)
-        for i, value in enumerate(self.std):
-            require_positive(f"std[{i}]", value)
 
-    def data_config(self, in_chans: int, img_size: int) -> dict[str, Any]:
-        """timm's ``data_config`` for a trunk trained on ``in_chans`` x ``img_size`` x ``img_size`` inputs."""
-        channels = {}
-        for key in ("mean", "std"):
-            values = getattr(self, key)
-            if len(values) not in (1, in_chans):
-                raise ConfigError(f"export.preprocessing.{key}: give 1 or {in_chans} values (the trunk's channels), got {len(values)}")
-            channels[key] = tuple(values) * (in_chans // len(values))
-        return {**channels, "input_size": (in_chans, img_size, img_size), "crop_pct": self.crop_pct, "crop_mode": "center", "interpolation": self.interpolation}
+    def data_config(self, spec: ModelSpec) -> dict[str, Any]:
+        """timm's ``data_config`` for a trunk described by ``spec``: its input size and recorded normalisation."""
+        return {
+            "mean": tuple(spec.input_mean),
+            "std": tuple(spec.input_std),
+            "input_size": (spec.in_chans, spec.img_size, spec.img_size),
+            "crop_pct": self.crop_pct,
+            "crop_mode": "center",
+            "interpolation": self.interpolation,
+        }
 
 
 @dataclass(frozen=True)
@@ -74,8 +72,7 @@ class TimmExport:
     """A trunk ready to be written as a timm folder (:meth:`save`), with its preprocessing and card."""
 
     trunk: nn.Module
-    in_chans: int
-    img_size: int
+    spec: ModelSpec
     config: ExportConfig
     card: str
 
@@ -93,7 +90,7 @@ class TimmExport:
             folder,
             model_config={"pretrained_cfg": source},
             safe_serialization=True,
-            data_config=self.config.preprocessing.data_config(self.in_chans, self.img_size),
+            data_config=self.config.preprocessing.data_config(self.spec),
         )
         (folder / CARD).write_text(self.card, encoding="utf-8")
 
@@ -101,7 +98,7 @@ class TimmExport:
 def export_trunk(payload: dict[str, Any], config: ExportConfig, card: str) -> TimmExport:
     """The trunk of the model a payload (:func:`fdsml.models.model_payload`) describes, as a :class:`TimmExport`."""
     model = model_from_payload(payload)
-    return TimmExport(model.backbone, model.spec.in_chans, model.spec.img_size, config, card)
+    return TimmExport(model.backbone, model.spec, config, card)
 
 
 def load_exported(folder: str | os.PathLike, **kwargs: Any) -> nn.Module:

@@ -14,6 +14,7 @@ from torch import nn
 
 from fdsml.models.backbones import backbone_recipe, create_trunk
 from fdsml.models.heads import PROJECTIONS, classifier
+from fdsml.models.normalisation import INPUT_MEAN, INPUT_STD, Normalise, channel_values
 
 HEADS = ("embedding", "classifier")
 
@@ -25,6 +26,8 @@ class ModelSpec:
     ``embedding_dim``/``hidden_dim`` are set only for the embedding head, ``num_classes`` only
     for the classifier head. ``overrides`` are extra timm arguments (e.g. ``patch_size``, ``depth``,
     ``drop_path_rate``); they must be JSON-serialisable to travel in a checkpoint.
+    ``input_mean``/``input_std``: the input normalisation the model applies to images in [0, 1]
+    (:mod:`fdsml.models.normalisation`), one value per input channel.
     """
 
     name: str
@@ -35,6 +38,8 @@ class ModelSpec:
     img_size: int = 224
     in_chans: int = 3
     overrides: dict[str, Any] = field(default_factory=dict)
+    input_mean: tuple[float, ...] = INPUT_MEAN
+    input_std: tuple[float, ...] = INPUT_STD
 
     @classmethod
     def resolve(
@@ -48,6 +53,8 @@ class ModelSpec:
         img_size: int | None = None,
         in_chans: int = 3,
         overrides: dict[str, Any] | None = None,
+        input_mean: tuple[float, ...] = INPUT_MEAN,
+        input_std: tuple[float, ...] = INPUT_STD,
     ) -> ModelSpec:
         """Validate the choices and fill the unset ones from the backbone's recipe."""
         recipe = backbone_recipe(name)
@@ -66,21 +73,26 @@ class ModelSpec:
             hidden_dim = recipe.hidden_dim if hidden_dim is None else hidden_dim
             if embedding_dim < 1 or (hidden_dim is not None and hidden_dim < 1):
                 raise ValueError(f"embedding_dim and hidden_dim must be positive, got {embedding_dim}, {hidden_dim}")
-        return cls(name, head, num_classes, embedding_dim, hidden_dim, img_size, in_chans, dict(overrides or {}))
+        input_mean, input_std = (channel_values(v, in_chans, k) for k, v in (("input_mean", input_mean), ("input_std", input_std)))
+        return cls(name, head, num_classes, embedding_dim, hidden_dim, img_size, in_chans, dict(overrides or {}), input_mean, input_std)
 
     def to_dict(self) -> dict[str, Any]:
         """Keyword arguments of :func:`build_model` (``overrides`` spread out) that rebuild this model."""
-        config = asdict(self)
+        config = asdict(self) | {"input_mean": list(self.input_mean), "input_std": list(self.input_std)}
         return {**{k: v for k, v in config.items() if k != "overrides"}, **config["overrides"]}
 
 
 class EmbeddingModel(nn.Module):
-    """``backbone`` (timm trunk, pooled features) followed by ``head`` (embedding or logits)."""
+    """``normalise`` (the recorded input normalisation), ``backbone`` (timm trunk, pooled features), ``head``.
+
+    It takes images in [0, 1]: every consumer feeds it the same way, whatever normalisation it records.
+    """
 
     def __init__(self, spec: ModelSpec):
         super().__init__()
         recipe = backbone_recipe(spec.name)
         self.spec = spec
+        self.normalise = Normalise(spec.input_mean, spec.input_std, spec.in_chans)
         self.backbone = create_trunk(recipe, img_size=spec.img_size, in_chans=spec.in_chans, overrides=spec.overrides)
         self.num_features: int = self.backbone.num_features
         if spec.head == "classifier":
@@ -96,12 +108,12 @@ class EmbeddingModel(nn.Module):
         return self.spec.to_dict()
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        """Pooled trunk features, before the head (``num_features`` wide)."""
-        return self.backbone(x)
+        """Pooled trunk features of images in [0, 1], before the head (``num_features`` wide)."""
+        return self.backbone(self.normalise(x))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """The embedding (embedding head) or the class logits (classifier head)."""
-        return self.head(self.backbone(x))
+        """The embedding (embedding head) or the class logits (classifier head) of images in [0, 1]."""
+        return self.head(self.features(x))
 
 
 def build_model(
@@ -113,6 +125,8 @@ def build_model(
     hidden_dim: int | None = None,
     img_size: int | None = None,
     in_chans: int = 3,
+    input_mean: tuple[float, ...] = INPUT_MEAN,
+    input_std: tuple[float, ...] = INPUT_STD,
     **overrides: Any,
 ) -> EmbeddingModel:
     """A registered backbone with an embedding head (default) or a classifier head.
@@ -129,5 +143,7 @@ def build_model(
         img_size=img_size,
         in_chans=in_chans,
         overrides=overrides,
+        input_mean=input_mean,
+        input_std=input_std,
     )
     return EmbeddingModel(spec)

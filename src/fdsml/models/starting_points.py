@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from fdsml.errors import CheckpointError
-from fdsml.models.checkpoint import load_checkpoint_file
+from fdsml.models.checkpoint import load_checkpoint_file, recorded_model_config
 from fdsml.models.network import EmbeddingModel, build_model
 from fdsml.reuse import content_digest
 
@@ -72,7 +72,7 @@ def build_from_start(
         )
     overrides = dict(start.overrides)
     if payload is not None:
-        stored = payload["model"]
+        stored = recorded_model_config(payload)  # its normalisation travels on with the trunk
         overrides = {k: v for k, v in stored.items() if k not in _SPEC_KEYS} | overrides
         img_size = stored["img_size"] if img_size is None else img_size
     with torch.random.fork_rng(devices=[]):

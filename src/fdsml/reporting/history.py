@@ -23,6 +23,12 @@ def validation_metrics(history: pd.DataFrame) -> pd.DataFrame:
     return ran.set_index("step")[[c for c in history.columns if c.startswith(VALIDATION_PREFIX)]].dropna(axis=1, how="all")
 
 
+def probe_trend(history: pd.DataFrame, column: str = "val_probe_recall_at_1") -> tuple[float, float] | None:
+    """(the frozen probe's ``column`` at the first validation, normally step 0, at the last); None when never measured."""
+    measured = history[column].dropna() if column in history else pd.Series(dtype=float)
+    return None if measured.empty else (float(measured.iloc[0]), float(measured.iloc[-1]))
+
+
 def validation_cost(history: pd.DataFrame) -> float | None:
     """Seconds spent validating over the seconds spent on the training steps (data and step); None when it never ran."""
     if "validation_s" not in history or history["validation_s"].isna().all():

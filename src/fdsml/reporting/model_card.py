@@ -89,7 +89,7 @@ def _metrics(history: pd.DataFrame | None, downstream: str | None) -> str:
     lines = ["## Metrics"]
     if history is not None and len(history):
         first, last = loss_trend(history)
-        lines.append(f"Pre-training loss {first:.4f} (first tenth of the steps) -> {last:.4f} (last tenth), {len(history)} steps.")
+        lines.append(f"Pre-training loss {first:.4f} (first tenth of the steps) -> {last:.4f} (last tenth), {int(history['loss'].notna().sum())} steps.")
     else:
         lines.append("No pre-training history was recorded.")
     if downstream:

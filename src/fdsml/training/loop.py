@@ -322,9 +322,10 @@ def train(
     DataLoader workers persist across epochs: each index carries its epoch to them. A checkpoint
     is resumed only when its ``fingerprint`` (what defines the run) matches; a stale one from
     another configuration is started over, not continued. ``validation`` (given on the main rank
-    only) adds its metrics to the history row of every step it is due at. ``live`` (main rank only,
-    :class:`~fdsml.training.live.LiveRun`) is given the history resumed from the checkpoint, then
-    every row as it settles.
+    only) adds its metrics to the history row of every step it is due at, and to a row of its
+    own at step 0 (the initialisation; no loss) when the run starts afresh. ``live`` (main rank
+    only, :class:`~fdsml.training.live.LiveRun`) is given the history resumed from the checkpoint,
+    then every row as it settles.
     """
     context = distributed.setup(loop.device)
     plan.check()
@@ -431,6 +432,8 @@ def train(
     batches = EpochBatches(batch_sampler)
     loader = epoch_loader(dataset, batches, num_workers=loop.num_workers, pin_memory=cuda)
     model_input = getattr(dataset, "model_input", None)
+    if validation is not None and step == 0:  # the initialisation's row: the history compares start and end
+        history.append({"step": 0, "epoch": 0, "loss": float("nan"), "lr": float("nan"), **validation(model, 0)})
     model.train()
     if loop.freeze_batchnorm:
         freeze_batchnorm(model)

@@ -106,7 +106,7 @@ class DataSettings:
 class ProbeSettings:
     """``pretrain.validation.probe``: the real retrieval dataset the frozen trunk is probed on."""
 
-    dataset: str = "digits"
+    dataset: str = "omniglot"
     root: str | None = None
     image_size: int | None = None  # None: the model's input size
     crop_fraction: float = 0.875

@@ -51,7 +51,7 @@ logger = logging.getLogger(__name__)
 class RetrievalData:
     """Which dataset, where, and how its images are shown to the network."""
 
-    dataset: str = "digits"
+    dataset: str = "omniglot"
     root: str | None = reuse.non_defining(default=None)  # where: the training split's listing enters by content
     image_size: int = 64
     crop_fraction: float = 0.875

@@ -10,7 +10,7 @@ import pandas as pd
 from fdsml.data.holdout import split_table
 from fdsml.families.generation import codes_digest
 from fdsml.pipelines.fractals.nodes import parse_fractals_params
-from fdsml.reporting.history import loss_trend, validation_cost
+from fdsml.reporting.history import loss_trend, probe_trend, validation_cost
 from fdsml.training.pretrain import parse_pretrain_params, pretrain
 
 logger = logging.getLogger(__name__)
@@ -45,7 +45,13 @@ def pretrain_model(
     )
     if len(history):
         first, last = loss_trend(history)
-        logger.info("Pre-training loss %.4f -> %.4f over %d steps", first, last, len(history))
+        logger.info("Pre-training loss %.4f -> %.4f over %d steps", first, last, int(history["loss"].notna().sum()))
+    probe = probe_trend(history)
+    if probe is not None:
+        logger.info(
+            "Frozen probe (%s test images) Recall@1: %.4f at initialisation -> %.4f at the end of pre-training",
+            config.validation.probe.dataset, *probe,
+        )
     cost = validation_cost(history)
     if cost is not None:
         logger.info("Held-out validation took %.1f %% of the training steps' time", 100 * cost)
