@@ -22,6 +22,8 @@ from fdsml.measure import Stopwatch
 from fdsml.seeds import replica_rank, step_seed
 
 TRIPLET_MODES = ("batch", "explicit")
+PER_FILTER_PARTS = ("triplet_accuracy", "nonzero_fraction")
+"""Loss parts logged under the filter's name (``triplet_accuracy_same``): what the training triplets of that filter show."""
 cross_entropy = full_precision(F.cross_entropy)
 
 
@@ -42,6 +44,7 @@ class PATripletObjective(nn.Module):
         normalize_embeddings: bool = True,
         reducer: Literal["mean", "avg_nonzero"] = "mean",
         max_triplets: int | None = None,
+        min_relative_gap: float = 0.0,
         seed: int = 0,
     ):
         super().__init__()
@@ -51,17 +54,20 @@ class PATripletObjective(nn.Module):
         self.filter_name = filter_name
         self.mode = mode
         self.max_triplets = max_triplets
+        self.min_relative_gap = min_relative_gap
         self.seed = seed
         self.loss = PATripletLoss(margin, normalize_embeddings, reducer)
 
     def indices(self, labels: torch.Tensor, psi: torch.Tensor, step: int):
         """The ordered triplets of this batch (positions in the batch)."""
         if self.mode == "explicit":
-            return explicit_indices_tuple(psi)
+            return explicit_indices_tuple(psi, self.min_relative_gap)
         generator = None
         if self.max_triplets is not None:
             generator = torch.Generator(device=labels.device).manual_seed(step_seed(self.seed, step, replica_rank()))
-        return mine_batch_triplets(labels, psi, self.filter_name, max_triplets=self.max_triplets, generator=generator)
+        return mine_batch_triplets(
+            labels, psi, self.filter_name, max_triplets=self.max_triplets, generator=generator, min_relative_gap=self.min_relative_gap
+        )
 
     def forward(self, model: nn.Module, batch: dict[str, Any], step: int = 0):
         embeddings = model(batch["image"])
@@ -69,7 +75,8 @@ class PATripletObjective(nn.Module):
         indices = self.indices(batch["label"], batch["psi"], step)
         mining.stop()
         loss, parts = self.loss(embeddings, indices)
-        return loss, {**parts, "mining_s": mining}
+        per_filter = {f"{name}_{self.filter_name}": parts.pop(name) for name in PER_FILTER_PARTS}
+        return loss, {**parts, **per_filter, "mining_s": mining}
 
     def param_groups(self) -> list[dict]:
         return []
