@@ -37,6 +37,7 @@ from pretraining_budget import _git_commit, _merge, _write_json  # the budget st
 ARMS = {
     "same": {},
     "same_gap": {"pa_triplet": {"min_relative_gap": 0.1}},
+    "same_gap_wide": {"pa_triplet": {"min_relative_gap": 0.3}},
     "same_margin": {"pa_triplet": {"margin": 0.05}},
     "same_nonzero": {"pa_triplet": {"reducer": "avg_nonzero"}},
     "same_unnormalised": {"pa_triplet": {"normalize_embeddings": False}},

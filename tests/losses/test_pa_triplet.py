@@ -13,6 +13,7 @@ from fdsml.losses.pa_triplet import (
     explicit_indices_tuple,
     mine_batch_triplets,
     triplets_per_anchor,
+    without_near_ties,
 )
 from fdsml.measure import Measured
 
@@ -65,17 +66,17 @@ def test_closer_candidate_is_positive_and_candidate_one_wins_ties():
 @pytest.mark.parametrize("filter_name", FILTERS)
 def test_near_ties_are_left_out_only_when_asked(batch, filter_name):
     labels, psi = batch
-    every = _triplets(mine_batch_triplets(labels, psi, filter_name))
-    decisive = _triplets(mine_batch_triplets(labels, psi, filter_name, min_relative_gap=0.3))
+    every = mine_batch_triplets(labels, psi, filter_name)
+    assert without_near_ties(psi, every, 0.0) is every
+    decisive = _triplets(without_near_ties(psi, every, 0.3))
     assert decisive == _brute_force(labels, psi, filter_name, min_relative_gap=0.3)
-    assert set(decisive) < set(every)  # some of every filter's triplets are near-ties
+    assert set(decisive) < set(_triplets(every))  # some of every filter's triplets are near-ties
 
 
-def test_explicit_mode_leaves_out_near_ties_too():
+def test_explicit_triplets_lose_their_near_ties_too():
     anchor, near, nearly_as_near, far = [0.0] * 6, [1.0] + [0.0] * 5, [0.0, 1.05] + [0.0] * 4, [2.0] + [0.0] * 5
     psi = torch.tensor([anchor, anchor, near, near, nearly_as_near, far])
-    assert explicit_indices_tuple(psi)[0].tolist() == [0, 1]
-    anchors, positives, negatives = explicit_indices_tuple(psi, min_relative_gap=0.1)
+    anchors, positives, negatives = without_near_ties(psi, explicit_indices_tuple(psi), 0.1)
     assert (anchors.tolist(), positives.tolist(), negatives.tolist()) == ([1], [3], [5])
 
 
@@ -188,6 +189,9 @@ def test_loss_equals_hand_computation_without_normalisation():
     assert mean_loss.item() == pytest.approx(sum(hinge) / 3)
     assert parts["triplets"] == 3 and parts["nonzero_fraction"].item() == pytest.approx(2 / 3)
     assert parts["triplet_accuracy"].item() == pytest.approx(1 / 3)  # only d(0,2) = 1 < d(0,1) = 5 is ordered
+    swapped = (TRIPLETS[0], TRIPLETS[2], TRIPLETS[1])  # scored apart from the loss's triplets: the other two ordered
+    _, scored_apart = PATripletLoss(margin=0.5, normalize_embeddings=False)(EMBEDDINGS, TRIPLETS, scored=swapped)
+    assert scored_apart["triplets"] == 3 and scored_apart["triplet_accuracy"].item() == pytest.approx(2 / 3)
     nonzero_loss, _ = PATripletLoss(margin=0.5, normalize_embeddings=False, reducer="avg_nonzero")(EMBEDDINGS, TRIPLETS)
     assert nonzero_loss.item() == pytest.approx(sum(hinge) / 2)
 

@@ -36,23 +36,28 @@ def descriptor_distances(psi: torch.Tensor) -> torch.Tensor:
 
 
 def order_by_descriptor(
-    distances: torch.Tensor,
-    anchors: torch.Tensor,
-    first: torch.Tensor,
-    second: torch.Tensor,
-    min_relative_gap: float = 0.0,
+    distances: torch.Tensor, anchors: torch.Tensor, first: torch.Tensor, second: torch.Tensor
 ) -> IndicesTuple:
-    """``(anchors, positives, negatives)``: the candidate no farther from the anchor is the positive.
-
-    With ``min_relative_gap`` > 0, near-ties are left out: triplets whose candidates' descriptor
-    distances to the anchor differ by less than that fraction of the larger (:func:`decisive`).
-    """
-    d_first, d_second = distances[anchors, first], distances[anchors, second]
-    if min_relative_gap > 0:
-        kept = decisive(d_first, d_second, min_relative_gap)
-        anchors, first, second, d_first, d_second = (part[kept] for part in (anchors, first, second, d_first, d_second))
-    keep = first_is_positive(d_first, d_second)
+    """``(anchors, positives, negatives)``: the candidate no farther from the anchor is the positive."""
+    keep = first_is_positive(distances[anchors, first], distances[anchors, second])
     return anchors, torch.where(keep, first, second), torch.where(keep, second, first)
+
+
+def without_near_ties(psi: torch.Tensor, triplets: IndicesTuple, min_relative_gap: float) -> IndicesTuple:
+    """``triplets`` whose descriptor tells the positive from the negative: their distances to the anchor
+    differ by at least ``min_relative_gap`` of the larger (:func:`fdsml.losses.candidates.decisive`; 0: all)."""
+    if min_relative_gap == 0:
+        return triplets
+    anchors, positives, negatives = triplets
+    distances = descriptor_distances(psi)
+    kept = decisive(distances[anchors, positives], distances[anchors, negatives], min_relative_gap)
+    return anchors[kept], positives[kept], negatives[kept]
+
+
+def ordered_fraction(distances: torch.Tensor, triplets: IndicesTuple) -> torch.Tensor:
+    """Fraction of ``triplets`` whose positive is strictly nearer the anchor in ``distances`` (B, B), a 0-d tensor."""
+    anchors, positives, negatives = triplets
+    return (distances[anchors, positives] < distances[anchors, negatives]).float().mean()
 
 
 def _candidate_pairs(same_class: torch.Tensor, distinct: torch.Tensor, rule: bool | None) -> torch.Tensor:
@@ -166,34 +171,30 @@ def mine_batch_triplets(
     *,
     max_triplets: int | None = None,
     generator: torch.Generator | None = None,
-    min_relative_gap: float = 0.0,
 ) -> IndicesTuple:
     """Batch mode: all triplets of the batch allowed by the filter, ordered by descriptor distance.
 
     ``labels`` (B,) class ids, ``psi`` (B, D) descriptors (any length D), on the same device. For ``each``,
     candidate 1 is the same-class one. Returns LongTensors ``(anchors, positives, negatives)``
     in (anchor, candidate 1, candidate 2) order; with ``max_triplets`` a uniform random subset of
-    that many (drawn with ``generator``, required then, kept in the same order), before near-ties are
-    left out (``min_relative_gap``, :func:`order_by_descriptor`). Memory is O(B^2) plus the triplets
-    returned (about B^3 / 2 for ``all``): subsample for batches beyond a few hundred.
+    that many (drawn with ``generator``, required then, kept in the same order). Memory is O(B^2)
+    plus the triplets returned (about B^3 / 2 for ``all``): subsample for batches beyond a few hundred.
     """
     if labels.ndim != 1 or psi.ndim != 2 or psi.shape[0] != labels.shape[0]:
         raise ValueError(f"labels (B,) and psi (B, D) must agree, got {tuple(labels.shape)} and {tuple(psi.shape)}")
     if max_triplets is not None and (max_triplets < 1 or generator is None):
         raise ValueError(f"max_triplets ({max_triplets}) must be positive and come with a torch.Generator")
     anchors, first, second = allowed_triplets(labels, filter_name, max_triplets, generator)
-    return order_by_descriptor(descriptor_distances(psi), anchors, first, second, min_relative_gap)
+    return order_by_descriptor(descriptor_distances(psi), anchors, first, second)
 
 
-def explicit_indices_tuple(psi: torch.Tensor, min_relative_gap: float = 0.0) -> IndicesTuple:
+def explicit_indices_tuple(psi: torch.Tensor) -> IndicesTuple:
     """Explicit mode: ordered triplets of a batch laid out as ``[anchors | first | second]`` (3T rows)."""
     if psi.ndim != 2 or psi.shape[0] % 3:
         raise ValueError(f"explicit batches hold 3 x T images, got psi of shape {tuple(psi.shape)}")
     n_triplets = psi.shape[0] // 3
     anchors = torch.arange(n_triplets, device=psi.device)
-    return order_by_descriptor(
-        descriptor_distances(psi), anchors, anchors + n_triplets, anchors + 2 * n_triplets, min_relative_gap
-    )
+    return order_by_descriptor(descriptor_distances(psi), anchors, anchors + n_triplets, anchors + 2 * n_triplets)
 
 
 class PATripletLoss(nn.Module):
@@ -226,15 +227,17 @@ class PATripletLoss(nn.Module):
         )
 
     @full_precision
-    def forward(self, embeddings: torch.Tensor, indices_tuple: IndicesTuple) -> tuple[torch.Tensor, dict]:
-        """The reduced loss and its parts.
+    def forward(
+        self, embeddings: torch.Tensor, indices_tuple: IndicesTuple, scored: IndicesTuple | None = None
+    ) -> tuple[torch.Tensor, dict]:
+        """The reduced loss over ``indices_tuple`` and its parts.
 
-        Parts: ``triplets`` (int); ``triplet_accuracy``, the fraction of triplets the embedding
-        already orders as the descriptor does (the positive strictly closer to the anchor, in the
-        loss's distance); ``nonzero_fraction``, the fraction with a non-zero loss; and
-        ``mean_violation`` (detached 0-d tensors, read them with ``.item()`` only when logging, to
-        avoid device syncs). Computed in float32 whatever the forward pass used, so bf16 does not
-        blur small margins.
+        Parts: ``triplets`` (int); ``triplet_accuracy``, the fraction of the ``scored`` triplets
+        (default: ``indices_tuple``) the embedding already orders as the descriptor does (the
+        positive strictly closer to the anchor, in the loss's distance); ``nonzero_fraction``, the
+        fraction with a non-zero loss; and ``mean_violation`` (detached 0-d tensors, read them with
+        ``.item()`` only when logging, to avoid device syncs). Computed in float32 whatever the
+        forward pass used, so bf16 does not blur small margins.
         """
         parts = self.triplet.compute_loss(embeddings, None, indices_tuple, embeddings, None)
         loss = self.triplet.reducer(parts, embeddings, None)
@@ -244,12 +247,10 @@ class PATripletLoss(nn.Module):
             zero = embeddings.new_zeros(())
             return loss, {"triplets": 0, "triplet_accuracy": zero, "nonzero_fraction": zero, "mean_violation": zero}
         detached = losses.detach()
-        anchors, positives, negatives = indices_tuple
         distances = self.triplet.distance(embeddings.detach())
-        ordered = distances[anchors, positives] < distances[anchors, negatives]
         return loss, {
             "triplets": n_triplets,
-            "triplet_accuracy": ordered.float().mean(),
+            "triplet_accuracy": ordered_fraction(distances, indices_tuple if scored is None else scored),
             "nonzero_fraction": (detached > 0).float().mean(),
             "mean_violation": detached.mean(),
         }

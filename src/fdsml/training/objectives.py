@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fdsml.losses.candidates import check_filter
-from fdsml.losses.pa_triplet import PATripletLoss, explicit_indices_tuple, mine_batch_triplets
+from fdsml.losses.pa_triplet import PATripletLoss, explicit_indices_tuple, mine_batch_triplets, without_near_ties
 from fdsml.losses.precision import full_precision
 from fdsml.measure import Stopwatch
 from fdsml.seeds import replica_rank, step_seed
@@ -33,6 +33,8 @@ class PATripletObjective(nn.Module):
     ``mode="batch"`` mines every filter-compliant triplet of a class-balanced batch (each image
     forwarded once, used in many triplets); ``mode="explicit"`` takes batches laid out as
     ``[anchors | first | second]`` from the explicit sampler, one triplet per three images.
+    ``min_relative_gap`` > 0 leaves near-ties (:func:`~fdsml.losses.pa_triplet.without_near_ties`)
+    out of the loss; the training triplet accuracy is still scored on every mined triplet.
     """
 
     def __init__(
@@ -61,20 +63,19 @@ class PATripletObjective(nn.Module):
     def indices(self, labels: torch.Tensor, psi: torch.Tensor, step: int):
         """The ordered triplets of this batch (positions in the batch)."""
         if self.mode == "explicit":
-            return explicit_indices_tuple(psi, self.min_relative_gap)
+            return explicit_indices_tuple(psi)
         generator = None
         if self.max_triplets is not None:
             generator = torch.Generator(device=labels.device).manual_seed(step_seed(self.seed, step, replica_rank()))
-        return mine_batch_triplets(
-            labels, psi, self.filter_name, max_triplets=self.max_triplets, generator=generator, min_relative_gap=self.min_relative_gap
-        )
+        return mine_batch_triplets(labels, psi, self.filter_name, max_triplets=self.max_triplets, generator=generator)
 
     def forward(self, model: nn.Module, batch: dict[str, Any], step: int = 0):
         embeddings = model(batch["image"])
         mining = Stopwatch(embeddings.device)
         indices = self.indices(batch["label"], batch["psi"], step)
+        trained = without_near_ties(batch["psi"], indices, self.min_relative_gap)
         mining.stop()
-        loss, parts = self.loss(embeddings, indices)
+        loss, parts = self.loss(embeddings, trained, scored=indices)
         per_filter = {f"{name}_{self.filter_name}": parts.pop(name) for name in PER_FILTER_PARTS}
         return loss, {**parts, **per_filter, "mining_s": mining}
 
