@@ -42,6 +42,8 @@ ARMS = {
     "same_nonzero": {"pa_triplet": {"reducer": "avg_nonzero"}},
     "same_unnormalised": {"pa_triplet": {"normalize_embeddings": False}},
     "same_lr": {"optimizer": {"base_lr": 2.0}},
+    "same_gap_lr_low": {"pa_triplet": {"min_relative_gap": 0.1}, "optimizer": {"base_lr": 0.1}},
+    "same_gap_lr_high": {"pa_triplet": {"min_relative_gap": 0.1}, "optimizer": {"base_lr": 2.0}},
     "each": {"pa_triplet": {"filter": "each"}},
     "fdsl": {"objective": "fdsl"},
 }
