@@ -221,3 +221,38 @@ def test_a_loader_batch_comes_from_one_epoch(table):
     with pytest.raises(ValueError, match="one epoch"):
         items.__getitems__([(0, 1), (1, 2)])
     _assert_same_batch(items.__getitems__([(1, 4), (1, 0)]), _collated_items(items, [(1, 4), (1, 0)]))
+
+
+@pytest.mark.parametrize("options", [{}, {"fresh_noise": True}, {"instances": "fresh"}])
+def test_every_training_batch_pairs_each_image_with_the_descriptor_of_the_code_it_renders(options):
+    """What the loss receives, through the loop's own loader: held-out split, relabelling, class-balanced batches,
+    one collated call per batch, two epochs. ``psi`` is recomputed from the code actually rendered, not read back."""
+    from fdsml.data import ClassBalancedBatchSampler
+    from fdsml.data.holdout import HoldoutSettings, TrainingRows, split_table
+
+    config = FineFractalDBConfig(seed=2, n_classes=3, instances_per_class=4, render=RENDER)
+    spec = FamilySpec(FINEFRACTALDB, config)
+    table = generate_finefractaldb(config)[0]
+    split = split_table(table, HoldoutSettings(instance_fraction=0.25), seed=0)
+    dataset = FractalCodesDataset(table, spec, seed=4, **options)
+    rows = TrainingRows(dataset, split)
+    batches = EpochBatches(ClassBalancedBatchSampler(rows.labels, 2, 3, seed=0))
+    loader = epoch_loader(rows, batches, num_workers=0)
+    checked = 0
+    for epoch in (0, 1):
+        batches.start(epoch)
+        dataset.set_epoch(epoch)
+        for batch in loader:
+            for image, label, descriptor, index in zip(batch["image"], batch["label"], batch["psi"], batch["index"].tolist()):
+                if options.get("instances") == "fresh":
+                    drawn = dataset.fresh_instance(index)
+                    instance, rendering = drawn.instance, drawn.image
+                else:
+                    instance = spec.instance(table.iloc[index])
+                    rendering = spec.render(instance, dataset.rendering_seed(index))
+                assert torch.equal(image[0], torch.from_numpy(rendering))
+                expected = psi(instance.coefficients, instance.probabilities)
+                torch.testing.assert_close(descriptor, torch.from_numpy(expected).float())
+                assert label.item() == split.training_labels(np.array([table["class_id"].iloc[index]]))[0]
+                checked += 1
+    assert checked == 2 * len(batches.sampler) * 6

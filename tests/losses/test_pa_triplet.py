@@ -13,6 +13,7 @@ from fdsml.losses.pa_triplet import (
     explicit_indices_tuple,
     mine_batch_triplets,
     triplets_per_anchor,
+    without_near_ties,
 )
 from fdsml.measure import Measured
 
@@ -23,8 +24,8 @@ def _triplets(indices):
     return sorted(zip(*(t.tolist() for t in indices)))
 
 
-def _brute_force(labels, psi, filter_name):
-    """The specification read literally, one triplet at a time."""
+def _brute_force(labels, psi, filter_name, min_relative_gap=0.0):
+    """The specification read literally, one triplet at a time (near-ties left out when asked)."""
     labels, psi = labels.tolist(), psi.double().numpy()
     rules = {"all": (None, None), "each": (True, False), "same": (True, True), "diff": (False, False)}[filter_name]
 
@@ -38,6 +39,8 @@ def _brute_force(labels, psi, filter_name):
         if rules[0] == rules[1] and c1 > c2:
             continue
         d1, d2 = np.linalg.norm(psi[a] - psi[c1]), np.linalg.norm(psi[a] - psi[c2])
+        if abs(d1 - d2) < min_relative_gap * max(d1, d2):
+            continue
         found.append((a, c1, c2) if d1 <= d2 else (a, c2, c1))
     return sorted(found)
 
@@ -58,6 +61,23 @@ def test_closer_candidate_is_positive_and_candidate_one_wins_ties():
     assert anchors.tolist() == [0, 1, 2]
     assert positives.tolist() == [3, 7, 5]  # c1 nearer; c2 nearer; tie -> c1
     assert negatives.tolist() == [6, 4, 8]
+
+
+@pytest.mark.parametrize("filter_name", FILTERS)
+def test_near_ties_are_left_out_only_when_asked(batch, filter_name):
+    labels, psi = batch
+    every = mine_batch_triplets(labels, psi, filter_name)
+    assert without_near_ties(psi, every, 0.0) is every
+    decisive = _triplets(without_near_ties(psi, every, 0.3))
+    assert decisive == _brute_force(labels, psi, filter_name, min_relative_gap=0.3)
+    assert set(decisive) < set(_triplets(every))  # some of every filter's triplets are near-ties
+
+
+def test_explicit_triplets_lose_their_near_ties_too():
+    anchor, near, nearly_as_near, far = [0.0] * 6, [1.0] + [0.0] * 5, [0.0, 1.05] + [0.0] * 4, [2.0] + [0.0] * 5
+    psi = torch.tensor([anchor, anchor, near, near, nearly_as_near, far])
+    anchors, positives, negatives = without_near_ties(psi, explicit_indices_tuple(psi), 0.1)
+    assert (anchors.tolist(), positives.tolist(), negatives.tolist()) == ([1], [3], [5])
 
 
 def test_explicit_batches_must_hold_three_rows_per_triplet():
@@ -168,6 +188,10 @@ def test_loss_equals_hand_computation_without_normalisation():
     mean_loss, parts = PATripletLoss(margin=0.5, normalize_embeddings=False, reducer="mean")(EMBEDDINGS, TRIPLETS)
     assert mean_loss.item() == pytest.approx(sum(hinge) / 3)
     assert parts["triplets"] == 3 and parts["nonzero_fraction"].item() == pytest.approx(2 / 3)
+    assert parts["triplet_accuracy"].item() == pytest.approx(1 / 3)  # only d(0,2) = 1 < d(0,1) = 5 is ordered
+    swapped = (TRIPLETS[0], TRIPLETS[2], TRIPLETS[1])  # scored apart from the loss's triplets: the other two ordered
+    _, scored_apart = PATripletLoss(margin=0.5, normalize_embeddings=False)(EMBEDDINGS, TRIPLETS, scored=swapped)
+    assert scored_apart["triplets"] == 3 and scored_apart["triplet_accuracy"].item() == pytest.approx(2 / 3)
     nonzero_loss, _ = PATripletLoss(margin=0.5, normalize_embeddings=False, reducer="avg_nonzero")(EMBEDDINGS, TRIPLETS)
     assert nonzero_loss.item() == pytest.approx(sum(hinge) / 2)
 

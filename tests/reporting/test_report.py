@@ -7,7 +7,7 @@ from kedro.io import DataCatalog
 
 import pytest
 
-from fdsml.reporting.report import generator_variants_section, pretraining_budget_section
+from fdsml.reporting.report import generator_variants_section, pa_triplet_study_section, pretraining_budget_section
 from fdsml.validation.report import variants_markdown
 
 CATALOG = Path(__file__).resolve().parents[2] / "conf/base/catalog_report.yml"
@@ -23,6 +23,7 @@ def test_the_section_shows_the_measured_table_under_its_own_heading():
 STUDIES = [
     (generator_variants_section, "generator_variants", "python benchmarks/generator_variants.py"),
     (pretraining_budget_section, "pretraining_budget", "python benchmarks/pretraining_budget.py"),
+    (pa_triplet_study_section, "pa_triplet_study", "python benchmarks/pa_triplet_study.py"),
 ]
 
 

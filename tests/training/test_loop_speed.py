@@ -27,7 +27,7 @@ def test_history_is_read_from_the_device_once_per_log_interval(tiny_table, tmp_p
     _, history = pretrain(tiny_table, TINY_SPEC, config)
     assert reads == [torch.Size([3]), torch.Size([3])]  # one read of three losses per interval, not one per step
     assert history["step"].tolist() == [1, 2, 3, 4, 5, 6]
-    for column in ("loss", "nonzero_fraction", "mining_s", "step_s", "images_per_s"):
+    for column in ("loss", "nonzero_fraction_same", "mining_s", "step_s", "images_per_s"):
         assert all(isinstance(value, float) for value in history[column]), column
     assert (history["mining_s"] > 0).all() and (history["mining_s"] < history["step_s"]).all()
 

@@ -46,6 +46,16 @@ def first_is_positive(d_first, d_second):
     return d_first <= d_second
 
 
+def decisive(d_first, d_second, min_relative_gap: float):
+    """Whether the descriptor tells the two candidates apart: their distances to the anchor differ by at
+    least ``min_relative_gap`` of the larger one (0: every triplet, the method's definition).
+
+    Works elementwise on NumPy arrays and torch tensors alike.
+    """
+    gap = abs(d_first - d_second)
+    return gap >= min_relative_gap * (d_first + d_second + gap) / 2  # (a + b + |a - b|) / 2 = max(a, b)
+
+
 def _draw_from(pool_by_class, class_ids, anchors, same_class, exclude, rng):
     """One candidate per anchor from the anchor's class (True), other classes (False) or anywhere (None)."""
     n_items = class_ids.shape[0]

@@ -22,7 +22,7 @@ from pytorch_metric_learning.reducers import AvgNonZeroReducer, MeanReducer
 from torch import nn
 
 from fdsml.ifs.descriptor import descriptor_distance
-from fdsml.losses.candidates import check_filter, first_is_positive
+from fdsml.losses.candidates import check_filter, decisive, first_is_positive
 from fdsml.losses.precision import full_precision
 
 IndicesTuple = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
@@ -41,6 +41,23 @@ def order_by_descriptor(
     """``(anchors, positives, negatives)``: the candidate no farther from the anchor is the positive."""
     keep = first_is_positive(distances[anchors, first], distances[anchors, second])
     return anchors, torch.where(keep, first, second), torch.where(keep, second, first)
+
+
+def without_near_ties(psi: torch.Tensor, triplets: IndicesTuple, min_relative_gap: float) -> IndicesTuple:
+    """``triplets`` whose descriptor tells the positive from the negative: their distances to the anchor
+    differ by at least ``min_relative_gap`` of the larger (:func:`fdsml.losses.candidates.decisive`; 0: all)."""
+    if min_relative_gap == 0:
+        return triplets
+    anchors, positives, negatives = triplets
+    distances = descriptor_distances(psi)
+    kept = decisive(distances[anchors, positives], distances[anchors, negatives], min_relative_gap)
+    return anchors[kept], positives[kept], negatives[kept]
+
+
+def ordered_fraction(distances: torch.Tensor, triplets: IndicesTuple) -> torch.Tensor:
+    """Fraction of ``triplets`` whose positive is strictly nearer the anchor in ``distances`` (B, B), a 0-d tensor."""
+    anchors, positives, negatives = triplets
+    return (distances[anchors, positives] < distances[anchors, negatives]).float().mean()
 
 
 def _candidate_pairs(same_class: torch.Tensor, distinct: torch.Tensor, rule: bool | None) -> torch.Tensor:
@@ -211,12 +228,17 @@ class PATripletLoss(nn.Module):
         )
 
     @full_precision
-    def forward(self, embeddings: torch.Tensor, indices_tuple: IndicesTuple) -> tuple[torch.Tensor, dict]:
-        """The reduced loss and its parts.
+    def forward(
+        self, embeddings: torch.Tensor, indices_tuple: IndicesTuple, scored: IndicesTuple | None = None
+    ) -> tuple[torch.Tensor, dict]:
+        """The reduced loss over ``indices_tuple`` and its parts.
 
-        Parts: ``triplets`` (int), ``nonzero_fraction`` and ``mean_violation`` (detached 0-d
-        tensors, read them with ``.item()`` only when logging, to avoid device syncs).
-        Computed in float32 whatever the forward pass used, so bf16 does not blur small margins.
+        Parts: ``triplets`` (int); ``triplet_accuracy``, the fraction of the ``scored`` triplets
+        (default: ``indices_tuple``) the embedding already orders as the descriptor does (the
+        positive strictly closer to the anchor, in the loss's distance); ``nonzero_fraction``, the
+        fraction with a non-zero loss; and ``mean_violation`` (detached 0-d tensors, read them with
+        ``.item()`` only when logging, to avoid device syncs). Computed in float32 whatever the
+        forward pass used, so bf16 does not blur small margins.
         """
         parts = self.triplet.compute_loss(embeddings, None, indices_tuple, embeddings, None)
         loss = self.triplet.reducer(parts, embeddings, None)
@@ -224,10 +246,12 @@ class PATripletLoss(nn.Module):
         n_triplets = int(indices_tuple[0].shape[0])
         if n_triplets == 0:
             zero = embeddings.new_zeros(())
-            return loss, {"triplets": 0, "nonzero_fraction": zero, "mean_violation": zero}
+            return loss, {"triplets": 0, "triplet_accuracy": zero, "nonzero_fraction": zero, "mean_violation": zero}
         detached = losses.detach()
+        distances = self.triplet.distance(embeddings.detach())
         return loss, {
             "triplets": n_triplets,
+            "triplet_accuracy": ordered_fraction(distances, indices_tuple if scored is None else scored),
             "nonzero_fraction": (detached > 0).float().mean(),
             "mean_violation": detached.mean(),
         }

@@ -133,6 +133,16 @@ def pretraining_budget_section(table: str | None) -> str:
     )
 
 
+def pa_triplet_study_section(table: str | None) -> str:
+    """What PA-Triplet learns per variant, `same`, `each` and FDSL (``benchmarks/pa_triplet_study.py``, about 2 h)."""
+    return _study_section(
+        "PA-Triplet: what the loss learns",
+        table,
+        "Not measured yet: `python benchmarks/pa_triplet_study.py` writes `data/08_reporting/pa_triplet_study.md` "
+        "(about 2 h on 2 loaded CPU cores; `--scale default` for the embedded default alone), then run the report again.\n",
+    )
+
+
 def retrieval_section(table: str) -> str:
     return "## Retrieval\n\n" + _strip_title(table) + "\n" + _picture("top-5 retrievals", "retrieval_examples.png")
 

@@ -16,12 +16,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from fdsml.losses.candidates import check_filter
-from fdsml.losses.pa_triplet import PATripletLoss, explicit_indices_tuple, mine_batch_triplets
+from fdsml.losses.pa_triplet import PATripletLoss, explicit_indices_tuple, mine_batch_triplets, without_near_ties
 from fdsml.losses.precision import full_precision
 from fdsml.measure import Stopwatch
 from fdsml.seeds import replica_rank, step_seed
 
 TRIPLET_MODES = ("batch", "explicit")
+PER_FILTER_PARTS = ("triplet_accuracy", "nonzero_fraction")
+"""Loss parts logged under the filter's name (``triplet_accuracy_same``): what the training triplets of that filter show."""
 cross_entropy = full_precision(F.cross_entropy)
 
 
@@ -37,6 +39,8 @@ class PATripletObjective(nn.Module):
     ``mode="batch"`` mines every filter-compliant triplet of a class-balanced batch (each image
     forwarded once, used in many triplets); ``mode="explicit"`` takes batches laid out as
     ``[anchors | first | second]`` from the explicit sampler, one triplet per three images.
+    ``min_relative_gap`` > 0 leaves near-ties (:func:`~fdsml.losses.pa_triplet.without_near_ties`)
+    out of the loss; the training triplet accuracy is still scored on every mined triplet.
     """
 
     def __init__(
@@ -48,6 +52,7 @@ class PATripletObjective(nn.Module):
         normalize_embeddings: bool = True,
         reducer: Literal["mean", "avg_nonzero"] = "mean",
         max_triplets: int | None = None,
+        min_relative_gap: float = 0.0,
         seed: int = 0,
     ):
         super().__init__()
@@ -57,6 +62,7 @@ class PATripletObjective(nn.Module):
         self.filter_name = filter_name
         self.mode = mode
         self.max_triplets = max_triplets
+        self.min_relative_gap = min_relative_gap
         self.seed = seed
         self.loss = PATripletLoss(margin, normalize_embeddings, reducer)
 
@@ -73,9 +79,11 @@ class PATripletObjective(nn.Module):
         embeddings = model(batch["image"])
         mining = Stopwatch(embeddings.device)
         indices = self.indices(batch["label"], batch["psi"], step)
+        trained = without_near_ties(batch["psi"], indices, self.min_relative_gap)
         mining.stop()
-        loss, parts = self.loss(embeddings, indices)
-        return loss, {**parts, "mining_s": mining}
+        loss, parts = self.loss(embeddings, trained, scored=indices)
+        per_filter = {f"{name}_{self.filter_name}": parts.pop(name) for name in PER_FILTER_PARTS}
+        return loss, {**parts, **per_filter, "mining_s": mining}
 
     def param_groups(self) -> list[dict]:
         return []

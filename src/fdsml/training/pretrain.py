@@ -45,10 +45,13 @@ class PATripletSettings:
     normalize_embeddings: bool = True
     reducer: Literal["mean", "avg_nonzero"] = "mean"
     max_triplets: int | None = None
+    min_relative_gap: float = 0.0
 
     def __post_init__(self):
         if self.margin < 0:
             raise ConfigError(f"pretrain.pa_triplet.margin: must be >= 0, got {self.margin}")
+        if not 0 <= self.min_relative_gap < 1:
+            raise ConfigError(f"pretrain.pa_triplet.min_relative_gap: must lie in [0, 1) (0 keeps every triplet), got {self.min_relative_gap}")
         if self.max_triplets is not None:
             require_positive("pretrain.pa_triplet.max_triplets", self.max_triplets)
 
@@ -320,6 +323,7 @@ def build_objective(config: PretrainConfig):
         normalize_embeddings=settings.normalize_embeddings,
         reducer=settings.reducer,
         max_triplets=settings.max_triplets,
+        min_relative_gap=settings.min_relative_gap,
         seed=config.train.seed,
     )
 

@@ -17,6 +17,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "descriptor_validation_table",
                     "generator_variants_table",
                     "pretraining_budget_table",
+                    "pa_triplet_study_table",
                     "retrieval_table",
                     "classification_table",
                     "robustness_table",
