@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from fdsml.run_checks import RunCheckError, check_run
+from fdsml.pipelines.run_checks import RunCheckError, check_run
 
 from .fresh_clone import fresh_clone, run
 

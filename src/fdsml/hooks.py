@@ -20,7 +20,7 @@ from kedro.framework.project import pipelines as registered_pipelines
 from kedro.pipeline import Pipeline
 
 from fdsml.errors import MissingInputError
-from fdsml.run_checks import CHECKS, check_run
+from fdsml.pipelines.run_checks import CHECKS, check_run
 from fdsml.run_events import StepReport, start_recording, stop_recording
 
 logger = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ class UpstreamInputs:
 
 
 class ChecksBeforeWork:
-    """Before the first node, every replica checks the parameters and dataset folders of the run (:mod:`fdsml.run_checks`)."""
+    """Before the first node, every replica checks the parameters and dataset folders of the run (:mod:`fdsml.pipelines.run_checks`)."""
 
     @hook_impl
     def before_pipeline_run(self, run_params: dict[str, Any], pipeline: Pipeline, catalog) -> None:
