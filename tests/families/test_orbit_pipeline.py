@@ -69,7 +69,8 @@ def test_the_embedding_map_and_the_trajectory_are_drawn_through_the_family(name)
     models = {"resnet": build_model("resnet18", img_size=32, embedding_dim=8).eval()}
     assert isinstance(pictures.embedding_maps(models, table, spec, spec.settings.factor_range, config), Figure)
     figure, metrics = pictures.trajectories(models, table, spec, config)
-    assert isinstance(figure, Figure) and np.isfinite(metrics["largest_over_median_step"]["resnet"])
+    # >= 1 by definition; inf when most steps of the tiny path render the same image (median step 0)
+    assert isinstance(figure, Figure) and metrics["largest_over_median_step"]["resnet"] >= 1.0
     row_0, row_1 = table.iloc[0], table.iloc[-1]
     ends = render_path(spec, interpolated_path(spec, row_0, row_1, np.array([0.0, 1.0])), seed=3)
     assert np.array_equal(ends[0], spec.render(spec.instance(row_0), 3))

@@ -34,8 +34,14 @@ def is_contractive(coefficients: np.ndarray) -> bool:
 
 
 def determinant_probabilities(coefficients: np.ndarray) -> np.ndarray:
-    """pi_k = |det A_k| / sum_j |det A_j|; raises when every map is singular."""
-    dets = np.abs(np.linalg.det(linear_parts(coefficients)))
+    """pi_k = |det A_k| / sum_j |det A_j|; raises when every map is singular.
+
+    det = ad - bc in plain IEEE arithmetic: LAPACK's LU determinant rounds differently on
+    different CPUs (its kernels are chosen at run time), which changed the table's bytes between
+    machines.
+    """
+    coefficients = np.asarray(coefficients, dtype=np.float64)
+    dets = np.abs(coefficients[:, 0] * coefficients[:, 3] - coefficients[:, 1] * coefficients[:, 2])
     total = dets.sum()
     if not total > 0:
         raise ValueError("every map of the code is singular: |det| probabilities are undefined")

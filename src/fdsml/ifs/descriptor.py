@@ -6,10 +6,17 @@ import numpy as np
 
 
 def psi(coefficients: np.ndarray, probabilities: np.ndarray) -> np.ndarray:
-    """Psi = sum_k pi_k * psi_k: the probability-weighted mean of the maps' six coefficients."""
+    """Psi = sum_k pi_k * psi_k: the probability-weighted mean of the maps' six coefficients.
+
+    Summed in map order: a BLAS product sums in an order its CPU-specific kernel chooses, which
+    changed the descriptors' last bits (and the table's bytes) between machines.
+    """
     coefficients = np.asarray(coefficients, dtype=np.float64)
     probabilities = np.asarray(probabilities, dtype=np.float64)
-    return probabilities @ coefficients
+    total = probabilities[0] * coefficients[0]
+    for k in range(1, len(probabilities)):
+        total = total + probabilities[k] * coefficients[k]
+    return total
 
 
 def descriptor_distance(psi_a, psi_b):
