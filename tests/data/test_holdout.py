@@ -1,8 +1,10 @@
-"""The held-out split: disjoint parts, seeded and reproducible, fractions respected, bad fractions named."""
+"""The held-out split: disjoint parts, seeded and reproducible, fractions respected, bad fractions named,
+and held-out instances that no training instance lies near."""
 
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.spatial.distance import cdist, pdist
 
 from fdsml.config import ConfigError
 from fdsml.data.holdout import HoldoutSettings, TrainingRows, split_table
@@ -18,7 +20,7 @@ def _table(n_classes=10, instances=20, first_class=0):
 def test_the_parts_are_disjoint_cover_the_table_and_respect_the_fractions():
     table = _table()
     split = split_table(table, HoldoutSettings(instance_fraction=0.1, class_fraction=0.2), seed=0)
-    parts = [split.training, split.heldout_instances, split.heldout_classes]
+    parts = [split.training, split.heldout_instances, split.heldout_classes, split.guard]
     assert sum(len(p) for p in parts) == len(table)
     assert len(np.unique(np.concatenate(parts))) == len(table)
     class_ids = table["class_id"].to_numpy()
@@ -84,3 +86,35 @@ def test_a_fraction_leaving_nothing_to_train_on_names_its_key():
         split_table(_table(2, 5), HoldoutSettings(0.0, 0.9), seed=0)
     with pytest.raises(ConfigError, match="fractals.holdout.instance_fraction"):
         split_table(_table(2, 2), HoldoutSettings(0.9, 0.0), seed=0)
+
+
+def _perturbed_table(n_classes=20, instances=200, seed=0):
+    """Like FineFractalDB: every instance rescales one of six coordinates of its class code by s ~ U[0.6, 1.4],
+    so each class's instances lie on six rays through its code, near-duplicates of each other."""
+    rng = np.random.default_rng(seed)
+    codes = rng.normal(size=(n_classes, 6))
+    class_ids = np.repeat(np.arange(n_classes), instances)
+    psi = codes[class_ids].copy()
+    positions = rng.integers(6, size=len(class_ids))
+    psi[np.arange(len(class_ids)), positions] *= rng.uniform(0.6, 1.4, size=len(class_ids))
+    return pd.DataFrame({"class_id": class_ids, "psi": list(psi)})
+
+
+def test_no_training_instance_lies_closer_to_a_held_out_one_than_the_gap():
+    """Held out one by one, instances keep near-duplicates in training (a memorisation test): the region and
+    its guard leave every training instance at least gap x the class's median descriptor distance away."""
+    table, gap = _perturbed_table(), 0.1
+    split = split_table(table, HoldoutSettings(instance_fraction=0.1, class_fraction=0.1), seed=0)
+    class_ids, psi = table["class_id"].to_numpy(), np.stack(table["psi"].to_list())
+    for label in split.training_classes:
+        rows = np.flatnonzero(class_ids == label)
+        held, trained = np.intersect1d(rows, split.heldout_instances), np.intersect1d(rows, split.training)
+        assert len(held) == 20 and len(trained) >= 100
+        nearest = cdist(psi[held], psi[trained]).min()
+        assert nearest > gap * np.median(pdist(psi[rows])), (label, nearest)
+
+
+def test_a_gap_leaving_a_class_nothing_to_train_on_names_its_key():
+    copies = pd.DataFrame({"class_id": np.repeat([0, 1], 5), "psi": [np.full(6, c, dtype=float) for c in np.repeat([0, 1], 5)]})
+    with pytest.raises(ConfigError, match="fractals.holdout.gap"):  # identical instances: all of them in the guard
+        split_table(copies, HoldoutSettings(instance_fraction=0.2), seed=0)

@@ -69,4 +69,4 @@ def test_a_validation_leaves_every_module_mode_and_the_random_state_as_it_found_
     assert torch.equal(torch.get_rng_state(), state)
     assert set(METRICS) <= set(result) and result["validation_s"] > 0
     assert np.isnan(result["val_probe_recall_at_1"])  # no probe configured
-    assert 0 <= result["val_top1"] <= 1 and 0 <= result["val_class_recall_at_1"] <= 1
+    assert 0 <= result["val_unseen_region_top1"] <= 1 and 0 <= result["val_unseen_class_recall_at_1"] <= 1

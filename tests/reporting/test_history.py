@@ -22,8 +22,8 @@ def _validated_history():
             "loss": [1.0, 0.9, 0.8, 0.7],
             "data_s": [0.5] * 4,
             "step_s": [1.5] * 4,
-            "val_agreement_all": [nan, 0.55, nan, 0.7],
-            "val_top1": [nan] * 4,  # a PA-Triplet run: never measured
+            "val_unseen_agreement_all": [nan, 0.55, nan, 0.7],
+            "val_unseen_region_top1": [nan] * 4,  # a PA-Triplet run: never measured
             "validation_s": [nan, 0.4, nan, 0.4],
         }
     )
@@ -31,7 +31,7 @@ def _validated_history():
 
 def test_validation_metrics_are_the_measured_ones_at_the_steps_they_ran():
     metrics = validation_metrics(_validated_history())
-    assert metrics.index.tolist() == [2, 4] and metrics.columns.tolist() == ["val_agreement_all"]
+    assert metrics.index.tolist() == [2, 4] and metrics.columns.tolist() == ["val_unseen_agreement_all"]
     assert validation_metrics(pd.DataFrame({"step": [1], "loss": [1.0]})).empty
 
 
@@ -42,8 +42,9 @@ def test_the_cost_is_validation_time_over_training_step_time():
 
 def test_the_report_shows_the_first_and_last_validation_and_the_cost():
     text = pretrain_section(_validated_history().assign(images_per_s=10.0))
-    assert "| metric | step 2 | step 4 |" in text and "| agreement_all | 0.550 | 0.700 |" in text
-    assert "| top1 |" not in text and "10.0 % of the training steps' time" in text
+    assert "| metric | step 2 | step 4 |" in text and "| unseen_agreement_all | 0.550 | 0.700 |" in text
+    assert "| unseen_region_top1 |" not in text and "10.0 % of the training steps' time" in text
+
 
 
 def test_probe_trend_compares_the_initialisation_with_the_last_validation():

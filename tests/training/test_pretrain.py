@@ -33,7 +33,8 @@ def test_fdsl_steps_reduce_the_loss(tiny_table, tmp_path):
         train={"max_steps": 25, "checkpoint_every": 100},
     )
     payload, history = pretrain(tiny_table, TINY_SPEC, config)
-    assert history["loss"].iloc[:5].mean() > 1.5 * history["loss"].iloc[-5:].mean()
+    # Medians: at base_lr 1.0 a single late step can spike (seen with the tagged batch streams) without the loss rising.
+    assert history["loss"].iloc[:5].median() > 1.5 * history["loss"].iloc[-5:].median()
     assert payload["model"]["head"] == "classifier" and payload["model"]["num_classes"] == 3
 
 

@@ -4,11 +4,13 @@ The training loop calls a :class:`PretrainValidation` every ``every`` steps and 
 scores the model on rows of the codes table never trained on (:mod:`fdsml.data.holdout`),
 rendered once with the table's own seeds (fixed noise) and kept for the run:
 
-* ``val_agreement_<filter>``: on a fixed, seeded set of held-out triplets per candidate filter
-  (drawn as the explicit sampler draws them), the fraction whose representation distances
-  order the two candidates as the descriptor distance does: the quantity PA-Triplet optimises;
-* ``val_top1`` (cross-entropy models): top-1 accuracy on the held-out instances of training classes;
-* ``val_class_recall_at_1``: k-NN Recall@1 among the held-out classes (retrieval of unseen fractal classes);
+* ``val_unseen_agreement_<filter>``: on a fixed, seeded set of held-out triplets per candidate
+  filter (drawn as the explicit sampler draws them, among the unseen regions of training classes
+  and the unseen classes), the fraction whose representation distances order the two candidates
+  as the descriptor distance does: the quantity PA-Triplet optimises;
+* ``val_unseen_region_top1`` (cross-entropy models): top-1 accuracy on the held-out regions of the
+  training classes (instances no training instance lies near, :mod:`fdsml.data.holdout`);
+* ``val_unseen_class_recall_at_1``: k-NN Recall@1 among the held-out classes (retrieval of unseen fractal classes);
 * ``val_probe_recall_at_1``: the frozen trunk's Recall@1 on a real retrieval dataset (:mod:`fdsml.evaluation.frozen_probe`);
 * ``validation_s``: the seconds the validation took (its cost against the step time).
 
@@ -48,9 +50,9 @@ if TYPE_CHECKING:  # the settings are pre-training's configuration; only their t
 logger = logging.getLogger(__name__)
 
 METRICS = (
-    *(f"val_agreement_{name}" for name in FILTERS),
-    "val_top1",
-    "val_class_recall_at_1",
+    *(f"val_unseen_agreement_{name}" for name in FILTERS),
+    "val_unseen_region_top1",
+    "val_unseen_class_recall_at_1",
     "val_probe_recall_at_1",
 )  # every validation reports them all (NaN where the data or the model has none), so history columns never vary
 
@@ -181,13 +183,13 @@ class PretrainValidation:
             vectors, outputs = self._outputs(model)
             for name, triplets in self.triplets.items():
                 if triplets is not None:
-                    result[f"val_agreement_{name}"] = ordering_agreement(vectors, triplets)
+                    result[f"val_unseen_agreement_{name}"] = ordering_agreement(vectors, triplets)
             if self.classifier and self.instance_part.any():
-                result["val_top1"] = topk_accuracy(outputs[self.instance_part], self.instance_labels, (1,))[1]
+                result["val_unseen_region_top1"] = topk_accuracy(outputs[self.instance_part], self.instance_labels, (1,))[1]
             unseen = ~self.instance_part
             if len(np.unique(self.class_ids[unseen.numpy()])) >= 2:
                 recall = retrieval_metrics(vectors[unseen], self.class_ids[unseen.numpy()], ks=(1,), seed=self.seed)["recall@1"]
-                result["val_class_recall_at_1"] = recall
+                result["val_unseen_class_recall_at_1"] = recall
         if self.probe is not None:
             from fdsml.evaluation.frozen_probe import frozen_probe  # torchvision's transforms: only when probing
 
