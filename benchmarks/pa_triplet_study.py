@@ -166,10 +166,11 @@ def summarise(results: list[dict]) -> str:
 def report_markdown(table: str) -> str:
     return (
         "# PA-Triplet: what the loss learns\n\n"
-        "Each arm changes one thing against the method's `same` (every triplet ordered by the descriptor, margin 0.2 on "
-        "L2-normalised embeddings, mean over triplets); `each` and FDSL share the table, split, seed and budget. Training "
-        "triplet accuracy: fraction of the batch's mined triplets whose positive is already the nearer in the embedding "
-        "(mean of the first and of the last tenth of the steps; with near-ties left out, over the kept triplets). "
+        "Each arm changes its overrides against the method's `same` (every triplet ordered by the descriptor, margin 0.2 "
+        "on L2-normalised embeddings, mean over triplets); `each` and FDSL share the table, split, seed and budget. "
+        "Training triplet accuracy: fraction of the batch's mined triplets (near-ties included, whether or not the loss "
+        "sees them) whose positive is already the nearer in the embedding (mean of the first and of the last tenth of "
+        "the steps). "
         "Held-out: agreement of the embedding's ordering with the descriptor's on fixed held-out triplets, and the frozen "
         "trunk's k-NN Recall@1 on the embedded real retrieval set (digits), at initialisation -> at the last step. "
         "`default`: conf/base as it is (10 x 20 fractals at 64 px); `grid`: 20 x 50 at 32 px, 100 steps.\n\n"

@@ -210,6 +210,8 @@ def test_no_triplets_gives_a_zero_loss_still_attached_to_the_graph():
     empty = tuple(torch.empty(0, dtype=torch.long) for _ in range(3))
     loss, parts = PATripletLoss()(embeddings, empty)
     assert loss.item() == 0 and loss.requires_grad and parts["triplets"] == 0
+    _, scored = PATripletLoss(normalize_embeddings=False)(EMBEDDINGS, empty, scored=TRIPLETS)  # every triplet a near-tie
+    assert scored["triplets"] == 0 and scored["triplet_accuracy"].item() == pytest.approx(1 / 3)
 
 
 def test_bad_loss_settings_are_refused():

@@ -244,14 +244,15 @@ class PATripletLoss(nn.Module):
         loss = self.triplet.reducer(parts, embeddings, None)
         losses = parts["loss"]["losses"]
         n_triplets = int(indices_tuple[0].shape[0])
+        scored = indices_tuple if scored is None else scored
+        zero = embeddings.new_zeros(())
+        accuracy = ordered_fraction(self.triplet.distance(embeddings.detach()), scored) if scored[0].numel() else zero
         if n_triplets == 0:
-            zero = embeddings.new_zeros(())
-            return loss, {"triplets": 0, "triplet_accuracy": zero, "nonzero_fraction": zero, "mean_violation": zero}
+            return loss, {"triplets": 0, "triplet_accuracy": accuracy, "nonzero_fraction": zero, "mean_violation": zero}
         detached = losses.detach()
-        distances = self.triplet.distance(embeddings.detach())
         return loss, {
             "triplets": n_triplets,
-            "triplet_accuracy": ordered_fraction(distances, indices_tuple if scored is None else scored),
+            "triplet_accuracy": accuracy,
             "nonzero_fraction": (detached > 0).float().mean(),
             "mean_violation": detached.mean(),
         }
