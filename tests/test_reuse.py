@@ -134,12 +134,12 @@ def test_the_declared_non_defining_keys():
     loop = ["train.checkpoint_every", "train.log_every", "train.num_workers", "train.resume"]
     assert declared == {
         "fractals": ["workers"],  # fractals.outputs: written beside the table, never part of a family's settings
-        "pretrain": ["run_dir", *loop, "validation"],  # validation reads the model, never changes it
+        "pretrain": ["live_dir", "run_dir", *loop, "validation"],  # validation reads the model, never changes it
         "retrieval": [
             "data.eval_batch_size", "data.eval_workers", "data.faiss_threads", "data.ks", "data.root",
-            "n_example_queries", "run_dir", "seeds", "starts", *loop,
+            "live_dir", "n_example_queries", "run_dir", "seeds", "starts", *loop,
         ],
-        "classification": ["datasets", "eval_batch_size", "eval_workers", "run_dir", "starting_points", *loop],
+        "classification": ["datasets", "eval_batch_size", "eval_workers", "live_dir", "run_dir", "starting_points", *loop],
         "robustness": ["batch_size", "device", "example_index", "released_root", "workers"],
     }
 

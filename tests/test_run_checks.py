@@ -3,12 +3,13 @@ selected pipeline; when one replica finds a problem, all stop together with one 
 
 import os
 import socket
+from pathlib import Path
 
 import pytest
 import torch
 import torch.multiprocessing as mp
 
-from fdsml.pipelines.run_checks import RunCheckError, check_run
+from fdsml.pipelines.run_checks import CHECKS, RunCheckError, check_run
 
 from .fresh_clone import fresh_clone, run
 
@@ -44,3 +45,26 @@ def test_a_bad_parameter_stops_kedro_run_before_the_fractals_are_generated(tmp_p
     code, output = run("kedro run --pipelines=pretrain --params=pretrain.train.epochs=0", clone)
     assert code != 0 and "pretrain.train.epochs" in " ".join(output.split()), output[-3000:]
     assert not (clone / "data" / "02_intermediate" / "fractal_codes.parquet").exists() and "finefractaldb:" not in output
+
+
+def test_every_parameter_section_a_pipeline_reads_is_checked_before_the_first_node():
+    from kedro.framework.project import pipelines
+    from kedro.framework.startup import bootstrap_project
+
+    bootstrap_project(Path(__file__).resolve().parents[1])
+    read = {i.split(":", 1)[1].split(".")[0] for pipe in pipelines.values() for i in pipe.inputs() if i.startswith("params:")}
+    assert read <= set(CHECKS), f"parameter sections no check reads before the first node: {sorted(read - set(CHECKS))}"
+
+
+@pytest.mark.parametrize(
+    ("key", "params", "named"),
+    [
+        ("validate_descriptor", {"n_triplets": 0}, "validate_descriptor.n_triplets"),
+        ("robustness", {"severities": [9]}, "severities"),
+        ("analysis", {"no_such_key": 1}, "no_such_key"),
+        ("export", {"no_such_key": 1}, "no_such_key"),
+    ],
+)
+def test_a_bad_value_of_every_section_stops_the_run_naming_it(key, params, named):
+    with pytest.raises(RunCheckError, match=named):
+        check_run({key: params})

@@ -131,7 +131,8 @@ def short_answers_to_user_errors() -> Iterator[None]:
         if user_error is None or not files:
             raise
         logger.error("The run stopped: %s", user_error, exc_info=error)
-        click.secho(f"{type(user_error).__name__}: {user_error}", fg="red", err=True)
+        kind = getattr(user_error, "kind", type(user_error).__name__)  # a check before the first node names what it found
+        click.secho(f"{kind}: {user_error}", fg="red", err=True)
         click.echo(f"(the full traceback is in {files[0]})", err=True)
         raise SystemExit(1) from None
     finally:

@@ -64,22 +64,21 @@ def _images(kind: str, name: str, count: Callable[[], int], sizes: PublishedSize
         return published[name], "published split size (plan.dataset_sizes), no folder here"
 
 
-def pretraining_rows(fractals: dict[str, Any]) -> int:
-    """The rows pre-training trains on: the codes table's, less those ``fractals.holdout`` holds out.
-
-    The split depends only on each row's class, so it is drawn here on a table of the same
-    classes and sizes as the one the fractals pipeline writes, exactly as the run draws it.
+def pretraining_rows(fractals: dict[str, Any]) -> tuple[int, str]:
+    """The rows pre-training trains on, with a note: the codes table's, less those ``fractals.holdout``
+    holds out (whole classes and a region of each other class). The guard band around each region
+    (``fractals.holdout.gap``) depends on the table's descriptors: with a gap the count is an upper bound.
     """
-    import numpy as np
-    import pandas as pd
-
-    from fdsml.data.holdout import HoldoutSettings, split_table
+    from fdsml.data.holdout import HoldoutSettings, training_rows_at_most
     from fdsml.families import family_spec
 
     family = family_spec(fractals).settings
     holdout = parse(HoldoutSettings, fractals.get("holdout", {}), "fractals.holdout")
-    table = pd.DataFrame({"class_id": np.repeat(np.arange(family.n_classes), family.instances_per_class)})
-    return len(split_table(table, holdout, family.seed).training)
+    rows = training_rows_at_most(family.n_classes, family.instances_per_class, holdout)
+    note = "images: the training rows of fractals.n_classes x fractals.instances_per_class after fractals.holdout"
+    if holdout.gap and holdout.instance_fraction:
+        note += " (at most: the guard band of fractals.holdout.gap takes a few more, drawn from the table)"
+    return rows, note
 
 
 def plan_steps(parameters: dict[str, Any], pipelines: tuple[str, ...], world_size: int) -> list[TrainingPlan]:
@@ -89,9 +88,8 @@ def plan_steps(parameters: dict[str, Any], pipelines: tuple[str, ...], world_siz
     if "pretrain" in pipelines:
         from fdsml.training.pretrain import parse_pretrain_params, plan_pretrain
 
-        images = pretraining_rows(parameters["fractals"])
+        images, note = pretraining_rows(parameters["fractals"])
         plan = plan_pretrain(parse_pretrain_params(parameters["pretrain"]), images, world_size)
-        note = "images: the training rows of fractals.n_classes x fractals.instances_per_class after fractals.holdout"
         plans.append(dataclasses.replace(plan, notes=(note,)))
     if "retrieval" in pipelines:
         from fdsml.training.retrieval import load_splits, parse_retrieval_params, plan_retrieval

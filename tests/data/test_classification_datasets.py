@@ -26,7 +26,7 @@ EXPECTED_LAYOUT = {
 
 
 def test_every_benchmark_of_the_method_has_a_reader():
-    assert set(available_classification_datasets()) == {*EXPECTED_LAYOUT, "digits"}
+    assert set(available_classification_datasets()) == {*EXPECTED_LAYOUT, "digits", "fashion_mnist"}  # fashion_mnist: tests/data/test_fashion_mnist.py
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_LAYOUT))

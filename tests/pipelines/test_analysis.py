@@ -67,7 +67,8 @@ def test_pipeline_draws_every_picture_and_writes_the_metrics(tmp_path):
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["checkpoints"]["vit"] == str(tmp_path / "vit.pt")
     smoothness = metrics["trajectory"]["largest_over_median_step"]
-    assert set(smoothness) == {"resnet", "vit"} and all(np.isfinite(v) and v >= 1 for v in smoothness.values())
+    # >= 1 by definition; null (infinite) when most steps of the tiny path render the same image
+    assert set(smoothness) == {"resnet", "vit"} and all(v is None or v >= 1 for v in smoothness.values())
     gradcam = metrics["gradcam"]
     assert gradcam["n_images"] == 10 and gradcam["dataset"] == "digits"
     assert list(gradcam["mean_cosine"]) == ["resnet vs untrained resnet18"]  # the ViT is skipped

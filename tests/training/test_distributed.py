@@ -27,6 +27,11 @@ from .helpers import tiny_config
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _checkpoints(run_dir: Path) -> list[Path]:
+    """The runs' checkpoints under ``run_dir`` (one folder per run fingerprint)."""
+    return sorted(run_dir.glob("*/last.pt"))
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -70,13 +75,12 @@ def two_node_runs(straight_run, tmp_path_factory):
     """The uninterrupted run, and one killed after a checkpoint and started again."""
     straight, killed = straight_run, tmp_path_factory.mktemp("killed")
     nodes = _start_nodes(killed, _free_port())
-    checkpoint = killed / "node0" / "last.pt"
     deadline = time.monotonic() + 120
-    while not checkpoint.exists() and all(node.poll() is None for node in nodes) and time.monotonic() < deadline:
+    while not _checkpoints(killed / "node0") and all(node.poll() is None for node in nodes) and time.monotonic() < deadline:
         time.sleep(0.02)
     for node in nodes:
         node.send_signal(signal.SIGKILL)
-    killed_at = torch.load(checkpoint, weights_only=True)["step"]
+    killed_at = torch.load(_checkpoints(killed / "node0")[0], weights_only=True)["step"]
     assert [node.wait() for node in nodes] == [-signal.SIGKILL] * 2 and killed_at < 6
     _finish(_start_nodes(killed, _free_port()))
     return straight, killed
@@ -88,12 +92,12 @@ def test_two_gloo_replicas_end_with_identical_weights(straight_run):
     assert first["loss"] == second["loss"]  # the logged loss is the mean over replicas
     for name, tensor in first["state_dict"].items():
         torch.testing.assert_close(second["state_dict"][name], tensor, rtol=0, atol=0, msg=name)
-    assert (straight / "node0" / "last.pt").exists() and not (straight / "node1" / "last.pt").exists()  # rank 0 writes
+    assert len(_checkpoints(straight / "node0")) == 1 and not _checkpoints(straight / "node1")  # rank 0 writes
 
 
 def test_nodes_with_separate_run_folders_resume_to_the_weights_of_an_uninterrupted_run(two_node_runs):
     straight, killed = two_node_runs
-    assert not (killed / "node1" / "last.pt").exists()  # node 1 never had a checkpoint of its own
+    assert not _checkpoints(killed / "node1")  # node 1 never had a checkpoint of its own
     reference = torch.load(straight / "result0.pt", weights_only=True)["state_dict"]
     for rank in range(2):
         resumed = torch.load(killed / f"result{rank}.pt", weights_only=True)
@@ -102,15 +106,16 @@ def test_nodes_with_separate_run_folders_resume_to_the_weights_of_an_uninterrupt
             torch.testing.assert_close(resumed["state_dict"][name], tensor, rtol=0, atol=0, msg=f"rank {rank}: {name}")
 
 
-def test_resuming_at_another_world_size_is_refused_with_the_way_out(two_node_runs, tiny_table, tmp_path):
+def test_a_run_at_another_world_size_starts_its_own_folder_and_keeps_the_other(two_node_runs, tiny_table, tmp_path):
+    """The world size is part of the run's fingerprint: one process does not resume (or overwrite) a
+    2-process run's checkpoint, it trains in a folder of its own beside it."""
     run_dir = tmp_path / "run"
     shutil.copytree(two_node_runs[1] / "node0", run_dir)
-    config = tiny_config(run_dir, train={"max_steps": 6, "checkpoint_every": 2})
-    with pytest.raises(ConfigError, match=r"written by 2 process\(es\), this run has 1.*Relaunch with 2 .*pretrain.train.resume: false"):
-        pretrain(tiny_table, TINY_SPEC, config)
-    restarted = tiny_config(run_dir, train={"max_steps": 1, "resume": False})
-    _, history = pretrain(tiny_table, TINY_SPEC, restarted)
+    (two_process,) = _checkpoints(run_dir)
+    kept = two_process.read_bytes()
+    _, history = pretrain(tiny_table, TINY_SPEC, tiny_config(run_dir, train={"max_steps": 1}))
     assert history["step"].tolist() == [1]
+    assert len(_checkpoints(run_dir)) == 2 and two_process.read_bytes() == kept
 
 
 def test_replicas_draw_their_own_dropout_masks_and_mixing(tiny_table, tmp_path):

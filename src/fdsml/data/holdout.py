@@ -111,6 +111,13 @@ def heldout_region(psi: np.ndarray, count: int, gap: float, rng: np.random.Gener
     return held, np.flatnonzero(near)
 
 
+def training_rows_at_most(n_classes: int, per_class: int, settings: HoldoutSettings) -> int:
+    """The rows :func:`split_table` leaves to train on, before the guard band: exact at ``gap`` 0 (bar
+    exact duplicates), an upper bound otherwise (the guard is drawn from the table's descriptors)."""
+    kept_classes = n_classes - _held_count(settings.class_fraction, n_classes, "class_fraction")
+    return kept_classes * (per_class - _held_count(settings.instance_fraction, per_class, "instance_fraction"))
+
+
 def split_table(table: pd.DataFrame, settings: HoldoutSettings, seed: int) -> HoldoutSplit:
     """Hold out ``class_fraction`` of the classes, then a region of ``instance_fraction`` of each remaining
     class's rows with its guard (:func:`heldout_region`).

@@ -16,7 +16,15 @@ from fdsml import distributed
 
 
 class RunCheckError(UserFixableError, ValueError):
-    """A parameter or a dataset folder of the run is wrong, found before its first node."""
+    """A parameter or a dataset folder of the run is wrong, found before its first node.
+
+    ``kind`` names what was found (``ConfigError``, ``DatasetLayoutError``) when every problem is of
+    one kind, so the console says the same as when the node itself raised it.
+    """
+
+    def __init__(self, message: str, kind: str = "RunCheckError"):
+        super().__init__(message)
+        self.kind = kind
 
 
 def _check_pretrain(params: Any) -> None:
@@ -49,21 +57,50 @@ def _check_fractals(params: Any) -> None:
     parse_fractals_params(params)
 
 
+def _check_validate_descriptor(params: Any) -> None:
+    from fdsml.pipelines.validate_descriptor.nodes import ValidateDescriptorConfig
+    from fdsml.config import parse
+
+    parse(ValidateDescriptorConfig, params, "validate_descriptor")
+
+
+def _check_robustness(params: Any) -> None:
+    from fdsml.evaluation.robustness import parse_robustness_params
+
+    parse_robustness_params(params)  # its dataset is one of classification's, whose folders that check reads
+
+
+def _check_analysis(params: Any) -> None:
+    from fdsml.analysis.config import parse_analysis_params
+
+    parse_analysis_params(params)
+
+
+def _check_export(params: Any) -> None:
+    from fdsml.models.export import parse_export_params
+
+    parse_export_params(params)
+
+
 CHECKS: dict[str, Callable[[Any], None]] = {
     "fractals": _check_fractals,
     "pretrain": _check_pretrain,
+    "validate_descriptor": _check_validate_descriptor,
     "retrieval": _check_retrieval,
     "classification": _check_classification,
+    "robustness": _check_robustness,
+    "analysis": _check_analysis,
+    "export": _check_export,
 }
 """What each ``params:<key>`` a pipeline reads is checked with: its parser, then the folders it names."""
 
 
-def problem_of(key: str, params: Any) -> str | None:
-    """The message of what is wrong with ``params:<key>`` or the folders it names; None when nothing is."""
+def problem_of(key: str, params: Any) -> tuple[str, str] | None:
+    """The kind and message of what is wrong with ``params:<key>`` or the folders it names; None when nothing is."""
     try:
         CHECKS[key](params)
     except UserFixableError as error:
-        return str(error)
+        return type(error).__name__, str(error)
     return None
 
 
@@ -77,10 +114,11 @@ def check_run(parameters: dict[str, Any]) -> None:
         return
     ranks: dict[str, list[int]] = {}
     for rank, found in enumerate(seen):
-        for problem in found:
+        for _, problem in found:
             ranks.setdefault(problem, []).append(rank)
     lines = [
         problem if len(where) == context.world_size else f"{problem} (rank {', '.join(map(str, where))})"
         for problem, where in ranks.items()
     ]
-    raise RunCheckError("; ".join(lines))
+    kinds = {kind for found in seen for kind, _ in found}
+    raise RunCheckError("; ".join(lines), kinds.pop() if len(kinds) == 1 else "RunCheckError")

@@ -432,8 +432,14 @@ def train(
     batches = EpochBatches(batch_sampler)
     loader = epoch_loader(dataset, batches, num_workers=loop.num_workers, pin_memory=cuda)
     model_input = getattr(dataset, "model_input", None)
+    def validated(at: int) -> dict:
+        with distributed.alone():  # rank 0 validates while the other replicas wait in their next collective
+            return validation(model, at)
+
     if validation is not None and step == 0:  # the initialisation's row: the history compares start and end
-        history.append({"step": 0, "epoch": 0, "loss": float("nan"), "lr": float("nan"), **validation(model, 0)})
+        history.append({"step": 0, "epoch": 0, "loss": float("nan"), "lr": float("nan"), **validated(0)})
+        if live is not None:
+            live(history[-1:])
     model.train()
     if loop.freeze_batchnorm:
         freeze_batchnorm(model)
@@ -468,8 +474,7 @@ def train(
                 }
             )
             if validation is not None and validation.due(step, total_steps):
-                with distributed.alone():  # rank 0 validates while the other replicas wait in the next step
-                    pending[-1].update(validation(model, step))
+                pending[-1].update(validated(step))
             progress.update()
             if step % loop.log_every == 0 or step == total_steps:
                 settle()
