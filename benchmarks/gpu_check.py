@@ -200,7 +200,7 @@ def check_torchrun_pretrain(device, sizes, folder):
     if failure:
         return "FAIL", failure
     stopped = launch(folder / "stopped")
-    while not (folder / "stopped" / "run" / "last.pt").exists() and stopped.poll() is None:
+    while not any((folder / "stopped" / "run").glob("*/last.pt")) and stopped.poll() is None:  # one folder per run fingerprint
         time.sleep(0.05)
     stopped.terminate()  # torchrun ends both replicas
     stopped.communicate(timeout=120)
@@ -212,7 +212,7 @@ def check_torchrun_pretrain(device, sizes, folder):
     whole, resumed = (torch.load(folder / part / "result.pt", weights_only=True) for part in ("straight", "stopped"))
     worst = max((whole["state_dict"][k].double() - resumed["state_dict"][k].double()).abs().max().item() for k in whole["state_dict"])
     backend = "NCCL, 2 GPUs" if nccl else "gloo, 2 CPU replicas (fewer than 2 GPUs)"
-    status = "ok" if worst == 0 and len(whole["probe"]) == 2 else "FAIL"
+    status = "ok" if worst == 0 and len(whole["probe"]) == 3 else "FAIL"  # at initialisation, steps 2 and 4
     return status, f"{backend}: probe Recall@1 {whole['probe']}, resumed max |difference| {worst:.3g}"
 
 

@@ -89,7 +89,8 @@ def test_the_live_files_gain_rows_while_the_run_runs(killed_run):
 def test_a_killed_and_resumed_run_has_one_live_row_per_step(killed_run, tiny_table):
     run_dir, _, _ = killed_run
     metrics = run_dir / LIVE / "plots" / "metrics"
-    checkpointed = torch.load(run_dir / "last.pt", weights_only=True)["step"]
+    (checkpoint,) = run_dir.glob("*/last.pt")  # the run's folder is named by its fingerprint
+    checkpointed = torch.load(checkpoint, weights_only=True)["step"]
     assert max(steps_in(metrics / "loss.tsv")) > checkpointed  # rows the resumed run trains again
 
     _, history = pretrain(tiny_table, TINY_SPEC, tiny_config(run_dir, train=TRAIN, live_dir=str(run_dir / LIVE)))
