@@ -35,7 +35,8 @@ from fdsml.losses.couce import CouCESettings, build_couce_objective  # noqa: E40
 from fdsml.losses.pa_triplet import mine_batch_triplets  # noqa: E402
 from fdsml.measure import Measured  # noqa: E402
 from fdsml.models import build_model  # noqa: E402
-from fdsml.training.loop import LoopConfig, OptimizerConfig, train  # noqa: E402
+from fdsml.training.loop import train  # noqa: E402
+from fdsml.training.loop_config import LoopConfig, OptimizerConfig  # noqa: E402
 from fdsml.training.objectives import CrossEntropyObjective, PATripletObjective  # noqa: E402
 from fdsml.training.run_arithmetic import PlanKeys, plan_training  # noqa: E402
 

@@ -40,7 +40,8 @@ from fdsml.losses.couce import (
 )
 from fdsml.losses.proxy import PROXY_LOSSES, build_proxy_loss
 from fdsml.models import build_model, load_checkpoint, model_payload, save_checkpoint
-from fdsml.training.loop import LoopConfig, OptimizerConfig, train
+from fdsml.training.loop import train
+from fdsml.training.loop_config import LoopConfig, OptimizerConfig
 from fdsml.training.objectives import ProxyObjective
 from fdsml.training.run_arithmetic import PlanKeys, plan_training
 

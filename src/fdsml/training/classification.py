@@ -35,7 +35,8 @@ from fdsml.models.starting_points import PRETRAINED, StartingPoint, build_from_s
 from fdsml import distributed
 from fdsml.distributed import DistContext
 from fdsml.training.live import LiveRun, live_metrics
-from fdsml.training.loop import LoopConfig, OptimizerConfig, train
+from fdsml.training.loop import train
+from fdsml.training.loop_config import LoopConfig, OptimizerConfig
 from fdsml.training.objectives import CrossEntropyObjective, soft_target_cross_entropy
 from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, check_plans, plan_training
 from fdsml.training.run_folders import training_runtime

@@ -29,7 +29,8 @@ from fdsml.models.backbones import MODEL_REGISTRY
 from fdsml import distributed
 from fdsml.distributed import DistContext
 from fdsml.training.live import live_metrics
-from fdsml.training.loop import LoopConfig, OptimizerConfig, train
+from fdsml.training.loop import train
+from fdsml.training.loop_config import LoopConfig, OptimizerConfig
 from fdsml.training.objectives import CrossEntropyObjective, PATripletObjective
 from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, mined_triplets, plan_training
 from fdsml.training.run_folders import run_folder, training_runtime

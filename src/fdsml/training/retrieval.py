@@ -38,7 +38,8 @@ from fdsml.models.starting_points import StartingPoint, build_from_start, start_
 from fdsml import distributed
 from fdsml.distributed import DistContext
 from fdsml.training.live import LiveRun, live_metrics
-from fdsml.training.loop import LoopConfig, OptimizerConfig, train
+from fdsml.training.loop import train
+from fdsml.training.loop_config import LoopConfig, OptimizerConfig
 from fdsml.training.objectives import ProxyObjective
 from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, plan_training
 from fdsml.training.run_folders import training_runtime

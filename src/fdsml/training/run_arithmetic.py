@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from fdsml.config import ConfigError, require_positive
 from fdsml.losses.pa_triplet import triplets_per_anchor
-from fdsml.training.loop import LoopConfig, OptimizerConfig
+from fdsml.training.loop_config import LoopConfig, OptimizerConfig
 from fdsml.training.schedules import scaled_learning_rate
 
 
