@@ -6,7 +6,7 @@ import torch
 from fdsml.config import ConfigError
 from fdsml.models import build_model
 from fdsml import distributed
-from fdsml.training.loop import build_optimizer
+from fdsml.training.optimizer import build_optimizer
 from fdsml.training.loop_config import OptimizerConfig
 from fdsml.training.objectives import CrossEntropyObjective
 from fdsml.training.pretrain import parse_pretrain_params, pretrain

@@ -35,53 +35,11 @@ from fdsml.models.checkpoint import load_checkpoint_file, save_checkpoint
 from fdsml.run_events import StepReport, report_step
 from fdsml.seeds import replica_rank, step_seed
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
+from fdsml.training.optimizer import build_optimizer, build_scheduler
 from fdsml.training.run_arithmetic import TrainingPlan
 from fdsml.training.run_folders import precision
-from fdsml.training.schedules import build_schedule
 
 logger = logging.getLogger(__name__)
-
-
-NO_DECAY_NAMES = ("pos_embed", "cls_token", "dist_token", "reg_token")
-
-
-def exempt_from_decay(name: str, parameter: nn.Parameter) -> bool:
-    """Norm weights, biases (every 0-d or 1-d parameter), position embeddings and class tokens."""
-    return parameter.ndim <= 1 or name.rsplit(".", 1)[-1] in NO_DECAY_NAMES
-
-
-def build_optimizer(model: nn.Module, objective: nn.Module, config: OptimizerConfig, learning_rate: float):
-    """SGD (momentum) or AdamW: group 0 the trunk, group 1 the rest of the model, then the objective's groups.
-
-    ``learning_rate`` is the plan's (already scaled by the global batch). An objective's group may
-    carry ``lr_multiplier`` (e.g. proxies at 100x the model's rate). Each group says whether it is
-    the trunk's (``trunk``), for the trunk's own schedule. AdamW (the ViT recipe) keeps norms,
-    biases, position embeddings and class tokens out of weight decay, the DeiT / MoCo v3
-    convention, in two more groups (trunk, rest) with ``weight_decay`` 0.
-    """
-    trunk = getattr(model, "backbone", None)
-    trunk_ids = {id(p) for p in trunk.parameters()} if trunk is not None else set()
-    trainable = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
-    exempt = {id(p) for name, p in trainable if config.name == "adamw" and exempt_from_decay(name, p)}
-
-    def members(in_trunk: bool, exempted: bool) -> list[nn.Parameter]:
-        return [p for _, p in trainable if (id(p) in trunk_ids) == in_trunk and (id(p) in exempt) == exempted]
-
-    groups = [{"params": members(in_trunk, False), "trunk": in_trunk} for in_trunk in (True, False)]
-    for group in objective.param_groups():
-        group = dict(group)
-        group["lr"] = learning_rate * group.pop("lr_multiplier", 1.0)
-        groups.append({**group, "trunk": False})
-    if exempt:
-        groups += [{"params": members(in_trunk, True), "trunk": in_trunk, "weight_decay": 0.0} for in_trunk in (True, False)]
-    if config.name == "sgd":
-        return torch.optim.SGD(groups, lr=learning_rate, momentum=config.momentum, weight_decay=config.weight_decay)
-    return torch.optim.AdamW(groups, lr=learning_rate, weight_decay=config.weight_decay)
-
-
-def frozen_trunk(multiplier, freeze_steps: int):
-    """The trunk's multiplier: 0 for the first ``freeze_steps`` steps (head and proxies warm up alone)."""
-    return lambda step: 0.0 if step < freeze_steps else multiplier(step)
 
 
 def freeze_batchnorm(model: nn.Module) -> None:
@@ -261,15 +219,7 @@ def train(
 
     steps_per_epoch, total_steps, global_batch = plan.batches_per_replica, plan.total_steps, plan.global_batch
     optimizer = build_optimizer(model, objective, optimizer_config, plan.learning_rate)
-    multiplier = build_schedule(
-        optimizer_config.schedule,
-        total_steps,
-        constant_fraction=optimizer_config.constant_fraction,
-        warmup_steps=plan.warmup_steps,
-    )
-    trunk_multiplier = frozen_trunk(multiplier, loop.freeze_backbone_steps)
-    multipliers = [trunk_multiplier if group["trunk"] else multiplier for group in optimizer.param_groups]
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, multipliers)
+    scheduler = build_scheduler(optimizer, optimizer_config, plan, loop.freeze_backbone_steps)
 
     step, history = 0, []
     checkpoint_path = Path(checkpoint_path)
