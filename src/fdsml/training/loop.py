@@ -5,8 +5,8 @@ or a GPU (bf16 autocast, channels-last, pinned memory, non-blocking copies), in 
 one per GPU under ``torchrun`` (DDP). Every ``checkpoint_every`` steps and at the end rank 0
 writes its full state atomically; ``resume`` continues from there, and because every random draw
 is a function of (seed, epoch, step, rank), a resumed run ends with the weights of an
-uninterrupted one. Rank 0 alone decides whether to resume, from its own run folder, and sends the
-state to every replica before DDP wraps the model, so node-local run folders resume alike.
+uninterrupted one (the protocol: :mod:`fdsml.training.resume`). The loop's configuration is
+:mod:`fdsml.training.loop_config`, its optimiser and schedule :mod:`fdsml.training.optimizer`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import logging
 import math
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -31,11 +31,11 @@ from fdsml.data.epoch_items import EpochBatches, epoch_loader
 from fdsml.errors import DivergedError
 from fdsml import distributed
 from fdsml.measure import Stopwatch
-from fdsml.models.checkpoint import load_checkpoint_file, save_checkpoint
 from fdsml.run_events import StepReport, report_step
 from fdsml.seeds import replica_rank, step_seed
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
 from fdsml.training.optimizer import build_optimizer, build_scheduler
+from fdsml.training.resume import Resumable, resume_state
 from fdsml.training.run_arithmetic import TrainingPlan
 from fdsml.training.run_folders import precision
 
@@ -65,36 +65,6 @@ def prepare_model(model: nn.Module, loop: LoopConfig, context: distributed.DistC
     if loop.channels_last and context.device.type == "cuda":
         model.to(memory_format=torch.channels_last)
     return model
-
-
-def resume_state(
-    checkpoint_path: Path, loop: LoopConfig, fingerprint: str, context: distributed.DistContext, step_name: str
-) -> dict | None:
-    """The state every replica resumes from, as rank 0 finds it in its own run folder (None: start over).
-
-    A checkpoint of another configuration is started over; one written at another world size is
-    refused, since its learning rate was scaled for another global batch and the batches per epoch
-    and data order differ. Rank 0 sends its decision and the state (on the CPU) to every replica.
-    """
-    outcome: dict[str, Any] = {"state": None, "refusal": None}
-    if context.is_main and loop.resume and checkpoint_path.exists():
-        state = load_checkpoint_file(checkpoint_path, map_location="cpu")
-        written_by = state.get("world_size", context.world_size)
-        if written_by != context.world_size:
-            outcome["refusal"] = (
-                f"{checkpoint_path}: written by {written_by} process(es), this run has {context.world_size}; "
-                f"resuming would keep the learning rate scaled for the old global batch while the steps per epoch "
-                f"and data order change. Relaunch with {written_by} process(es) to continue, or start over at "
-                f"{context.world_size}: remove {checkpoint_path.parent} or set {step_name.split('/')[0]}.train.resume: false"
-            )
-        elif state.get("fingerprint") != fingerprint:
-            logger.warning("%s belongs to another configuration: starting over instead of resuming", checkpoint_path)
-        else:
-            outcome["state"] = state
-    outcome = distributed.from_main_rank(outcome, context)
-    if outcome["refusal"]:
-        raise ConfigError(outcome["refusal"])
-    return outcome["state"]
 
 
 def _to_device(batch: dict[str, Any], device: torch.device, channels_last: bool, model_input=None) -> dict[str, Any]:
@@ -223,13 +193,10 @@ def train(
 
     step, history = 0, []
     checkpoint_path = Path(checkpoint_path)
+    resumable = Resumable(model, objective, optimizer, scheduler)
     state = resume_state(checkpoint_path, loop, fingerprint, context, plan.step)
     if state is not None:
-        model.load_state_dict(state["state_dict"])
-        objective.load_state_dict(state["objective"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        step, history = state["step"], list(state["history"])
+        step, history = resumable.load(state)
         logger.info("Resuming from %s at step %d of %d", checkpoint_path, step, total_steps)
     resumed_at = saved_at = step
     if live is not None:
@@ -268,22 +235,7 @@ def train(
     def checkpoint() -> None:
         settle()
         if context.is_main:
-            save_checkpoint(
-                checkpoint_path,
-                {
-                    "model": model.config,
-                    "state_dict": model.state_dict(),
-                    "objective": objective.state_dict(),
-                    "optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict(),
-                    "step": step,
-                    "history": history,
-                    "loop": asdict(loop),
-                    "optimizer_config": asdict(optimizer_config),
-                    "fingerprint": fingerprint,
-                    "world_size": context.world_size,
-                },
-            )
+            resumable.save(checkpoint_path, step, history, loop, optimizer_config, fingerprint, context.world_size)
         nonlocal saved_at
         saved_at = step
         distributed.barrier(context)

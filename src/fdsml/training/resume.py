@@ -1,0 +1,99 @@
+"""The resume protocol: what a checkpoint holds, whether a run may continue from it, and restoring it.
+
+Rank 0 alone decides whether to resume, from its own run folder, and sends the state to every
+replica before DDP wraps the model, so node-local run folders resume alike. A checkpoint is
+continued only when its fingerprint (what defines the run) and world size match this run's.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from fdsml import distributed
+from fdsml.config import ConfigError
+from fdsml.models.checkpoint import load_checkpoint_file, save_checkpoint
+from fdsml.training.loop_config import LoopConfig, OptimizerConfig
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Resumable:
+    """What a checkpoint saves and a resume restores: the model, the objective (its proxies), the optimiser, its schedule."""
+
+    model: nn.Module
+    objective: nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+
+    def load(self, state: dict) -> tuple[int, list[dict[str, Any]]]:
+        """Restore every part from a checkpoint's ``state``; returns its step and history."""
+        self.model.load_state_dict(state["state_dict"])
+        self.objective.load_state_dict(state["objective"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        return state["step"], list(state["history"])
+
+    def save(
+        self,
+        path: Path,
+        step: int,
+        history: list[dict[str, Any]],
+        loop: LoopConfig,
+        optimizer_config: OptimizerConfig,
+        fingerprint: str,
+        world_size: int,
+    ) -> None:
+        """Write the full state at ``step`` atomically to ``path``, with what :func:`resume_state` checks."""
+        save_checkpoint(
+            path,
+            {
+                "model": self.model.config,
+                "state_dict": self.model.state_dict(),
+                "objective": self.objective.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+                "step": step,
+                "history": history,
+                "loop": asdict(loop),
+                "optimizer_config": asdict(optimizer_config),
+                "fingerprint": fingerprint,
+                "world_size": world_size,
+            },
+        )
+
+
+def resume_state(
+    checkpoint_path: Path, loop: LoopConfig, fingerprint: str, context: distributed.DistContext, step_name: str
+) -> dict | None:
+    """The state every replica resumes from, as rank 0 finds it in its own run folder (None: start over).
+
+    A checkpoint of another configuration is started over; one written at another world size is
+    refused, since its learning rate was scaled for another global batch and the batches per epoch
+    and data order differ. Rank 0 sends its decision and the state (on the CPU) to every replica.
+    """
+    outcome: dict[str, Any] = {"state": None, "refusal": None}
+    if context.is_main and loop.resume and checkpoint_path.exists():
+        state = load_checkpoint_file(checkpoint_path, map_location="cpu")
+        written_by = state.get("world_size", context.world_size)
+        if written_by != context.world_size:
+            outcome["refusal"] = (
+                f"{checkpoint_path}: written by {written_by} process(es), this run has {context.world_size}; "
+                f"resuming would keep the learning rate scaled for the old global batch while the steps per epoch "
+                f"and data order change. Relaunch with {written_by} process(es) to continue, or start over at "
+                f"{context.world_size}: remove {checkpoint_path.parent} or set {step_name.split('/')[0]}.train.resume: false"
+            )
+        elif state.get("fingerprint") != fingerprint:
+            logger.warning("%s belongs to another configuration: starting over instead of resuming", checkpoint_path)
+        else:
+            outcome["state"] = state
+    outcome = distributed.from_main_rank(outcome, context)
+    if outcome["refusal"]:
+        raise ConfigError(outcome["refusal"])
+    return outcome["state"]
