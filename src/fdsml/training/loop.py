@@ -15,7 +15,7 @@ import logging
 import math
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -142,170 +142,229 @@ def _report_training(run_dir: Path, resumed_at: int, total_steps: int) -> None:
         report_step(logger, step, "Trained steps %d-%d of %d in %s", resumed_at + 1, total_steps, total_steps, run_dir)
 
 
-def train(
-    model: nn.Module,
-    objective: nn.Module,
-    dataset,
-    batch_sampler,
-    loop: LoopConfig,
-    optimizer_config: OptimizerConfig,
-    checkpoint_path: str | Path,
-    *,
-    plan: TrainingPlan,
-    fingerprint: str = "",
-    validation: Validation | None = None,
-    live: Callable[[list[dict[str, Any]]], None] | None = None,
-) -> TrainResult:
-    """Train ``model`` on ``objective`` for ``plan``'s steps; the last state is always at ``checkpoint_path``.
-
-    ``plan`` (checked) gives every count: steps per epoch and in total, warm-up, global batch,
-    learning rate. ``dataset`` and ``batch_sampler`` may offer ``set_epoch``; the sampler must
-    already be sharded for this rank and yield the plan's batches. ``dataset`` may offer
-    ``model_input``, applied to each batch's images on the device (e.g. uint8 renderings to float).
-    DataLoader workers persist across epochs: each index carries its epoch to them. A checkpoint
-    is resumed only when its ``fingerprint`` (what defines the run) matches; a stale one from
-    another configuration is started over, not continued. ``validation`` (given on the main rank
-    only) adds its metrics to the history row of every step it is due at, and to a row of its
-    own at step 0 (the initialisation; no loss) when the run starts afresh. ``live`` (main rank
-    only, :class:`~fdsml.training.live.LiveRun`) is given the history resumed from the checkpoint,
-    then every row as it settles.
-    """
-    context = distributed.setup(loop.device)
+def check_plan(plan: TrainingPlan, batch_sampler, context: distributed.DistContext) -> None:
+    """``plan`` checked, and made for this world size and this sampler (a ValueError naming both otherwise)."""
     plan.check()
     if plan.world_size != context.world_size or len(batch_sampler) != plan.batches_per_replica:
         raise ValueError(
             f"{plan.step}: planned {plan.batches_per_replica} batches per epoch on {plan.world_size} replica(s), "
             f"the sampler gives {len(batch_sampler)} on {context.world_size}: build the sampler from the plan"
         )
+
+
+def configure_torch(loop: LoopConfig, context: distributed.DistContext) -> None:
+    """Determinism as asked, CUDA's fast defaults on a GPU, and the run's seed for what is drawn before the first step."""
     torch.use_deterministic_algorithms(loop.deterministic, warn_only=True)
-    cuda = context.device.type == "cuda"
-    if cuda:
+    if context.device.type == "cuda":
         configure_cuda(loop.deterministic)
-    channels_last = loop.channels_last and cuda
-    autocast = precision(loop.amp, context.device)
     torch.manual_seed(loop.seed)
-    model = prepare_model(model, loop, context)
-    objective.to(context.device)
 
-    steps_per_epoch, total_steps, global_batch = plan.batches_per_replica, plan.total_steps, plan.global_batch
-    optimizer = build_optimizer(model, objective, optimizer_config, plan.learning_rate)
-    scheduler = build_scheduler(optimizer, optimizer_config, plan, loop.freeze_backbone_steps)
 
-    step, history = 0, []
-    checkpoint_path = Path(checkpoint_path)
-    resumable = Resumable(model, objective, optimizer, scheduler)
-    state = resume_state(checkpoint_path, loop, fingerprint, context, plan.step)
-    if state is not None:
-        step, history = resumable.load(state)
-        logger.info("Resuming from %s at step %d of %d", checkpoint_path, step, total_steps)
-    resumed_at = saved_at = step
-    if live is not None:
-        live(history)
+def wrap_model(model: nn.Module, loop: LoopConfig, context: distributed.DistContext) -> nn.Module:
+    """``model`` as the steps call it: in DDP across replicas, compiled through ``torch.compile`` when asked."""
     wrapped = (
         DistributedDataParallel(
             model,
-            device_ids=[context.device] if cuda else None,
+            device_ids=[context.device] if context.device.type == "cuda" else None,
             broadcast_buffers=False,  # BatchNorm statistics go from rank 0 to every replica at the end (broadcast_buffers)
             gradient_as_bucket_view=True,  # gradients live in DDP's all-reduce buckets: no copy per step
         )
         if context.distributed
         else model
     )
-    if loop.compile:
-        wrapped = torch.compile(wrapped)
+    return torch.compile(wrapped) if loop.compile else wrapped
 
-    pending: list[dict[str, Any]] = []  # this interval's rows, read at the next log or checkpoint
 
-    def settle() -> None:
-        rows = settle_rows(pending, context)  # the same mean losses on every replica: all stop together
+@dataclass
+class _Run:
+    """One call of :func:`train`: what it trains, where it checkpoints, and its record so far.
+
+    ``step`` counts the steps taken, ``history`` holds the settled rows, ``pending`` this
+    interval's rows (tensors and timings, read at the next log or checkpoint, so steps never wait
+    for the device), ``saved_at`` the step of the last checkpoint this call wrote or resumed.
+    """
+
+    parts: Resumable
+    loop: LoopConfig
+    optimizer_config: OptimizerConfig
+    plan: TrainingPlan
+    context: distributed.DistContext
+    checkpoint_path: Path
+    fingerprint: str
+    validation: Validation | None
+    live: Callable[[list[dict[str, Any]]], None] | None
+    step: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+    pending: list[dict[str, Any]] = field(default_factory=list)
+    saved_at: int = 0
+    resumed_at: int = 0
+    progress: Any = None
+
+    def resume(self) -> None:
+        """Continue from the checkpoint when it is this run's (:func:`~fdsml.training.resume.resume_state`)."""
+        state = resume_state(self.checkpoint_path, self.loop, self.fingerprint, self.context, self.plan.step)
+        if state is not None:
+            self.step, self.history = self.parts.load(state)
+            logger.info("Resuming from %s at step %d of %d", self.checkpoint_path, self.step, self.plan.total_steps)
+        self.resumed_at = self.saved_at = self.step
+        if self.live is not None:
+            self.live(self.history)
+
+    def start(self) -> None:
+        """Say what is trained (main rank) and open the progress bar."""
+        plan, context = self.plan, self.context
+        if context.is_main:
+            logger.info(
+                "Training %d steps (%d per epoch) on %s x%d, global batch %d, lr %.3g",
+                plan.total_steps, plan.batches_per_replica, context.device, context.world_size, plan.global_batch,
+                self.parts.optimizer.param_groups[1]["lr"],
+            )
+        self.progress = tqdm(total=plan.total_steps, initial=self.step, desc="train", unit="step", disable=not context.is_main)
+
+    def validated(self, at: int) -> dict[str, float]:
+        """The validation's metrics at step ``at``."""
+        with distributed.alone():  # rank 0 validates while the other replicas wait in their next collective
+            return self.validation(self.parts.model, at)
+
+    def validate_initialisation(self) -> None:
+        """The initialisation's row (step 0, no loss) when a validated run starts afresh: the history compares start and end."""
+        if self.validation is not None and self.step == 0:
+            self.history.append({"step": 0, "epoch": 0, "loss": float("nan"), "lr": float("nan"), **self.validated(0)})
+            if self.live is not None:
+                self.live(self.history[-1:])
+
+    def train_step(self, wrapped: nn.Module, batch: dict[str, Any], epoch: int, data_s: float, model_input=None) -> float:
+        """One step: seed, batch to the device, forward and loss, backward, optimiser step, schedule.
+
+        Its row waits in ``pending``, with the validation's metrics when one is due. Returns the
+        learning rate the step took.
+        """
+        parts, context, loop = self.parts, self.context, self.loop
+        watch = Stopwatch(context.device)
+        torch.manual_seed(step_seed(loop.seed, self.step, replica_rank()))
+        cuda = context.device.type == "cuda"
+        batch = _to_device(batch, context.device, loop.channels_last and cuda, model_input)
+        autocast = precision(loop.amp, context.device)
+        with torch.autocast(device_type=context.device.type, dtype=autocast, enabled=autocast != torch.float32):
+            loss, metrics = parts.objective(wrapped, batch, self.step)
+        parts.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        distributed.average_gradients(parts.objective, context)
+        parts.optimizer.step()
+        lr = parts.optimizer.param_groups[1]["lr"]
+        parts.scheduler.step()
+        self.step += 1
+        self.pending.append(
+            {
+                "step": self.step,
+                "epoch": epoch,
+                "loss": loss.detach(),
+                "lr": lr,
+                **metrics,
+                "data_s": data_s,
+                "step_s": watch.stop(),
+                "batch_images": self.plan.global_batch,
+            }
+        )
+        if self.validation is not None and self.validation.due(self.step, self.plan.total_steps):
+            self.pending[-1].update(self.validated(self.step))
+        self.progress.update()
+        return lr
+
+    def settle(self) -> None:
+        """Read the pending rows into the history (and ``live``); a loss that is not finite stops every replica."""
+        rows = settle_rows(self.pending, self.context)  # the same mean losses on every replica: all stop together
         diverged = next((row for row in rows if not math.isfinite(row["loss"])), None)
         if diverged is not None:
-            kept = f"{checkpoint_path} keeps step {saved_at}" if saved_at else f"no checkpoint was written to {checkpoint_path}"
+            path, saved_at = self.checkpoint_path, self.saved_at
+            kept = f"{path} keeps step {saved_at}" if saved_at else f"no checkpoint was written to {path}"
             raise DivergedError(
-                f"{plan.step}: the loss is {diverged['loss']} at step {diverged['step']}; training stopped and {kept}. "
+                f"{self.plan.step}: the loss is {diverged['loss']} at step {diverged['step']}; training stopped and {kept}. "
                 "Lower the learning rate (base_lr), or turn train.amp off to rule out bf16 overflow"
             )
-        history.extend(rows)
-        pending.clear()
-        if live is not None:
-            live(rows)
-        if history:
-            progress.set_postfix(loss=f"{history[-1]['loss']:.4f}")
+        self.history.extend(rows)
+        self.pending.clear()
+        if self.live is not None:
+            self.live(rows)
+        if self.history:
+            self.progress.set_postfix(loss=f"{self.history[-1]['loss']:.4f}")
 
-    def checkpoint() -> None:
-        settle()
-        if context.is_main:
-            resumable.save(checkpoint_path, step, history, loop, optimizer_config, fingerprint, context.world_size)
-        nonlocal saved_at
-        saved_at = step
-        distributed.barrier(context)
+    def log(self, lr: float) -> None:
+        """Settle, and log the last row (main rank)."""
+        self.settle()
+        row = self.history[-1]
+        if self.context.is_main:
+            logger.info("step %d/%d loss %.4f lr %.3g %.1f img/s", self.step, self.plan.total_steps, row["loss"], lr, row["images_per_s"])
 
-    if context.is_main:
-        logger.info(
-            "Training %d steps (%d per epoch) on %s x%d, global batch %d, lr %.3g",
-            total_steps, steps_per_epoch, context.device, context.world_size, global_batch, optimizer.param_groups[1]["lr"],
-        )
-    progress = tqdm(total=total_steps, initial=step, desc="train", unit="step", disable=not context.is_main)
+    def checkpoint(self) -> None:
+        """Settle, write the full state (main rank), and wait for it on every replica."""
+        self.settle()
+        if self.context.is_main:
+            self.parts.save(
+                self.checkpoint_path, self.step, self.history, self.loop, self.optimizer_config, self.fingerprint,
+                self.context.world_size,
+            )
+        self.saved_at = self.step
+        distributed.barrier(self.context)
+
+    def finish(self) -> TrainResult:
+        """Close the progress bar, report the run, give every replica rank 0's BatchNorm statistics; the model in eval mode."""
+        self.progress.close()
+        if self.context.is_main:
+            _report_training(self.checkpoint_path.parent, self.resumed_at, self.plan.total_steps)
+        model = self.parts.model
+        distributed.broadcast_buffers(model, self.context)
+        model.eval()
+        return TrainResult(model=model, history=pd.DataFrame(self.history), steps=self.step)
+
+
+def train(
+    model: nn.Module, objective: nn.Module, dataset, batch_sampler, loop: LoopConfig, optimizer_config: OptimizerConfig,
+    checkpoint_path: str | Path, *, plan: TrainingPlan, fingerprint: str = "", validation: Validation | None = None,
+    live: Callable[[list[dict[str, Any]]], None] | None = None,
+) -> TrainResult:  # fmt: skip
+    """Train ``model`` on ``objective`` for ``plan``'s steps; the last state is always at ``checkpoint_path``.
+
+    ``plan`` (checked) gives every count: steps per epoch and in total, warm-up, global batch, learning rate.
+    ``dataset`` and ``batch_sampler`` may offer ``set_epoch``; the sampler must already be sharded for this rank
+    and yield the plan's batches. ``dataset`` may offer ``model_input``, applied to each batch's images on the
+    device (e.g. uint8 renderings to float). DataLoader workers persist across epochs: each index carries its
+    epoch to them. A checkpoint is resumed only when its ``fingerprint`` (what defines the run) matches; a stale
+    one from another configuration is started over, not continued. ``validation`` (given on the main rank only)
+    adds its metrics to the history row of every step it is due at, and to a row of its own at step 0 (the
+    initialisation; no loss) when the run starts afresh. ``live`` (main rank only,
+    :class:`~fdsml.training.live.LiveRun`) is given the history resumed from the checkpoint, then every row as
+    it settles.
+    """
+    context = distributed.setup(loop.device)
+    check_plan(plan, batch_sampler, context)
+    configure_torch(loop, context)
+    model = prepare_model(model, loop, context)
+    objective.to(context.device)
+    optimizer = build_optimizer(model, objective, optimizer_config, plan.learning_rate)
+    parts = Resumable(model, objective, optimizer, build_scheduler(optimizer, optimizer_config, plan, loop.freeze_backbone_steps))
+    run = _Run(parts, loop, optimizer_config, plan, context, Path(checkpoint_path), fingerprint, validation, live)
+    run.resume()  # before DDP wraps the model: every replica starts from the resumed weights
+    wrapped = wrap_model(model, loop, context)
+    run.start()
     batches = EpochBatches(batch_sampler)
-    loader = epoch_loader(dataset, batches, num_workers=loop.num_workers, pin_memory=cuda)
+    loader = epoch_loader(dataset, batches, num_workers=loop.num_workers, pin_memory=context.device.type == "cuda")
     model_input = getattr(dataset, "model_input", None)
-    def validated(at: int) -> dict:
-        with distributed.alone():  # rank 0 validates while the other replicas wait in their next collective
-            return validation(model, at)
-
-    if validation is not None and step == 0:  # the initialisation's row: the history compares start and end
-        history.append({"step": 0, "epoch": 0, "loss": float("nan"), "lr": float("nan"), **validated(0)})
-        if live is not None:
-            live(history[-1:])
+    run.validate_initialisation()
     model.train()
     if loop.freeze_batchnorm:
         freeze_batchnorm(model)
-    while step < total_steps:
-        epoch, offset = divmod(step, steps_per_epoch)
+    while run.step < plan.total_steps:
+        epoch, offset = divmod(run.step, plan.batches_per_replica)
         batches.start(epoch, offset)
         fetched = time.perf_counter()
         for batch in loader:
-            started = time.perf_counter()
-            watch = Stopwatch(context.device)
-            torch.manual_seed(step_seed(loop.seed, step, replica_rank()))
-            batch = _to_device(batch, context.device, channels_last, model_input)
-            with torch.autocast(device_type=context.device.type, dtype=autocast, enabled=autocast != torch.float32):
-                loss, parts = objective(wrapped, batch, step)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            distributed.average_gradients(objective, context)
-            optimizer.step()
-            lr = optimizer.param_groups[1]["lr"]
-            scheduler.step()
-            step += 1
-            pending.append(
-                {
-                    "step": step,
-                    "epoch": epoch,
-                    "loss": loss.detach(),
-                    "lr": lr,
-                    **parts,
-                    "data_s": started - fetched,
-                    "step_s": watch.stop(),
-                    "batch_images": global_batch,
-                }
-            )
-            if validation is not None and validation.due(step, total_steps):
-                pending[-1].update(validated(step))
-            progress.update()
-            if step % loop.log_every == 0 or step == total_steps:
-                settle()
-                row = history[-1]
-                if context.is_main:
-                    logger.info("step %d/%d loss %.4f lr %.3g %.1f img/s", step, total_steps, row["loss"], lr, row["images_per_s"])
-            if step % loop.checkpoint_every == 0 or step == total_steps:
-                checkpoint()
-            if step >= total_steps:
+            lr = run.train_step(wrapped, batch, epoch, time.perf_counter() - fetched, model_input)
+            if run.step % loop.log_every == 0 or run.step == plan.total_steps:
+                run.log(lr)
+            if run.step % loop.checkpoint_every == 0 or run.step == plan.total_steps:
+                run.checkpoint()
+            if run.step >= plan.total_steps:
                 break
             fetched = time.perf_counter()
-    progress.close()
-    if context.is_main:
-        _report_training(checkpoint_path.parent, resumed_at, total_steps)
-    distributed.broadcast_buffers(model, context)
-    model.eval()
-    return TrainResult(model=model, history=pd.DataFrame(history), steps=step)
+    return run.finish()
