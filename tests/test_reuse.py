@@ -23,6 +23,7 @@ from fdsml.evaluation import robustness
 from fdsml.ifs.render import RenderSettings
 from fdsml.models.starting_points import StartingPoint
 from fdsml.training import classification, pretrain, retrieval
+from fdsml.training.run_folders import run_fingerprint
 from fdsml.distributed import DistContext
 
 TINY_FRACTALS = FineFractalDBConfig(
@@ -35,7 +36,16 @@ CPU = DistContext(torch.device("cpu"))
 
 def pretrain_fingerprint(config, table, world_size=1, spec=TINY_SPEC, device="cpu"):
     context = DistContext(torch.device(device), world_size=world_size)
-    return pretrain.run_fingerprint(config, spec, reuse.content_digest(table), context)
+    return run_fingerprint(pretrain.defining_run(config, spec, reuse.content_digest(table)), config.train, context)
+
+
+def retrieval_fingerprint(config, start, seed, start_weights, context, training_images):
+    return run_fingerprint(retrieval.defining_run(config, start, seed, start_weights, training_images), config.train, context)
+
+
+def classification_fingerprint(config, dataset, start, start_weights, context, training_images):
+    run = classification.defining_run(config, dataset, start, start_weights, training_images)
+    return run_fingerprint(run, config.train, context)
 
 
 def leaves(config, prefix=()):
@@ -98,14 +108,14 @@ def test_every_key_of_a_pretraining_run(table):
 
 def test_every_key_of_a_retrieval_run():
     start = StartingPoint("fdsml", "pretrained_model")
-    check_every_key(retrieval.RetrievalConfig(), lambda config: retrieval.run_fingerprint(config, start, 0, "w", CPU, "images"))
+    check_every_key(retrieval.RetrievalConfig(), lambda config: retrieval_fingerprint(config, start, 0, "w", CPU, "images"))
 
 
 def test_every_key_of_a_classification_run():
     dataset, start = classification.DatasetSettings(), StartingPoint("fdsml", "pretrained_model")
     check_every_key(
         classification.ClassificationConfig(),
-        lambda config: classification.run_fingerprint(config, dataset, start, "w", CPU, "images"),
+        lambda config: classification_fingerprint(config, dataset, start, "w", CPU, "images"),
     )
 
 
@@ -146,14 +156,14 @@ def test_the_declared_non_defining_keys():
 
 def test_a_run_is_redone_for_another_start_seed_dataset_or_world_size(table):
     config, start = retrieval.RetrievalConfig(), StartingPoint("fdsml", "pretrained_model")
-    base = retrieval.run_fingerprint(config, start, 0, "w", CPU, "images")
-    assert retrieval.run_fingerprint(config, start, 1, "w", CPU, "images") != base
-    assert retrieval.run_fingerprint(config, StartingPoint("fdsml", "other.pt"), 0, "w", CPU, "images") != base
-    assert retrieval.run_fingerprint(config, start, 0, "w", DistContext(torch.device("cpu"), world_size=8), "images") != base
-    assert retrieval.run_fingerprint(config, start, 0, "w", CPU, "other images") != base
+    base = retrieval_fingerprint(config, start, 0, "w", CPU, "images")
+    assert retrieval_fingerprint(config, start, 1, "w", CPU, "images") != base
+    assert retrieval_fingerprint(config, StartingPoint("fdsml", "other.pt"), 0, "w", CPU, "images") != base
+    assert retrieval_fingerprint(config, start, 0, "w", DistContext(torch.device("cpu"), world_size=8), "images") != base
+    assert retrieval_fingerprint(config, start, 0, "w", CPU, "other images") != base
     cls = classification.ClassificationConfig()
-    assert classification.run_fingerprint(cls, classification.DatasetSettings("cifar10"), start, "w", CPU, "images") != (
-        classification.run_fingerprint(cls, classification.DatasetSettings("digits"), start, "w", CPU, "images")
+    assert classification_fingerprint(cls, classification.DatasetSettings("cifar10"), start, "w", CPU, "images") != (
+        classification_fingerprint(cls, classification.DatasetSettings("digits"), start, "w", CPU, "images")
     )
     assert pretrain_fingerprint(pretrain.PretrainConfig(), table) != pretrain_fingerprint(pretrain.PretrainConfig(), table, 2)
 

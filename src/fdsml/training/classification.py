@@ -33,13 +33,12 @@ from fdsml.seeds import replica_rank, step_seed
 from fdsml.models.backbones import MODEL_REGISTRY
 from fdsml.models.starting_points import PRETRAINED, StartingPoint, build_from_start, start_payload, trunk_digest
 from fdsml import distributed
-from fdsml.distributed import DistContext
 from fdsml.training.live import LiveRun, live_metrics
 from fdsml.training.loop import train
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
 from fdsml.training.objectives import CrossEntropyObjective, soft_target_cross_entropy
 from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, check_plans, plan_training
-from fdsml.training.run_folders import training_runtime
+from fdsml.training.run_folders import RunDefinition, run_fingerprint
 
 logger = logging.getLogger(__name__)
 
@@ -274,23 +273,14 @@ def eval_transform(image_size: int, crop_fraction: float):
     return ImageTransform(image_size, train=False, crop_fraction=crop_fraction)
 
 
-def run_fingerprint(
-    config: ClassificationConfig,
-    dataset: Any,
-    start: StartingPoint,
-    start_weights: str,
-    context: DistContext,
-    training_images: str,
-) -> str:
-    """The reuse fingerprint (:mod:`fdsml.reuse`) of one fine-tuning run folder: the configuration with
-    this run's dataset and start, the content of the trunk it starts from and of the training split's
-    listing (``training_images``: :meth:`~fdsml.data.ImageRecords.listing_digest`, not the folder's
-    path), code, world size and runtime."""
+def defining_run(
+    config: ClassificationConfig, dataset: Any, start: StartingPoint, start_weights: str, training_images: str
+) -> RunDefinition:
+    """What defines one fine-tuning run, for its fingerprint: the configuration with this run's dataset
+    and start, the content of the trunk it starts from and of the training split's listing
+    (``training_images``: :meth:`~fdsml.data.ImageRecords.listing_digest`, not the folder's path), and code."""
     run = {"classification": config, "dataset": dataset, "start": start}
-    inputs = {"start_weights": start_weights, "training_images": training_images}
-    return reuse.fingerprint(
-        run, code=__name__, inputs=inputs, world_size=context.world_size, runtime=training_runtime(config.train, context.device)
-    )
+    return RunDefinition(run, code=__name__, inputs={"start_weights": start_weights, "training_images": training_images})
 
 
 def finetune_classifier(
@@ -330,9 +320,8 @@ def finetune_classifier(
         num_classes=splits.num_classes,
     )
     objective = build_classification_objective(config, splits.num_classes)
-    fingerprint = run_fingerprint(
-        config, dataset or {"name": splits.name}, start, trunk_digest(payload), context, splits.train.listing_digest()
-    )
+    run = defining_run(config, dataset or {"name": splits.name}, start, trunk_digest(payload), splits.train.listing_digest())
+    fingerprint = run_fingerprint(run, config.train, context)
     result = train(
         model,
         objective,

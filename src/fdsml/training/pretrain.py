@@ -33,7 +33,7 @@ from fdsml.training.loop import train
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
 from fdsml.training.objectives import CrossEntropyObjective, PATripletObjective
 from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, mined_triplets, plan_training
-from fdsml.training.run_folders import run_folder, training_runtime
+from fdsml.training.run_folders import RunDefinition, run_fingerprint, run_folder
 
 
 @dataclass(frozen=True)
@@ -194,34 +194,26 @@ def parse_pretrain_params(params: dict[str, Any]) -> PretrainConfig:
     return parse(PretrainConfig, params, "pretrain")
 
 
-def run_fingerprint(
+def defining_run(
     config: PretrainConfig,
     spec: FamilySpec,
     codes_digest: str,
-    context: DistContext,
     shards: dict | None = None,
     split: HoldoutSplit | None = None,
-) -> str:
-    """The run folder's reuse fingerprint (:mod:`fdsml.reuse`): what a resumed or reused run must share.
+) -> RunDefinition:
+    """What defines a pre-training run, for its fingerprint (:func:`~fdsml.training.run_folders.run_fingerprint`).
 
     The codes table enters by its :func:`~fdsml.reuse.content_digest` (``codes_digest``, computed
     once per run), its held-out split by content; materialised shards (``data.source: shards``)
     by the fingerprint the fractals pipeline recorded for them. The family's own module joins the
-    code (a family registered from outside ``fdsml``); the libraries' versions and the resolved
-    device and precision join the runtime.
+    code (a family registered from outside ``fdsml``).
     """
     inputs = {"codes": codes_digest}
     if split is not None:
         inputs["split"] = reuse.content_digest({"training": split.training, "heldout": split.heldout})
     if config.data.source == "shards":
         inputs["images"] = (shards or {}).get("fingerprint", "")
-    return reuse.fingerprint(
-        {"pretrain": config, **spec.defining()},
-        code=(__name__, type(spec.family).__module__),
-        inputs=inputs,
-        world_size=context.world_size,
-        runtime=training_runtime(config.train, context.device),
-    )
+    return RunDefinition({"pretrain": config, **spec.defining()}, code=(__name__, type(spec.family).__module__), inputs=inputs)
 
 
 def build_fractal_dataset(
@@ -397,7 +389,7 @@ def pretrain(
         model = build_pretrain_model(config, len(split.training_classes), spec.size)
     objective = build_objective(config)
     codes_digest = codes_digest or reuse.content_digest(table)
-    fingerprint = run_fingerprint(config, spec, codes_digest, context, shards, split)
+    fingerprint = run_fingerprint(defining_run(config, spec, codes_digest, shards, split), config.train, context)
     validation = build_validation(config, table, spec, shards, split) if context.is_main else None
     live = live_metrics(config.live_dir, config, context)
     result = train(

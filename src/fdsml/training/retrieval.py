@@ -36,13 +36,12 @@ from fdsml.models import model_payload
 from fdsml.models.network import EmbeddingModel
 from fdsml.models.starting_points import StartingPoint, build_from_start, start_payload, trunk_digest
 from fdsml import distributed
-from fdsml.distributed import DistContext
 from fdsml.training.live import LiveRun, live_metrics
 from fdsml.training.loop import train
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
 from fdsml.training.objectives import ProxyObjective
 from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, plan_training
-from fdsml.training.run_folders import training_runtime
+from fdsml.training.run_folders import RunDefinition, run_fingerprint
 
 logger = logging.getLogger(__name__)
 
@@ -200,7 +199,8 @@ def finetune(
     )
     loop = replace(config.train, seed=seed)
     checkpoint = Path(config.run_dir) / f"{start.name}_seed{seed}" / "last.pt"
-    fingerprint = run_fingerprint(config, start, seed, trunk_digest(payload), context, splits.train.listing_digest())
+    run = defining_run(config, start, seed, trunk_digest(payload), splits.train.listing_digest())
+    fingerprint = run_fingerprint(run, config.train, context)
     result = train(model, objective, dataset, sampler, loop, config.optimizer, checkpoint, plan=plan, fingerprint=fingerprint, live=live)
     return result.model, result.history
 
@@ -220,18 +220,12 @@ def build_objective(config: RetrievalConfig, n_classes: int, seed: int):
         return ProxyObjective(build_proxy_loss(loss.name, n_classes, dim, **loss.options), loss.proxy_lr_multiplier)
 
 
-def run_fingerprint(
-    config: RetrievalConfig, start: StartingPoint, seed: int, start_weights: str, context: DistContext, training_images: str
-) -> str:
-    """The reuse fingerprint (:mod:`fdsml.reuse`) of one fine-tuning run folder: the configuration with
-    this run's start and seed, the content of the trunk it starts from and of the training split's
-    listing (``training_images``: :meth:`~fdsml.data.ImageRecords.listing_digest`, not the folder's
-    path), code, world size and runtime."""
+def defining_run(config: RetrievalConfig, start: StartingPoint, seed: int, start_weights: str, training_images: str) -> RunDefinition:
+    """What defines one fine-tuning run, for its fingerprint: the configuration with this run's start and
+    seed, the content of the trunk it starts from and of the training split's listing
+    (``training_images``: :meth:`~fdsml.data.ImageRecords.listing_digest`, not the folder's path), and code."""
     run = {"retrieval": config, "start": start, "seed": seed}
-    inputs = {"start_weights": start_weights, "training_images": training_images}
-    return reuse.fingerprint(
-        run, code=__name__, inputs=inputs, world_size=context.world_size, runtime=training_runtime(config.train, context.device)
-    )
+    return RunDefinition(run, code=__name__, inputs={"start_weights": start_weights, "training_images": training_images})
 
 
 def embed(model: EmbeddingModel, records: ImageRecords, config: RetrievalConfig) -> np.ndarray | None:

@@ -1,21 +1,27 @@
-"""Pre-training run folders: one per run fingerprint under ``run_dir``, listed and pruned by a command.
+"""Training runs' fingerprints, and pre-training's run folders: one per run fingerprint under ``run_dir``.
 
-A run of one fingerprint never overwrites another's: a changed setting starts its own folder
-beside the old one, and going back to the old setting resumes (or reuses) the old run.
-``kedro runs list`` shows them, newest first; ``kedro runs remove`` removes old ones.
+Every training run (pre-training, retrieval, classification) is fingerprinted by one function,
+:func:`run_fingerprint`, from what defines it (:class:`RunDefinition`). A run of one fingerprint
+never overwrites another's: a changed setting starts its own folder beside the old one, and
+going back to the old setting resumes (or reuses) the old run. ``kedro runs list`` shows them,
+newest first; ``kedro runs remove`` removes old ones.
 """
 
 from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from fdsml import reuse
 from fdsml.config import ConfigError
+from fdsml.distributed import DistContext
+from fdsml.training.loop_config import LoopConfig
 
 FOLDER_DIGITS = 16  # of the SHA-256 fingerprint: 64 bits name a run folder
 CHECKPOINT = "last.pt"
@@ -37,6 +43,33 @@ def training_runtime(loop, device: torch.device) -> dict:
     """What a training run's result depends on beyond its settings: the libraries' versions and the
     resolved device type and precision (``device: auto`` resolves differently on another machine)."""
     return {"libraries": reuse.library_versions(), "device": device.type, "precision": str(precision(loop.amp, device))}
+
+
+@dataclass(frozen=True)
+class RunDefinition:
+    """What defines one training run, as its fingerprint reads it.
+
+    ``configuration``: the step's configuration under its name (``{"pretrain": config}``) with
+    whatever else this run is made of (its start and seed, its dataset, the formula family);
+    ``code``: the modules that compute it (their imports follow); ``inputs``: each input
+    artefact's role and :func:`~fdsml.reuse.content_digest`, never a name or a path.
+    """
+
+    configuration: Mapping[str, Any]
+    code: str | tuple[str, ...]
+    inputs: Mapping[str, str]
+
+
+def run_fingerprint(run: RunDefinition, loop: LoopConfig, context: DistContext) -> str:
+    """The reuse fingerprint (:mod:`fdsml.reuse`) of a training run: what defines it, the world size, and
+    the runtime (:func:`training_runtime`) of ``loop`` on ``context``'s device."""
+    return reuse.fingerprint(
+        run.configuration,
+        code=run.code,
+        inputs=run.inputs,
+        world_size=context.world_size,
+        runtime=training_runtime(loop, context.device),
+    )
 
 
 @dataclass(frozen=True)
