@@ -22,7 +22,7 @@ from fdsml.data import ImageRecords
 from fdsml.evaluation import robustness
 from fdsml.ifs.render import RenderSettings
 from fdsml.models.starting_points import StartingPoint
-from fdsml.training import classification, pretrain, retrieval
+from fdsml.training import classification, finetune, pretrain, retrieval
 from fdsml.training.run_folders import run_fingerprint
 from fdsml.distributed import DistContext
 
@@ -40,12 +40,13 @@ def pretrain_fingerprint(config, table, world_size=1, spec=TINY_SPEC, device="cp
 
 
 def retrieval_fingerprint(config, start, seed, start_weights, context, training_images):
-    return run_fingerprint(retrieval.defining_run(config, start, seed, start_weights, training_images), config.train, context)
+    task, run = retrieval.fine_tuning(config, n_classes=2), retrieval.finetune_run(start, seed)
+    return run_fingerprint(finetune.defining_run(task, run, start_weights, training_images), config.train, context)
 
 
 def classification_fingerprint(config, dataset, start, start_weights, context, training_images):
-    run = classification.defining_run(config, dataset, start, start_weights, training_images)
-    return run_fingerprint(run, config.train, context)
+    task, run = classification.fine_tuning(config, dataset.name, 2), classification.finetune_run(config, dataset.name, start, dataset)
+    return run_fingerprint(finetune.defining_run(task, run, start_weights, training_images), config.train, context)
 
 
 def leaves(config, prefix=()):

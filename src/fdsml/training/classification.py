@@ -1,4 +1,4 @@
-"""Classification fine-tuning (METHOD.md section 5): settings, objectives, and the assembly for the loop.
+"""Classification fine-tuning (METHOD.md section 5): settings, objectives, and its part of the fine-tuning assembly.
 
 Every starting point (scratch, FDSL or FDSML checkpoints) gets the same recipe: the trunk from
 its checkpoint, a fresh linear classifier, cross-entropy with label smoothing, optionally mixup
@@ -21,7 +21,7 @@ from torch import nn
 
 from fdsml import reuse
 from fdsml.config import ConfigError, parse, require_fraction, require_non_negative, require_positive, require_range
-from fdsml.data import ImageRecords, ShuffledBatchSampler
+from fdsml.data import ImageRecords
 from fdsml.data.classification_datasets import (
     ClassificationSplits,
     available_classification_datasets,
@@ -31,14 +31,13 @@ from fdsml.errors import MissingInputError
 from fdsml.models import model_from_payload, model_payload
 from fdsml.seeds import replica_rank, step_seed
 from fdsml.models.backbones import MODEL_REGISTRY
-from fdsml.models.starting_points import PRETRAINED, StartingPoint, build_from_start, start_payload, trunk_digest
+from fdsml.models.starting_points import PRETRAINED, StartingPoint
 from fdsml import distributed
+from fdsml.training.finetune import FineTuneRun, FineTuning, finetune
 from fdsml.training.live import LiveRun, live_metrics
-from fdsml.training.loop import train
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
 from fdsml.training.objectives import CrossEntropyObjective, soft_target_cross_entropy
 from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, check_plans, plan_training
-from fdsml.training.run_folders import RunDefinition, run_fingerprint
 
 logger = logging.getLogger(__name__)
 
@@ -273,14 +272,26 @@ def eval_transform(image_size: int, crop_fraction: float):
     return ImageTransform(image_size, train=False, crop_fraction=crop_fraction)
 
 
-def defining_run(
-    config: ClassificationConfig, dataset: Any, start: StartingPoint, start_weights: str, training_images: str
-) -> RunDefinition:
-    """What defines one fine-tuning run, for its fingerprint: the configuration with this run's dataset
-    and start, the content of the trunk it starts from and of the training split's listing
-    (``training_images``: :meth:`~fdsml.data.ImageRecords.listing_digest`, not the folder's path), and code."""
-    run = {"classification": config, "dataset": dataset, "start": start}
-    return RunDefinition(run, code=__name__, inputs={"start_weights": start_weights, "training_images": training_images})
+def fine_tuning(config: ClassificationConfig, name: str, num_classes: int) -> FineTuning:
+    """Classification's part of the fine-tuning assembly on dataset ``name``: a linear classifier over its
+    ``num_classes`` classes, (label-smoothed, mixed) cross-entropy, and the augmented training view."""
+    return FineTuning(
+        key="classification",
+        code=__name__,
+        config=config,
+        image_size=config.image_size,
+        head={"head": "classifier", "num_classes": num_classes},
+        objective=lambda seed: build_classification_objective(config, num_classes),
+        training_view=lambda: train_transform(config),
+        plan=lambda images, world_size: plan_classification(config, name, images, world_size),
+    )
+
+
+def finetune_run(config: ClassificationConfig, name: str, start: StartingPoint, dataset: Any = None) -> FineTuneRun:
+    """The run of ``start`` on dataset ``name`` (``dataset``: where it was read from; default its name alone),
+    with the training seed: its folder ``<dataset>/<start>``; its dataset and start define it."""
+    defines = {"dataset": dataset or {"name": name}, "start": start}
+    return FineTuneRun(start, config.train.seed, f"{name}/{start.name}", defines)
 
 
 def finetune_classifier(
@@ -302,38 +313,9 @@ def finetune_classifier(
     left by another dataset of the same name is never resumed. ``plan`` (default: planned here)
     is the checked plan of ``splits.train``. ``live`` (main rank only) is given the history rows as they settle.
     """
-    from fdsml.data import ImageRecordsDataset
-
-    context = distributed.setup(config.train.device)
-    plan = plan or plan_classification(config, splits.name, len(splits.train), context.world_size).check()
-    images = ImageRecordsDataset(splits.train, train_transform(config), seed=config.train.seed)
-    sampler = ShuffledBatchSampler(
-        len(images), plan.batch_per_replica, seed=config.train.seed, num_replicas=context.world_size, rank=context.rank
-    )
-    payload = start_payload(start, pretrained)
-    model = build_from_start(
-        start,
-        payload=payload,
-        seed=config.train.seed,
-        img_size=config.image_size,
-        head="classifier",
-        num_classes=splits.num_classes,
-    )
-    objective = build_classification_objective(config, splits.num_classes)
-    run = defining_run(config, dataset or {"name": splits.name}, start, trunk_digest(payload), splits.train.listing_digest())
-    fingerprint = run_fingerprint(run, config.train, context)
-    result = train(
-        model,
-        objective,
-        images,
-        sampler,
-        config.train,
-        config.optimizer,
-        Path(config.run_dir) / splits.name / start.name / "last.pt",
-        plan=plan,
-        fingerprint=fingerprint,
-        live=live,
-    )
+    task = fine_tuning(config, splits.name, splits.num_classes)
+    run = finetune_run(config, splits.name, start, dataset)
+    result, fingerprint = finetune(task, splits.train, run, pretrained=pretrained, plan=plan, live=live)
     payload = model_payload(
         result.model,
         dataset=splits.name,

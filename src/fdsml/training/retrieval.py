@@ -9,8 +9,7 @@ classes are used once, for the final numbers.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -24,7 +23,6 @@ from fdsml.data import (
     ImageRecordsDataset,
     ImageTransform,
     RetrievalSplits,
-    ShuffledBatchSampler,
     available_datasets,
     read_retrieval_dataset,
 )
@@ -34,14 +32,13 @@ from fdsml.losses.couce import CouCESettings, build_couce_objective
 from fdsml.losses.proxy import PROXY_LOSSES, build_proxy_loss
 from fdsml.models import model_payload
 from fdsml.models.network import EmbeddingModel
-from fdsml.models.starting_points import StartingPoint, build_from_start, start_payload, trunk_digest
+from fdsml.models.starting_points import StartingPoint
 from fdsml import distributed
-from fdsml.training.live import LiveRun, live_metrics
-from fdsml.training.loop import train
+from fdsml.training.finetune import FineTuneRun, FineTuning, finetune
+from fdsml.training.live import live_metrics
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
 from fdsml.training.objectives import ProxyObjective
 from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, plan_training
-from fdsml.training.run_folders import RunDefinition, run_fingerprint
 
 logger = logging.getLogger(__name__)
 
@@ -165,44 +162,25 @@ def plan_retrieval(config: RetrievalConfig, images: int, world_size: int) -> Tra
     )
 
 
-def finetune(
-    splits: RetrievalSplits,
-    start: StartingPoint,
-    config: RetrievalConfig,
-    seed: int,
-    pretrained: dict | None = None,
-    plan: TrainingPlan | None = None,
-    live: LiveRun | None = None,
-):
-    """Fine-tune one starting point with one seed; returns the trained model and its history.
+def fine_tuning(config: RetrievalConfig, n_classes: int) -> FineTuning:
+    """Retrieval's part of the fine-tuning assembly: an embedding head on pooled trunk features, the
+    proxy loss over ``n_classes`` training classes, and the augmented training view."""
+    return FineTuning(
+        key="retrieval",
+        code=__name__,
+        config=config,
+        image_size=config.data.image_size,
+        head={"head": "embedding", "embedding_dim": config.embedding.embedding_dim},
+        objective=lambda seed: build_objective(config, n_classes, seed),
+        training_view=lambda: config.data.transform(train=True),
+        plan=lambda images, world_size: plan_retrieval(config, images, world_size),
+        model_overrides={"global_pool": config.embedding.global_pool},
+    )
 
-    ``pretrained`` is the pre-training pipeline's model file, used by starts whose checkpoint is
-    ``PRETRAINED``. ``plan`` (default: planned here) is the checked plan of ``splits.train``.
-    ``live`` (main rank only) is given the history rows as they settle.
-    """
-    context = distributed.setup(config.train.device)
-    plan = plan or plan_retrieval(config, len(splits.train), context.world_size).check()
-    overrides = {"global_pool": config.embedding.global_pool} | dict(start.overrides)
-    payload = start_payload(start, pretrained)
-    model = build_from_start(
-        StartingPoint(start.name, start.checkpoint, start.backbone, overrides),
-        payload=payload,
-        seed=seed,
-        img_size=config.data.image_size,
-        head="embedding",
-        embedding_dim=config.embedding.embedding_dim,
-    )
-    objective = build_objective(config, int(splits.train.labels.max()) + 1, seed)
-    dataset = ImageRecordsDataset(splits.train, config.data.transform(train=True), seed=seed)
-    sampler = ShuffledBatchSampler(
-        len(dataset), plan.batch_per_replica, seed=seed, num_replicas=context.world_size, rank=context.rank
-    )
-    loop = replace(config.train, seed=seed)
-    checkpoint = Path(config.run_dir) / f"{start.name}_seed{seed}" / "last.pt"
-    run = defining_run(config, start, seed, trunk_digest(payload), splits.train.listing_digest())
-    fingerprint = run_fingerprint(run, config.train, context)
-    result = train(model, objective, dataset, sampler, loop, config.optimizer, checkpoint, plan=plan, fingerprint=fingerprint, live=live)
-    return result.model, result.history
+
+def finetune_run(start: StartingPoint, seed: int) -> FineTuneRun:
+    """The run of ``start`` with ``seed``: its folder ``<start>_seed<seed>``; its start and seed define it."""
+    return FineTuneRun(start, seed, f"{start.name}_seed{seed}", {"start": start, "seed": seed})
 
 
 def build_objective(config: RetrievalConfig, n_classes: int, seed: int):
@@ -218,14 +196,6 @@ def build_objective(config: RetrievalConfig, n_classes: int, seed: int):
                 config.couce, loss.name, n_classes, dim, loss.proxy_lr_multiplier, seed=seed, loss_options=loss.options
             )
         return ProxyObjective(build_proxy_loss(loss.name, n_classes, dim, **loss.options), loss.proxy_lr_multiplier)
-
-
-def defining_run(config: RetrievalConfig, start: StartingPoint, seed: int, start_weights: str, training_images: str) -> RunDefinition:
-    """What defines one fine-tuning run, for its fingerprint: the configuration with this run's start and
-    seed, the content of the trunk it starts from and of the training split's listing
-    (``training_images``: :meth:`~fdsml.data.ImageRecords.listing_digest`, not the folder's path), and code."""
-    run = {"retrieval": config, "start": start, "seed": seed}
-    return RunDefinition(run, code=__name__, inputs={"start_weights": start_weights, "training_images": training_images})
 
 
 def embed(model: EmbeddingModel, records: ImageRecords, config: RetrievalConfig) -> np.ndarray | None:
@@ -256,17 +226,21 @@ def compare_starting_points(config: RetrievalConfig, pretrained: dict | None = N
     context = distributed.setup(config.train.device)
     plan = plan_retrieval(config, len(splits.train), context.world_size).check()
     live = live_metrics(config.live_dir, config, context)
+    task = fine_tuning(config, int(splits.train.labels.max()) + 1)
     metrics, histories, models = {}, [], {}
     for start in config.starts:
         per_seed = {}
         for seed in config.seeds:
-            run = f"{start.name}_seed{seed}/"
-            model, history = finetune(splits, start, config, seed, pretrained, plan, live.run(run) if live is not None else None)
+            run = finetune_run(start, seed)
+            prefix = f"{run.folder}/"
+            live_run = live.run(prefix) if live is not None else None
+            result, _ = finetune(task, splits.train, run, pretrained=pretrained, plan=plan, live=live_run)
+            model = result.model
             per_seed[str(seed)] = evaluate(model, splits, config, seed)
             if live is not None:
-                live.final(per_seed[str(seed)], run)
+                live.final(per_seed[str(seed)], prefix)
             logger.info("%s seed %d: %s", start.name, seed, _format(per_seed[str(seed)]))
-            histories.append(history.assign(start=start.name, seed=seed))
+            histories.append(result.history.assign(start=start.name, seed=seed))
             if seed == config.seeds[0]:
                 models[start.name] = model_payload(model.cpu(), start=start.name, checkpoint=start.checkpoint, seed=seed)
         table = pd.DataFrame(per_seed).T
