@@ -93,8 +93,9 @@ def fractal_speed(args) -> dict:
     probabilities = [determinant_probabilities(code) for code in codes]
     thresholds = [(np.cumsum(p) * 2.0**32).astype(np.uint64) for p in probabilities]
     walker_counts = [int(w) for w in args.walkers.split(",")]
-    for walkers in walker_counts:
-        render(codes[0], probabilities[0], size=args.size, points=1000, seed=0, mode=args.mode, walkers=walkers)
+    for walkers in walker_counts:  # compile: the lanes once per count of maps
+        for code, p in {code.shape[0]: (code, p) for code, p in zip(codes, probabilities)}.values():
+            render(code, p, size=args.size, points=1000, seed=0, mode=args.mode, walkers=walkers)
         _render_passes(codes[0], probabilities[0], args, walkers, 0)
     _bare_chaos_game(codes[0], thresholds[0], 10, 1)
 

@@ -111,6 +111,8 @@ LANE_GAMMA = np.uint32(0x9E3779B9)
 """The lanes' 32-bit counter increment (the golden ratio's 32 bits)."""
 _U15 = np.uint32(15)
 _U16 = np.uint32(16)
+_U16_LOW = np.uint32(0xFFFF)
+_U511 = np.uint32(511)
 
 
 @nb.njit(cache=True, inline="always")
@@ -127,33 +129,35 @@ def lane_thresholds(thresholds: np.ndarray) -> np.ndarray:
 
 
 @nb.njit(cache=True, inline="always")
-def _lane_step(flat, thresholds16, counters, picks, maps, xs, ys, next_xs, next_ys, masks):
-    """One step of every lane, as loops over the lanes that LLVM turns into SIMD: lane w's counter
+def _lane_step(first, others, counters, xs, ys, next_xs, next_ys, masks):
+    """One step of every lane, one loop over the lanes that LLVM turns into SIMD: lane w's counter
     advances by :data:`LANE_GAMMA` and :func:`lowbias32` of it draws the map (its high 16 bits
     against the 16-bit thresholds) and the 3 x 3 mask (its low 16 bits, as :func:`_mask`); then
-    ``next = (a x + b y) + e, (c x + d y) + f`` in float32."""
-    walkers = counters.shape[0]
-    for w in range(walkers):
-        c = np.uint32(counters[w] + LANE_GAMMA)
-        counters[w] = c
-        h = lowbias32(c)
-        picks[w] = np.int32(h >> _U16)
-        masks[w] = _mask(np.uint64(h))
-        maps[w] = 0
-    for m in range(thresholds16.shape[0] - 1):
-        threshold = thresholds16[m]
-        for w in range(walkers):
-            maps[w] += np.int32(picks[w] >= threshold)
-    for w in range(walkers):
-        k = maps[w] * 6
+    ``next = (a x + b y) + e, (c x + d y) + f`` in float32. Every map is applied to every lane and
+    the drawn one kept (a select: looking the drawn map's coefficients up would be a gather, which
+    the CPU does lane by lane). ``first`` is map 0's ``(a, b, c, d, e, f)``, ``others`` the other
+    maps' ``(threshold, a, b, c, d, e, f)``, a tuple whose length is known when compiling."""
+    a, b, c, d, e, f = first
+    for w in range(counters.shape[0]):
+        counter = np.uint32(counters[w] + LANE_GAMMA)
+        counters[w] = counter
+        h = lowbias32(counter)
+        pick = np.float32(h >> _U16)
+        masks[w] = np.uint16(np.uint32(np.uint32(h & _U16_LOW) * _U511) >> _U16) + np.uint16(1)
         x = xs[w]
         y = ys[w]
-        next_xs[w] = flat[k] * x + flat[k + 1] * y + flat[k + 4]
-        next_ys[w] = flat[k + 2] * x + flat[k + 3] * y + flat[k + 5]
+        nx = a * x + b * y + e
+        ny = c * x + d * y + f
+        for threshold, ma, mb, mc, md, me, mf in others:
+            drawn = pick >= threshold
+            nx = ma * x + mb * y + me if drawn else nx
+            ny = mc * x + md * y + mf if drawn else ny
+        next_xs[w] = nx
+        next_ys[w] = ny
 
 
 @nb.njit(cache=True, nogil=True)
-def _lanes(coefficients, thresholds16, n_points, walkers, burn_in, seed, xs, ys, masks):
+def _lanes(first, others, n_points, walkers, burn_in, seed, xs, ys, masks):
     """``walkers`` independent chaos games in float32 lanes advanced together (:func:`_lane_step`),
     each from (0, 0) with its own burn-in; lane w's counter starts at the high 32 bits of
     :func:`walker_state` ``(seed, w)``. Row 0 of ``xs``/``ys`` (``walkers`` entries) holds the
@@ -161,10 +165,7 @@ def _lanes(coefficients, thresholds16, n_points, walkers, burn_in, seed, xs, ys,
     ``xs[walkers + i * walkers + w]``, its mask ``masks[i * walkers + w]``. Rows are full: the
     arrays hold ``(rows + 1) * walkers`` entries, ``rows = ceil(n_points / walkers)``; the points
     beyond ``n_points`` are computed and not used."""
-    flat = coefficients.astype(np.float32).ravel()
     counters = np.empty(walkers, np.uint32)
-    picks = np.empty(walkers, np.int32)
-    maps = np.empty(walkers, np.int32)
     for w in range(walkers):
         counters[w] = np.uint32(walker_state(seed, w) >> _S32)
         xs[w] = 0.0
@@ -172,28 +173,20 @@ def _lanes(coefficients, thresholds16, n_points, walkers, burn_in, seed, xs, ys,
     first_x = xs[:walkers]
     first_y = ys[:walkers]
     for _ in range(burn_in):
-        _lane_step(flat, thresholds16, counters, picks, maps, first_x, first_y, first_x, first_y, masks[:walkers])
+        _lane_step(first, others, counters, first_x, first_y, first_x, first_y, masks[:walkers])
     for start in range(0, n_points, walkers):
         end = start + walkers
-        _lane_step(
-            flat, thresholds16, counters, picks, maps,
-            xs[start:end], ys[start:end], xs[end : end + walkers], ys[end : end + walkers], masks[start:end],
-        )
+        _lane_step(first, others, counters, xs[start:end], ys[start:end], xs[end : end + walkers], ys[end : end + walkers], masks[start:end])
 
 
-@nb.njit(cache=True, nogil=True, fastmath={"nnan", "nsz"})
-def _extent(xs, ys):
-    """``(xmin, xmax, ymin, ymax)`` of points known to be finite (hence no NaN checks: SIMD)."""
-    xmin = xs[0]
-    xmax = xs[0]
-    ymin = ys[0]
-    ymax = ys[0]
-    for j in range(1, xs.shape[0]):
-        xmin = min(xmin, xs[j])
-        xmax = max(xmax, xs[j])
-        ymin = min(ymin, ys[j])
-        ymax = max(ymax, ys[j])
-    return xmin, xmax, ymin, ymax
+def lane_maps(coefficients, thresholds) -> tuple[tuple, tuple]:
+    """:func:`_lanes`' maps: map 0's coefficients and every other map's ``(threshold, coefficients)``
+    in float32, the thresholds rounded to 16 bits (:func:`lane_thresholds`); a code of one map
+    gets a second that is never drawn (threshold 2^16 + 1), so every code compiles alike."""
+    rows = np.asarray(coefficients, dtype=np.float64).astype(np.float32)
+    cut = lane_thresholds(thresholds).astype(np.float32)
+    others = tuple((cut[m - 1], *rows[m]) for m in range(1, rows.shape[0])) or ((np.float32(65537), *rows[0]),)
+    return tuple(rows[0]), others
 
 
 def trace(coefficients, thresholds, points, walkers, burn_in, seed, patch):
@@ -207,13 +200,14 @@ def trace(coefficients, thresholds, points, walkers, burn_in, seed, patch):
         *bounds, ends_finite = _orbit(coefficients, thresholds, points, burn_in, seed, xs, ys, masks, patch)
         return xs, ys, masks, bounds, ends_finite
     xs, ys, masks = _lane_scratch((-(-points // walkers) + 1) * walkers)
-    _lanes(coefficients, lane_thresholds(thresholds), points, walkers, burn_in, seed, xs, ys, masks)
+    _lanes(*lane_maps(coefficients, thresholds), points, walkers, burn_in, seed, xs, ys, masks)
     xs = xs[walkers : walkers + points]
     ys = ys[walkers : walkers + points]
     last = slice(points - min(points, walkers), points)  # every walker's last point
     if not (np.isfinite(xs[last]).all() and np.isfinite(ys[last]).all()):
         return xs, ys, masks[:points], [math.nan] * 4, False
-    return xs, ys, masks[:points], [float(value) for value in _extent(xs, ys)], True
+    bounds = [float(extreme) for extreme in (xs.min(), xs.max(), ys.min(), ys.max())]  # NumPy's SIMD reductions
+    return xs, ys, masks[:points], bounds, True
 
 
 def _axis_framing(low: float, high: float, size: int, margin: int) -> tuple[float, float] | None:
