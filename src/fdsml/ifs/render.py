@@ -123,11 +123,6 @@ def lowbias32(c):
     return np.uint32(h ^ (h >> _U16))
 
 
-def lane_thresholds(thresholds: np.ndarray) -> np.ndarray:
-    """The 32-bit map thresholds (:func:`map_thresholds`) rounded to the 16 bits lanes draw."""
-    return ((np.asarray(thresholds, dtype=np.uint64) + np.uint64(1 << 15)) >> np.uint64(16)).astype(np.int32)
-
-
 @nb.njit(cache=True, inline="always")
 def _lane_step(first, others, counters, xs, ys, next_xs, next_ys, masks):
     """One step of every lane, one loop over the lanes that LLVM turns into SIMD: lane w's counter
@@ -138,6 +133,7 @@ def _lane_step(first, others, counters, xs, ys, next_xs, next_ys, masks):
     the CPU does lane by lane). ``first`` is map 0's ``(a, b, c, d, e, f)``, ``others`` the other
     maps' ``(threshold, a, b, c, d, e, f)``, a tuple whose length is known when compiling."""
     a, b, c, d, e, f = first
+    a, b, c, d, e, f = np.float32(a), np.float32(b), np.float32(c), np.float32(d), np.float32(e), np.float32(f)
     for w in range(counters.shape[0]):
         counter = np.uint32(counters[w] + LANE_GAMMA)
         counters[w] = counter
@@ -149,7 +145,8 @@ def _lane_step(first, others, counters, xs, ys, next_xs, next_ys, masks):
         nx = a * x + b * y + e
         ny = c * x + d * y + f
         for threshold, ma, mb, mc, md, me, mf in others:
-            drawn = pick >= threshold
+            drawn = pick >= np.float32(threshold)
+            ma, mb, mc, md, me, mf = np.float32(ma), np.float32(mb), np.float32(mc), np.float32(md), np.float32(me), np.float32(mf)
             nx = ma * x + mb * y + me if drawn else nx
             ny = mc * x + md * y + mf if drawn else ny
         next_xs[w] = nx
@@ -180,21 +177,24 @@ def _lanes(first, others, n_points, walkers, burn_in, seed, xs, ys, masks):
 
 
 def lane_maps(coefficients, thresholds) -> tuple[tuple, tuple]:
-    """:func:`_lanes`' maps: map 0's coefficients and every other map's ``(threshold, coefficients)``
-    in float32, the thresholds rounded to 16 bits (:func:`lane_thresholds`); a code of one map
-    gets a second that is never drawn (threshold 2^16 + 1), so every code compiles alike."""
-    rows = np.asarray(coefficients, dtype=np.float64).astype(np.float32)
-    cut = lane_thresholds(thresholds).astype(np.float32)
-    others = tuple((cut[m - 1], *rows[m]) for m in range(1, rows.shape[0])) or ((np.float32(65537), *rows[0]),)
+    """:func:`_lanes`' maps as Python floats (the lanes round them to float32): map 0's
+    coefficients and every other map's ``(threshold, coefficients)``, the 32-bit thresholds
+    (:func:`map_thresholds`) rounded to the 16 bits lanes draw, ``(t + 2^15) >> 16``; a code of
+    one map gets a second that is never drawn (threshold 2^16 + 1), so every code compiles alike."""
+    rows = np.asarray(coefficients, dtype=np.float64).tolist()
+    cut = [float((threshold + (1 << 15)) >> 16) for threshold in np.asarray(thresholds, dtype=np.uint64).tolist()]
+    others = tuple((cut[m - 1], *rows[m]) for m in range(1, len(rows))) or ((65537.0, *rows[0]),)
     return tuple(rows[0]), others
 
 
 def trace(coefficients, thresholds, points, walkers, burn_in, seed, patch):
     """The orbit of checked arguments in this thread's scratch arrays: ``(xs, ys, masks, bounds,
     ends_finite)`` for :func:`framing`, point ``i * walkers + w`` walker w's i-th, ``bounds``
-    (xmin, xmax, ymin, ymax), ``ends_finite`` whether every walker's last point is finite. One walker is :func:`_orbit` (float64, SplitMix64: the
-    reference renderer, the codes table's); several are :func:`_lanes` (float32 lanes, lowbias32
-    counters, 16-bit map thresholds: other bytes, the same attractor)."""
+    (xmin, xmax, ymin, ymax), ``ends_finite`` whether every walker's last point is finite. One
+    walker is :func:`_orbit` (float64, SplitMix64: the reference renderer, the codes table's);
+    several are :func:`_lanes` (float32 lanes, lowbias32 counters, 16-bit map thresholds: other
+    bytes, the same attractor), their bounds NumPy's SIMD reductions, which return NaN or an
+    infinity, so no framing, when any point is not finite."""
     if walkers == 1:
         xs, ys, masks = _scratch(points)
         *bounds, ends_finite = _orbit(coefficients, thresholds, points, burn_in, seed, xs, ys, masks, patch)
@@ -203,11 +203,7 @@ def trace(coefficients, thresholds, points, walkers, burn_in, seed, patch):
     _lanes(*lane_maps(coefficients, thresholds), points, walkers, burn_in, seed, xs, ys, masks)
     xs = xs[walkers : walkers + points]
     ys = ys[walkers : walkers + points]
-    last = slice(points - min(points, walkers), points)  # every walker's last point
-    if not (np.isfinite(xs[last]).all() and np.isfinite(ys[last]).all()):
-        return xs, ys, masks[:points], [math.nan] * 4, False
-    bounds = [float(extreme) for extreme in (xs.min(), xs.max(), ys.min(), ys.max())]  # NumPy's SIMD reductions
-    return xs, ys, masks[:points], bounds, True
+    return xs, ys, masks[:points], [float(xs.min()), float(xs.max()), float(ys.min()), float(ys.max())], True
 
 
 def _axis_framing(low: float, high: float, size: int, margin: int) -> tuple[float, float] | None:

@@ -60,7 +60,7 @@ def _step(coefficients, thresholds, image, n_maps, x, y, r, MAX_MAPS: tl.constex
     """One chaos-game step per lane, as :func:`fdsml.ifs.render._step` (map k is the count of
     thresholds at or below the draw's high 32 bits, then ``(a x + b y) + e``, ``(c x + d y) + f``
     in float64) or, with several walkers, as :func:`fdsml.ifs.render._lane_step` (the draw's high 16
-    bits against the thresholds rounded to 16 bits, :func:`fdsml.ifs.render.lane_thresholds`,
+    bits against the thresholds rounded to 16 bits, :func:`fdsml.ifs.render.lane_maps`,
     then the same sums in float32)."""
     if LANES:
         pick = (r >> 16).to(tl.int64)
