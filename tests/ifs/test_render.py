@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -103,6 +105,12 @@ computed with the float32 lanes of issue 27 (second session): the Triton kernels
 same definition."""
 
 
+PAPER_WALKERS = 128
+PAPER_WALKERS_GOLDEN_DIGEST = "1d7543d69fd75152eafa71e1c5fbcb7b6bf64c477a4aaf9c57cb0c4a90242cf2"
+"""The golden renderings with the published scale's walkers (conf/paper: the pre-training,
+validation and analysis images at 256 px / 100,000 points)."""
+
+
 def golden_digest(walkers: int, cases=GOLDEN_CASES) -> str:
     import hashlib
 
@@ -126,6 +134,14 @@ def test_renderings_keep_their_bytes():
 def test_renderings_with_walkers_keep_their_bytes():
     cases = tuple((size, 2001 if size == 48 else points, mode, margin) for size, points, mode, margin in GOLDEN_CASES)
     assert golden_digest(8, cases) == WALKERS_GOLDEN_DIGEST
+
+
+def test_the_published_scales_walkers_keep_their_bytes():
+    import yaml
+
+    paper = yaml.safe_load((Path(__file__).parents[2] / "conf/paper/parameters_fractals.yml").read_text())
+    assert paper["fractals"]["render"]["walkers"] == PAPER_WALKERS
+    assert golden_digest(PAPER_WALKERS) == PAPER_WALKERS_GOLDEN_DIGEST
 
 
 def test_diverging_code_renders_empty():
