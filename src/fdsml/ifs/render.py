@@ -1,10 +1,11 @@
 """Chaos-game rendering of IFS codes in Numba (METHOD.md section 1).
 
 Two passes over one orbit: the first iterates the maps and records the points and their
-per-axis bounds (a serial chain, the floor of the cost); the second frames the cloud into the
-image and rasterises it. Randomness comes from a counter-based SplitMix64 stream keyed by the
-seed, so the same code and seed give the same bytes in any process, and nothing touches
-NumPy's or Numba's global random state.
+per-axis bounds (one walker: a serial chain, the floor of its cost; several: float32 lanes
+advanced together in SIMD); the second frames the cloud into the image and rasterises it.
+Randomness comes from counter-based streams keyed by the seed (SplitMix64 for one walker,
+lowbias32 counters for lanes), so the same code and seed give the same bytes in any process, and
+nothing touches NumPy's or Numba's global random state.
 """
 
 from __future__ import annotations
