@@ -38,7 +38,7 @@ from fdsml.families import get_family  # noqa: E402
 from fdsml.families.orbits import REFERENCE_SIZE  # noqa: E402
 from fdsml.families.perlin import perlin_curve  # noqa: E402
 from fdsml.ifs import determinant_probabilities, render, sample_sigma_factor_code  # noqa: E402
-from fdsml.ifs.render import _draw_patches, _draw_points, _orbits, _pixel_indices, _scratch, map_thresholds, framing  # noqa: E402
+from fdsml.ifs.render import _draw_patches, _draw_points, _pixel_indices, _pixel_scratch, framing, map_thresholds, trace  # noqa: E402
 
 SMALL_SIZE = 224
 """The loader's image size the orbit families are also timed at."""
@@ -72,10 +72,10 @@ def _render_passes(code, p, args, walkers: int, seed: int) -> tuple[float, float
     indices, the drawing (the random writes and, in patch mode, the 3 x 3 pass)."""
     patch = args.mode == "patch"
     started = time.thread_time()
-    xs, ys, masks, pixels, centres = _scratch(args.points, args.size, patch)
-    *bounds, ends_finite = _orbits(code, map_thresholds(p), args.points, walkers, 20, seed, xs, ys, masks, patch)
+    xs, ys, masks, bounds, ends_finite = trace(code, map_thresholds(p), args.points, walkers, 20, seed, patch)
     orbit = time.thread_time()
     frame = framing(bounds, ends_finite, args.size, 2)
+    pixels, centres = _pixel_scratch(args.points, args.size, patch)
     image = np.zeros((args.size, args.size), np.uint8)
     stride, offset = (args.size + 2, 1) if patch else (args.size, 0)
     _pixel_indices(xs, ys, frame, args.size, stride, offset, pixels)
@@ -93,8 +93,9 @@ def fractal_speed(args) -> dict:
     probabilities = [determinant_probabilities(code) for code in codes]
     thresholds = [(np.cumsum(p) * 2.0**32).astype(np.uint64) for p in probabilities]
     walker_counts = [int(w) for w in args.walkers.split(",")]
-    for walkers in walker_counts:
-        render(codes[0], probabilities[0], size=args.size, points=1000, seed=0, mode=args.mode, walkers=walkers)
+    for walkers in walker_counts:  # compile: the lanes once per count of maps
+        for code, p in {code.shape[0]: (code, p) for code, p in zip(codes, probabilities)}.values():
+            render(code, p, size=args.size, points=1000, seed=0, mode=args.mode, walkers=walkers)
         _render_passes(codes[0], probabilities[0], args, walkers, 0)
     _bare_chaos_game(codes[0], thresholds[0], 10, 1)
 

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -97,9 +99,16 @@ and every pre-training result depend on these bytes: a faster renderer must draw
 GOLDEN_CASES = ((64, 4000, "patch", 2), (37, 1500, "patch", 1), (48, 2000, "point", 1), (256, 100_000, "patch", 2))
 """(size, points, mode, margin) of the golden renderings."""
 
-WALKERS_GOLDEN_DIGEST = "4da32a87b7beb9fc8a90dcbb8e587b2b4696dc644768dac0d2dceb16bc348c9c"
+WALKERS_GOLDEN_DIGEST = "4f4a505c661686cb1c7b79edf66f78806c77f84beddb3de4a951ca4d2db92a09"
 """The same renderings with 8 walkers (48 px with 2,001 points: some walkers draw one point more),
-computed with the renderer of issue 27: the Triton kernels are held to the same definition."""
+computed with the float32 lanes of issue 27 (second session): the Triton kernels are held to the
+same definition."""
+
+
+PAPER_WALKERS = 128
+PAPER_WALKERS_GOLDEN_DIGEST = "1d7543d69fd75152eafa71e1c5fbcb7b6bf64c477a4aaf9c57cb0c4a90242cf2"
+"""The golden renderings with the published scale's walkers (conf/paper: the pre-training,
+validation and analysis images at 256 px / 100,000 points)."""
 
 
 def golden_digest(walkers: int, cases=GOLDEN_CASES) -> str:
@@ -125,6 +134,14 @@ def test_renderings_keep_their_bytes():
 def test_renderings_with_walkers_keep_their_bytes():
     cases = tuple((size, 2001 if size == 48 else points, mode, margin) for size, points, mode, margin in GOLDEN_CASES)
     assert golden_digest(8, cases) == WALKERS_GOLDEN_DIGEST
+
+
+def test_the_published_scales_walkers_keep_their_bytes():
+    import yaml
+
+    paper = yaml.safe_load((Path(__file__).parents[2] / "conf/paper/parameters_fractals.yml").read_text())
+    assert paper["fractals"]["render"]["walkers"] == PAPER_WALKERS
+    assert golden_digest(PAPER_WALKERS) == PAPER_WALKERS_GOLDEN_DIGEST
 
 
 def test_diverging_code_renders_empty():
@@ -200,30 +217,26 @@ def test_sizes_beyond_32_bit_indices_are_refused():
         render(SIERPINSKI, THIRDS, size=50_000, points=10, seed=0)
 
 
-def test_the_interleaved_kernel_with_one_walker_is_the_reference():
-    from fdsml.ifs.render import _orbit, map_thresholds, _walkers
-
-    n = 777
-    single = np.empty(n), np.empty(n), np.empty(n, np.uint16)
-    several = np.empty(n), np.empty(n), np.empty(n, np.uint16)
-    first = _orbit(SIERPINSKI, map_thresholds(THIRDS), n, 20, 5, *single, True)
-    second = _walkers(SIERPINSKI, map_thresholds(THIRDS), n, 1, 20, 5, *several, True)
-    assert first == second
-    for a, b in zip(single, several):
-        np.testing.assert_array_equal(a, b)
-
-
 def test_walkers_are_independent_samples_of_the_same_attractor():
     walkers, n = 8, 20_003  # not a multiple: the first three walkers draw one point more
     points = chaos_game(SIERPINSKI, THIRDS, points=n, seed=7, walkers=walkers)
     x, y = points[:, 0], points[:, 1]
     assert np.all(y >= -1e-9) and np.all(y <= 2 * x + 1e-9) and np.all(y <= 2 * (1 - x) + 1e-9)
-    single = chaos_game(SIERPINSKI, THIRDS, points=n // walkers, seed=7)
-    np.testing.assert_array_equal(points[::walkers][: n // walkers], single)  # walker 0 is the single orbit
+    assert points.dtype == np.float64 and np.array_equal(points, points.astype(np.float32))  # float32 lanes
+    shorter = chaos_game(SIERPINSKI, THIRDS, points=8 * 100, seed=7, walkers=walkers)
+    np.testing.assert_array_equal(points[: 8 * 100], shorter)  # walker w's i-th point is point i * walkers + w
+    other_seed = chaos_game(SIERPINSKI, THIRDS, points=8 * 100, seed=8, walkers=walkers)
+    assert not np.array_equal(shorter, other_seed)
     lanes = [points[w::walkers][:50] for w in range(walkers)]
     assert all(not np.array_equal(lanes[a], lanes[b]) for a in range(walkers) for b in range(a))
     again = chaos_game(SIERPINSKI, THIRDS, points=n, seed=7, walkers=walkers)
     np.testing.assert_array_equal(points, again)
+
+
+def test_one_walker_keeps_the_float64_orbit():
+    single = chaos_game(SIERPINSKI, THIRDS, points=500, seed=7)
+    assert not np.array_equal(single, single.astype(np.float32).astype(np.float64))
+    assert not np.array_equal(single[:50], chaos_game(SIERPINSKI, THIRDS, points=500, seed=7, walkers=2)[::2][:50])
 
 
 def test_walkers_change_the_bytes_but_not_the_picture():

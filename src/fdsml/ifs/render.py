@@ -1,10 +1,11 @@
 """Chaos-game rendering of IFS codes in Numba (METHOD.md section 1).
 
 Two passes over one orbit: the first iterates the maps and records the points and their
-per-axis bounds (a serial chain, the floor of the cost); the second frames the cloud into the
-image and rasterises it. Randomness comes from a counter-based SplitMix64 stream keyed by the
-seed, so the same code and seed give the same bytes in any process, and nothing touches
-NumPy's or Numba's global random state.
+per-axis bounds (one walker: a serial chain, the floor of its cost; several: float32 lanes
+advanced together in SIMD); the second frames the cloud into the image and rasterises it.
+Randomness comes from counter-based streams keyed by the seed (SplitMix64 for one walker,
+lowbias32 counters for lanes), so the same code and seed give the same bytes in any process, and
+nothing touches NumPy's or Numba's global random state.
 """
 
 from __future__ import annotations
@@ -107,53 +108,103 @@ def _orbit(coefficients, thresholds, n_points, burn_in, seed, xs, ys, masks, wan
     return xmin, xmax, ymin, ymax, np.isfinite(x) and np.isfinite(y)
 
 
+LANE_GAMMA = np.uint32(0x9E3779B9)
+"""The lanes' 32-bit counter increment (the golden ratio's 32 bits)."""
+_U15 = np.uint32(15)
+_U16 = np.uint32(16)
+_U16_LOW = np.uint32(0xFFFF)
+_U511 = np.uint32(511)
+
+
+@nb.njit(cache=True, inline="always")
+def lowbias32(c):
+    """A well-mixed 32-bit integer from a 32-bit counter (Wellons' lowbias32 hash)."""
+    h = np.uint32(np.uint32(c ^ (c >> _U16)) * np.uint32(0x7FEB352D))
+    h = np.uint32(np.uint32(h ^ (h >> _U15)) * np.uint32(0x846CA68B))
+    return np.uint32(h ^ (h >> _U16))
+
+
+@nb.njit(cache=True, inline="always")
+def _lane_step(first, others, counters, xs, ys, next_xs, next_ys, masks):
+    """One step of every lane, one loop over the lanes that LLVM turns into SIMD: lane w's counter
+    advances by :data:`LANE_GAMMA` and :func:`lowbias32` of it draws the map (its high 16 bits
+    against the 16-bit thresholds) and the 3 x 3 mask (its low 16 bits, as :func:`_mask`); then
+    ``next = (a x + b y) + e, (c x + d y) + f`` in float32. Every map is applied to every lane and
+    the drawn one kept (a select: looking the drawn map's coefficients up would be a gather, which
+    the CPU does lane by lane). ``first`` is map 0's ``(a, b, c, d, e, f)``, ``others`` the other
+    maps' ``(threshold, a, b, c, d, e, f)``, a tuple whose length is known when compiling."""
+    a, b, c, d, e, f = first
+    a, b, c, d, e, f = np.float32(a), np.float32(b), np.float32(c), np.float32(d), np.float32(e), np.float32(f)
+    for w in range(counters.shape[0]):
+        counter = np.uint32(counters[w] + LANE_GAMMA)
+        counters[w] = counter
+        h = lowbias32(counter)
+        pick = np.float32(h >> _U16)
+        masks[w] = np.uint16(np.uint32(np.uint32(h & _U16_LOW) * _U511) >> _U16) + np.uint16(1)
+        x = xs[w]
+        y = ys[w]
+        nx = a * x + b * y + e
+        ny = c * x + d * y + f
+        for threshold, ma, mb, mc, md, me, mf in others:
+            drawn = pick >= np.float32(threshold)
+            ma, mb, mc, md, me, mf = np.float32(ma), np.float32(mb), np.float32(mc), np.float32(md), np.float32(me), np.float32(mf)
+            nx = ma * x + mb * y + me if drawn else nx
+            ny = mc * x + md * y + mf if drawn else ny
+        next_xs[w] = nx
+        next_ys[w] = ny
+
+
 @nb.njit(cache=True, nogil=True)
-def _walkers(coefficients, thresholds, n_points, walkers, burn_in, seed, xs, ys, masks, want_masks):
-    """``walkers`` independent chaos games (:func:`_orbit` each, walker w on stream
-    :func:`walker_state` ``(seed, w)``) advanced together, so the CPU overlaps their serial chains;
-    point ``i * walkers + w`` is walker w's i-th (walker w draws ``n_points // walkers`` points,
-    one more when ``w < n_points % walkers``). The same return as :func:`_orbit`, the finiteness
-    over every walker's last point."""
-    last = coefficients.shape[0] - 1
-    state = np.empty(walkers, np.uint64)
-    x = np.zeros(walkers)
-    y = np.zeros(walkers)
+def _lanes(first, others, n_points, walkers, burn_in, seed, xs, ys, masks):
+    """``walkers`` independent chaos games in float32 lanes advanced together (:func:`_lane_step`),
+    each from (0, 0) with its own burn-in; lane w's counter starts at the high 32 bits of
+    :func:`walker_state` ``(seed, w)``. Row 0 of ``xs``/``ys`` (``walkers`` entries) holds the
+    lanes after the burn-in, row i + 1 their i-th points: point ``i * walkers + w`` is
+    ``xs[walkers + i * walkers + w]``, its mask ``masks[i * walkers + w]``. Rows are full: the
+    arrays hold ``(rows + 1) * walkers`` entries, ``rows = ceil(n_points / walkers)``; the points
+    beyond ``n_points`` are computed and not used."""
+    counters = np.empty(walkers, np.uint32)
     for w in range(walkers):
-        state[w] = walker_state(seed, w)
+        counters[w] = np.uint32(walker_state(seed, w) >> _S32)
+        xs[w] = 0.0
+        ys[w] = 0.0
+    first_x = xs[:walkers]
+    first_y = ys[:walkers]
     for _ in range(burn_in):
-        for w in range(walkers):
-            state[w] += GOLDEN_GAMMA
-            x[w], y[w] = _step(coefficients, thresholds, last, x[w], y[w], splitmix64(state[w]))
-    xmin = np.inf
-    xmax = -np.inf
-    ymin = np.inf
-    ymax = -np.inf
+        _lane_step(first, others, counters, first_x, first_y, first_x, first_y, masks[:walkers])
     for start in range(0, n_points, walkers):
-        for w in range(min(walkers, n_points - start)):
-            state[w] += GOLDEN_GAMMA
-            r = splitmix64(state[w])
-            nx, ny = _step(coefficients, thresholds, last, x[w], y[w], r)
-            x[w] = nx
-            y[w] = ny
-            xs[start + w] = nx
-            ys[start + w] = ny
-            xmin = min(xmin, nx)
-            xmax = max(xmax, nx)
-            ymin = min(ymin, ny)
-            ymax = max(ymax, ny)
-            if want_masks:
-                masks[start + w] = _mask(r)
-    ends_finite = True
-    for w in range(min(walkers, n_points)):
-        ends_finite &= np.isfinite(x[w]) and np.isfinite(y[w])
-    return xmin, xmax, ymin, ymax, ends_finite
+        end = start + walkers
+        _lane_step(first, others, counters, xs[start:end], ys[start:end], xs[end : end + walkers], ys[end : end + walkers], masks[start:end])
 
 
-def _orbits(coefficients, thresholds, n_points, walkers, burn_in, seed, xs, ys, masks, want_masks):
-    """:func:`_orbit` for one walker, :func:`_walkers` for several (the same points at ``walkers=1``)."""
+def lane_maps(coefficients, thresholds) -> tuple[tuple, tuple]:
+    """:func:`_lanes`' maps as Python floats (the lanes round them to float32): map 0's
+    coefficients and every other map's ``(threshold, coefficients)``, the 32-bit thresholds
+    (:func:`map_thresholds`) rounded to the 16 bits lanes draw, ``(t + 2^15) >> 16``; a code of
+    one map gets a second that is never drawn (threshold 2^16 + 1), so every code compiles alike."""
+    rows = np.asarray(coefficients, dtype=np.float64).tolist()
+    cut = [float((threshold + (1 << 15)) >> 16) for threshold in np.asarray(thresholds, dtype=np.uint64).tolist()]
+    others = tuple((cut[m - 1], *rows[m]) for m in range(1, len(rows))) or ((65537.0, *rows[0]),)
+    return tuple(rows[0]), others
+
+
+def trace(coefficients, thresholds, points, walkers, burn_in, seed, patch):
+    """The orbit of checked arguments in this thread's scratch arrays: ``(xs, ys, masks, bounds,
+    ends_finite)`` for :func:`framing`, point ``i * walkers + w`` walker w's i-th, ``bounds``
+    (xmin, xmax, ymin, ymax), ``ends_finite`` whether every walker's last point is finite. One
+    walker is :func:`_orbit` (float64, SplitMix64: the reference renderer, the codes table's);
+    several are :func:`_lanes` (float32 lanes, lowbias32 counters, 16-bit map thresholds: other
+    bytes, the same attractor), their bounds NumPy's SIMD reductions, which return NaN or an
+    infinity, so no framing, when any point is not finite."""
     if walkers == 1:
-        return _orbit(coefficients, thresholds, n_points, burn_in, seed, xs, ys, masks, want_masks)
-    return _walkers(coefficients, thresholds, n_points, walkers, burn_in, seed, xs, ys, masks, want_masks)
+        xs, ys, masks = _scratch(points)
+        *bounds, ends_finite = _orbit(coefficients, thresholds, points, burn_in, seed, xs, ys, masks, patch)
+        return xs, ys, masks, bounds, ends_finite
+    xs, ys, masks = _lane_scratch((-(-points // walkers) + 1) * walkers)
+    _lanes(*lane_maps(coefficients, thresholds), points, walkers, burn_in, seed, xs, ys, masks)
+    xs = xs[walkers : walkers + points]
+    ys = ys[walkers : walkers + points]
+    return xs, ys, masks[:points], [float(xs.min()), float(xs.max()), float(ys.min()), float(ys.max())], True
 
 
 def _axis_framing(low: float, high: float, size: int, margin: int) -> tuple[float, float] | None:
@@ -258,10 +309,8 @@ def chaos_game(coefficients, probabilities, *, points: int, seed: int, burn_in: 
     """The orbit itself, ``(points, 2)`` in the code's own coordinates (for inspection and tests);
     with several walkers, point ``i * walkers + w`` is walker w's i-th."""
     coefficients, probabilities = _validated(coefficients, probabilities)
-    xs = np.empty(points)
-    ys = np.empty(points)
-    _orbits(coefficients, map_thresholds(probabilities), points, walkers, burn_in, seed, xs, ys, np.empty(0, np.uint16), False)
-    return np.stack([xs, ys], axis=1)
+    xs, ys, *_ = trace(coefficients, map_thresholds(probabilities), points, walkers, burn_in, seed, False)
+    return np.stack([xs, ys], axis=1).astype(np.float64)
 
 
 def check_arguments(*, size: int, points: int, seed: int, mode: str, margin: int, burn_in: int, walkers: int) -> None:
@@ -294,9 +343,9 @@ def render(
 ) -> np.ndarray:
     """Render an IFS code to a ``(size, size)`` uint8 image, zero = background.
 
-    The ``points`` come from ``walkers`` independent orbits iterated together (:func:`_walkers`);
-    one walker is the reference renderer the codes table is built with, several fill the CPU's
-    pipelines (the same attractor, other samples of it).
+    The ``points`` come from ``walkers`` independent orbits iterated together (:func:`trace`):
+    one walker is the reference renderer the codes table is built with (float64); several are
+    float32 lanes that the CPU advances in SIMD (the same attractor, other samples of it).
 
     ``mode="point"`` draws one pixel per point; ``mode="patch"`` stamps a random non-empty
     3 x 3 pattern at every point, as FractalDB does. An orbit that cannot be framed (one that
@@ -310,11 +359,11 @@ def render(
 def render_thresholds(coefficients, thresholds, size, points, seed, mode, margin, burn_in, walkers) -> np.ndarray:
     """:func:`render` of checked arguments, the map probabilities as :func:`map_thresholds`."""
     patch = mode == "patch"
-    xs, ys, masks, pixels, centres = _scratch(points, size, patch)
-    *bounds, ends_finite = _orbits(coefficients, thresholds, points, walkers, burn_in, seed, xs, ys, masks, patch)
+    xs, ys, masks, bounds, ends_finite = trace(coefficients, thresholds, points, walkers, burn_in, seed, patch)
     frame = framing(bounds, ends_finite, size, margin)
     if frame is None:
         return np.zeros((size, size), dtype=np.uint8)
+    pixels, centres = _pixel_scratch(points, size, patch)
     if patch:
         image = np.empty((size, size), dtype=np.uint8)  # every pixel is written
         _pixel_indices(xs, ys, frame, size, size + 2, 1, pixels)
@@ -329,22 +378,38 @@ def render_thresholds(coefficients, thresholds, size, points, seed, mode, margin
 _SCRATCH = threading.local()
 
 
-def _scratch(points: int, size: int, patch: bool):
-    """This thread's working arrays, kept between calls.
+def _scratch(points: int):
+    """This thread's float64 orbit arrays (xs, ys, masks), kept between calls.
 
     Fresh megabyte-sized arrays come from the kernel as untouched pages, and faulting them in
     cost as much as the chaos game itself; reusing them keeps rendering at the loop's speed.
-    ``centres`` is the patch masks' grid, the image padded by one pixel on every side.
     """
     orbit = getattr(_SCRATCH, "orbit", None)
     if orbit is None or orbit[0].shape[0] < points:
-        orbit = _SCRATCH.orbit = (np.empty(points), np.empty(points), np.empty(points, np.uint16), np.empty(points, np.int32))
+        orbit = _SCRATCH.orbit = (np.empty(points), np.empty(points), np.empty(points, np.uint16))
+    return tuple(array[:points] for array in orbit)
+
+
+def _lane_scratch(length: int):
+    """This thread's float32 lane arrays (xs, ys, masks) of at least ``length`` entries (as :func:`_scratch`)."""
+    lanes = getattr(_SCRATCH, "lanes", None)
+    if lanes is None or lanes[0].shape[0] < length:
+        lanes = _SCRATCH.lanes = (np.empty(length, np.float32), np.empty(length, np.float32), np.empty(length, np.uint16))
+    return lanes
+
+
+def _pixel_scratch(points: int, size: int, patch: bool):
+    """This thread's pixel indices and ``centres``, the patch masks' grid: the image padded by one
+    pixel on every side (zeroed in patch mode)."""
+    pixels = getattr(_SCRATCH, "pixels", None)
+    if pixels is None or pixels.shape[0] < points:
+        pixels = _SCRATCH.pixels = np.empty(points, np.int32)
     centres = getattr(_SCRATCH, "centres", None)
     if centres is None or centres.shape[0] != size + 2:
         centres = _SCRATCH.centres = np.empty((size + 2, size + 2), np.uint16)
     if patch:
         centres[...] = 0
-    return *(array[:points] for array in orbit), centres
+    return pixels[:points], centres
 
 
 def occupancy(image: np.ndarray) -> float:

@@ -2,8 +2,9 @@
 into uint8 images on the device, byte for byte the Numba renderer's for the same walkers.
 
 One program renders one image with its W walkers in the lanes of a block: the same counter-based
-streams (:func:`fdsml.ifs.render.walker_state`), the same floating-point operations in the same
-order (kernels compiled without fused multiply-add), the same framing. The orbit runs twice
+streams (:func:`fdsml.ifs.render.walker_state`; with several walkers the float32 lanes' lowbias32
+counters), the same floating-point operations in the same order (kernels compiled without fused
+multiply-add), the same framing. The orbit runs twice
 instead of being stored: a first kernel finds each image's bounds, :func:`fdsml.ifs.render.framing`
 is evaluated per image on the host (the bounds copied back, one small transfer per batch), and a
 second kernel iterates the same orbit
@@ -35,31 +36,78 @@ def _splitmix64(z):
 
 
 @triton.jit
-def _step(coefficients, thresholds, image, n_maps, x, y, r, MAX_MAPS: tl.constexpr):
-    """One chaos-game step per lane, as :func:`fdsml.ifs.render._step`: map k is the count of
-    thresholds at or below the draw's high 32 bits, then ``(a x + b y) + e``, ``(c x + d y) + f``."""
-    pick = (r >> 32).to(tl.int64)
+def _lowbias32(c):
+    """:func:`fdsml.ifs.render.lowbias32` of 32-bit values held in uint64 (the products reduced modulo 2^32)."""
+    h = ((c ^ (c >> 16)) * 0x7FEB352D) & 0xFFFFFFFF
+    h = ((h ^ (h >> 15)) * 0x846CA68B) & 0xFFFFFFFF
+    return h ^ (h >> 16)
+
+
+@triton.jit
+def _advance(state, LANES: tl.constexpr):
+    """The next draw of every lane's stream and its new state: SplitMix64 of the 64-bit state plus a
+    golden gamma (one walker, :func:`fdsml.ifs.render._orbit`), or lowbias32 of the 32-bit counter
+    plus :data:`fdsml.ifs.render.LANE_GAMMA` (several, :func:`fdsml.ifs.render._lanes`)."""
+    if LANES:
+        state = (state + 0x9E3779B9) & 0xFFFFFFFF
+        return state, _lowbias32(state)
+    state = state + 0x9E3779B97F4A7C15
+    return state, _splitmix64(state)
+
+
+@triton.jit
+def _step(coefficients, thresholds, image, n_maps, x, y, r, MAX_MAPS: tl.constexpr, LANES: tl.constexpr):
+    """One chaos-game step per lane, as :func:`fdsml.ifs.render._step` (map k is the count of
+    thresholds at or below the draw's high 32 bits, then ``(a x + b y) + e``, ``(c x + d y) + f``
+    in float64) or, with several walkers, as :func:`fdsml.ifs.render._lane_step` (the draw's high 16
+    bits against the thresholds rounded to 16 bits, :func:`fdsml.ifs.render.lane_maps`,
+    then the same sums in float32)."""
+    if LANES:
+        pick = (r >> 16).to(tl.int64)
+    else:
+        pick = (r >> 32).to(tl.int64)
     k = tl.zeros_like(pick)
     for m in tl.static_range(MAX_MAPS - 1):
         threshold = tl.load(thresholds + image * MAX_MAPS + m)
+        if LANES:
+            threshold = (threshold + 32768) >> 16
         k += ((pick >= threshold) & (m < n_maps - 1)).to(tl.int64)
     row = coefficients + (image * MAX_MAPS + k) * 6
-    nx = tl.load(row) * x + tl.load(row + 1) * y + tl.load(row + 4)
-    ny = tl.load(row + 2) * x + tl.load(row + 3) * y + tl.load(row + 5)
-    return nx, ny
+    a = _coefficient(row, 0, LANES)
+    b = _coefficient(row, 1, LANES)
+    e = _coefficient(row, 4, LANES)
+    c = _coefficient(row, 2, LANES)
+    d = _coefficient(row, 3, LANES)
+    f = _coefficient(row, 5, LANES)
+    return a * x + b * y + e, c * x + d * y + f
+
+
+@triton.jit
+def _coefficient(row, column, LANES: tl.constexpr):
+    """A map's coefficient: float64, or rounded to float32 in lanes (as NumPy's ``astype``)."""
+    value = tl.load(row + column)
+    if LANES:
+        value = value.to(tl.float32)
+    return value
 
 
 @triton.jit
 def _burned_in(coefficients, thresholds, seeds, image, n_maps, burn_in, WALKERS: tl.constexpr, MAX_MAPS: tl.constexpr):
-    """Every lane's walker after its burn-in: its counter state (the stream starts at SplitMix64 of
-    the seed plus ``lane + 1`` golden gammas) and its point, from (0, 0)."""
+    """Every lane's walker after its burn-in: its stream's state (SplitMix64 of the seed plus
+    ``lane + 1`` golden gammas; with several walkers its high 32 bits) and its point, from (0, 0)
+    (float32 with several walkers)."""
     lanes = tl.arange(0, WALKERS).to(tl.uint64)
     state = _splitmix64(tl.load(seeds + image).to(tl.uint64) + (lanes + 1) * 0x9E3779B97F4A7C15)
-    x = tl.zeros((WALKERS,), tl.float64)
-    y = tl.zeros((WALKERS,), tl.float64)
+    if WALKERS > 1:
+        state = state >> 32
+        x = tl.zeros((WALKERS,), tl.float32)
+        y = tl.zeros((WALKERS,), tl.float32)
+    else:
+        x = tl.zeros((WALKERS,), tl.float64)
+        y = tl.zeros((WALKERS,), tl.float64)
     for _ in range(burn_in):
-        state += 0x9E3779B97F4A7C15
-        x, y = _step(coefficients, thresholds, image, n_maps, x, y, _splitmix64(state), MAX_MAPS)
+        state, r = _advance(state, WALKERS > 1)
+        x, y = _step(coefficients, thresholds, image, n_maps, x, y, r, MAX_MAPS, WALKERS > 1)
     return state, x, y
 
 
@@ -78,14 +126,16 @@ def _bounds_kernel(coefficients, thresholds, n_maps_per_image, seeds, bounds, n_
     ymax = tl.full((WALKERS,), float("-inf"), tl.float64)
     for start in range(0, n_points, WALKERS):
         active = start + lanes < n_points
-        state = tl.where(active, state + 0x9E3779B97F4A7C15, state)
-        nx, ny = _step(coefficients, thresholds, image, n_maps, x, y, _splitmix64(state), MAX_MAPS)
+        state, r = _advance(state, WALKERS > 1)
+        nx, ny = _step(coefficients, thresholds, image, n_maps, x, y, r, MAX_MAPS, WALKERS > 1)
         x = tl.where(active, nx, x)
         y = tl.where(active, ny, y)
-        xmin = tl.where(active, tl.minimum(xmin, nx), xmin)
-        xmax = tl.where(active, tl.maximum(xmax, nx), xmax)
-        ymin = tl.where(active, tl.minimum(ymin, ny), ymin)
-        ymax = tl.where(active, tl.maximum(ymax, ny), ymax)
+        xmin = tl.where(active, tl.minimum(xmin, nx.to(tl.float64)), xmin)
+        xmax = tl.where(active, tl.maximum(xmax, nx.to(tl.float64)), xmax)
+        ymin = tl.where(active, tl.minimum(ymin, ny.to(tl.float64)), ymin)
+        ymax = tl.where(active, tl.maximum(ymax, ny.to(tl.float64)), ymax)
+    x = x.to(tl.float64)
+    y = y.to(tl.float64)
     finite = (x == x) & (y == y) & (tl.abs(x) < float("inf")) & (tl.abs(y) < float("inf"))
     finite = finite | (lanes >= n_points)
     out = bounds + image * 5
@@ -118,11 +168,10 @@ def _draw_kernel(coefficients, thresholds, n_maps_per_image, seeds, frames, imag
         size = side - 2 if PATCH else side
         for start in range(0, n_points, WALKERS):
             active = start + lanes < n_points
-            state += 0x9E3779B97F4A7C15
-            r = _splitmix64(state)
-            x, y = _step(coefficients, thresholds, image, n_maps, x, y, r, MAX_MAPS)
-            col = ((x - xmin) * sx + cx).to(tl.int32)
-            row = (size - 1) - ((y - ymin) * sy + cy).to(tl.int32)
+            state, r = _advance(state, WALKERS > 1)
+            x, y = _step(coefficients, thresholds, image, n_maps, x, y, r, MAX_MAPS, WALKERS > 1)
+            col = ((x.to(tl.float64) - xmin) * sx + cx).to(tl.int32)
+            row = (size - 1) - ((y.to(tl.float64) - ymin) * sy + cy).to(tl.int32)
             if PATCH:
                 mask = (((r & 0xFFFF) * 511) >> 16) + 1
                 for bit in tl.static_range(9):
