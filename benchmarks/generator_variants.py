@@ -44,6 +44,7 @@ from fdsml.validation.sweeps import summarise_sweeps
 from fdsml.validation.variants import variant_entry, with_overrides
 
 logger = logging.getLogger("generator_variants")
+LOG_FORMAT = "%(asctime)s %(name)s %(message)s"
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAMETER_FILES = {
@@ -188,8 +189,9 @@ def run_variant(job: tuple[str, dict, dict]) -> dict:
     return entry
 
 
-def _one_thread_each() -> None:
-    """A worker process's Numba kernels run on one thread: the processes share the cores."""
+def _worker_setup() -> None:
+    """A worker process logs as the main one does, and its Numba kernels run on one thread (the processes share the cores)."""
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     numba.set_num_threads(1)
 
 
@@ -224,7 +226,7 @@ def main() -> None:
     parser.add_argument("--print-dvc", action="store_true", help="print the grid as dvc exp run commands and stop")
     parser.add_argument("--queue", action="store_true", help="queue the grid as DVC experiments (dvc queue start runs them)")
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
 
     catalogue = grid_variants() if args.grid else VARIANTS
     unknown = sorted(set(args.only or ()) - set(catalogue))
@@ -247,7 +249,7 @@ def main() -> None:
     if args.workers == 1:
         entries = [run_variant(job) for job in jobs]
     else:
-        with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn"), initializer=_one_thread_each) as pool:
+        with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn"), initializer=_worker_setup) as pool:
             entries = list(pool.map(run_variant, jobs))
     result = {
         "mode": "grid" if args.grid else "variants",
