@@ -1,18 +1,21 @@
 """FineFractalDB generator variants, measured side by side with the descriptor validation (issue 18).
 
-    python benchmarks/generator_variants.py --workers 2   # the whole table (see docs/studies.md for its time)
+    python benchmarks/generator_variants.py --jobs 2      # the whole table (see docs/studies.md for its time)
     python benchmarks/generator_variants.py --quick       # every variant at a smaller scale, minutes
     python benchmarks/generator_variants.py --tiny        # two variants in seconds (the test's mode)
     python benchmarks/generator_variants.py --print-dvc   # the same variants as `dvc exp run` commands
     python benchmarks/generator_variants.py --queue       # the variants queued as DVC experiments (--grid, --quick, --tiny, --only too)
-    python benchmarks/generator_variants.py --grid --workers 2   # the choices in combination (GRID, 64)
+    python benchmarks/generator_variants.py --grid --jobs 2      # the choices in combination (GRID, 64), full scale
 
 Each variant is ``conf/base`` with a few dotted keys overridden (today's default, then each open
 choice changed alone). ``--grid`` measures the choices in combination instead: every combination
 of ``GRID``'s axes (sampler and its map counts x class filter threshold or off x positions per
-class x perturbation scope), at the ``grid`` scale, in the same table with the same figures. For each, the ``fractals`` and ``validate_descriptor`` pipelines' own nodes
-generate the table and validate the descriptor; the sweeps run over two factor ranges. Writes
-``generator_variants.json`` (one entry per variant: overrides and figures) and ``.md``.
+class x perturbation scope), at the same scale, in the same table with the same figures
+(``generator_grid.{json,md}``). For each, the ``fractals`` and ``validate_descriptor`` pipelines'
+own nodes generate the table and validate the descriptor; the sweeps run over two factor ranges.
+Writes ``generator_variants.json`` (one entry per variant: overrides, figures, wall and CPU
+seconds per stage; the run's wall and CPU seconds) and ``.md``. ``--workers``/``--jobs N``
+measures N variants at a time in processes of one Numba thread each.
 """
 
 from __future__ import annotations
@@ -21,22 +24,27 @@ import argparse
 import itertools
 import json
 import logging
+import resource
 import time
+from contextlib import contextmanager
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 
+import numba
 import yaml
 
 from fdsml import experiment_queue
 from fdsml.errors import GenerationError
 from fdsml.pipelines.fractals.nodes import generate_fractal_codes
-from fdsml.pipelines.validate_descriptor.nodes import measure_sweeps, measure_triplet_agreement, summarise
+from fdsml.pipelines.validate_descriptor.nodes import measure_sweeps, measure_triplet_agreement
+from fdsml.validation.agreement import summarise_agreement
 from fdsml.validation.report import variants_markdown
 from fdsml.validation.sweeps import summarise_sweeps
 from fdsml.validation.variants import variant_entry, with_overrides
 
 logger = logging.getLogger("generator_variants")
+LOG_FORMAT = "%(asctime)s %(name)s %(message)s"
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAMETER_FILES = {
@@ -102,6 +110,7 @@ SCALES = {
         "fractals.n_classes": 50,
         "fractals.instances_per_class": 100,
         "validate_descriptor.n_triplets": 3000,
+        "validate_descriptor.chunk_size": 12000,
         "validate_descriptor.n_base_codes": 50,
         "validate_descriptor.sweep.n_factors": 33,
         "validate_descriptor.sweep.compare_fresh_seeds": False,
@@ -129,9 +138,9 @@ SCALES = {
         "validate_descriptor.grid_triplets_per_filter": 1,
     },
 }
-"""The full table's scale (50 classes x 100 instances, 3,000 triplets per filter, 300 sweeps) and
-two smaller ones for a check."""
-SCALES["grid"] = SCALES["quick"]  # each combination of the grid at the quick scale: all of them in the full table's time
+"""The full table's scale (50 classes x 100 instances, 3,000 triplets per filter, 300 sweeps: the
+published statistics' 50 base codes x 6 coefficients at 33 factors; every triplet of the four
+filters in one chunk, so each of the 5,000 rows renders once) and two smaller ones for a check."""
 
 
 def base_parameters() -> dict:
@@ -139,25 +148,58 @@ def base_parameters() -> dict:
     return {key: yaml.safe_load((ROOT / path).read_text())[key] for key, path in PARAMETER_FILES.items()}
 
 
+@contextmanager
+def _cpu_time(seconds: dict[str, float], stage: str):
+    """Add the CPU seconds this process spends in the block to ``seconds[stage]``."""
+    started = time.process_time()
+    try:
+        yield
+    finally:
+        seconds[stage] = round(seconds.get(stage, 0.0) + time.process_time() - started, 2)
+
+
 def run_variant(job: tuple[str, dict, dict]) -> dict:
-    """Generate one variant's table with the fractals node, validate it with the validate_descriptor nodes."""
+    """Generate one variant's table with the fractals node, validate it with the validate_descriptor nodes.
+
+    The entry records the CPU seconds of each stage (``cpu_seconds``: generation, triplets,
+    sweeps, statistics) beside the wall ``seconds``.
+    """
     name, overrides, params = job
     started = time.perf_counter()
     fractals = params["fractals"]
+    cpu: dict[str, float] = {}
     try:
-        table, fractal_summary = generate_fractal_codes(fractals, None, None)
+        with _cpu_time(cpu, "generation"):
+            table, fractal_summary = generate_fractal_codes(fractals, None, None)
     except GenerationError as error:  # a variant the generator cannot complete is a result too
         logger.warning("variant %r: %s", name, error)
-        return {"name": name, "overrides": overrides, "error": str(error)}
-    triplets = measure_triplet_agreement(table, fractals, params["validate_descriptor"])
+        return {"name": name, "overrides": overrides, "error": str(error), "cpu_seconds": cpu}
+    with _cpu_time(cpu, "triplets"):
+        triplets = measure_triplet_agreement(table, fractals, params["validate_descriptor"])
     ranged = [with_overrides(params, {"validate_descriptor.sweep.factor_range": list(r)})["validate_descriptor"] for r in SWEEP_RANGES]
-    points = [measure_sweeps(table, fractals, sweep_params) for sweep_params in ranged]
-    validation, _ = summarise(triplets, points[0], fractals, ranged[0])
-    sweeps = {f"[{low}, {high}]": summarise_sweeps(p) for (low, high), p in zip(SWEEP_RANGES, points)}
-    entry = variant_entry(name, overrides, validation, sweeps, fractal_summary)
+    with _cpu_time(cpu, "sweeps"):
+        points = [measure_sweeps(table, fractals, sweep_params) for sweep_params in ranged]
+    with _cpu_time(cpu, "statistics"):
+        agreement = summarise_agreement(triplets)
+        sweeps = {f"[{low}, {high}]": summarise_sweeps(p) for (low, high), p in zip(SWEEP_RANGES, points)}
+    entry = variant_entry(name, overrides, agreement, sweeps, fractal_summary)
     entry["seconds"] = round(time.perf_counter() - started, 1)
-    logger.info("variant %r done in %.0f s", name, entry["seconds"])
+    entry["cpu_seconds"] = cpu
+    logger.info("variant %r done in %.0f s (%.0f CPU s)", name, entry["seconds"], sum(cpu.values()))
     return entry
+
+
+def _worker_setup() -> None:
+    """A worker process logs as the main one does, and its Numba kernels run on one thread (the processes share the cores)."""
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    numba.set_num_threads(1)
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process and of its finished children (the worker processes)."""
+    return sum(
+        usage.ru_utime + usage.ru_stime for usage in (resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN))
+    )
 
 
 def experiments(scale: dict, variants: dict[str, dict]) -> list[experiment_queue.Experiment]:
@@ -177,20 +219,20 @@ def main() -> None:
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="every variant at a smaller scale")
     size.add_argument("--tiny", action="store_true", help="two variants in seconds")
-    parser.add_argument("--workers", type=int, default=1, help="variants measured in parallel processes")
-    parser.add_argument("--grid", action="store_true", help="the choices in combination (GRID) at the grid scale")
+    parser.add_argument("--workers", "--jobs", type=int, default=1, help="variants measured in parallel processes")
+    parser.add_argument("--grid", action="store_true", help="the choices in combination (GRID), at the same scale")
     parser.add_argument("--only", nargs="+", help="measure these variants (or grid combinations) only")
     parser.add_argument("--output-dir", type=Path, default=ROOT / "data/08_reporting")
     parser.add_argument("--print-dvc", action="store_true", help="print the grid as dvc exp run commands and stop")
     parser.add_argument("--queue", action="store_true", help="queue the grid as DVC experiments (dvc queue start runs them)")
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
 
     catalogue = grid_variants() if args.grid else VARIANTS
     unknown = sorted(set(args.only or ()) - set(catalogue))
     if unknown:
         parser.error(f"unknown variant(s) {unknown}; choose from {list(catalogue)}")
-    scale_name = "tiny" if args.tiny else "quick" if args.quick else "grid" if args.grid else "full"
+    scale_name = "tiny" if args.tiny else "quick" if args.quick else "full"
     names = args.only or (list(catalogue)[:2] if args.tiny else list(catalogue))
     variants = {name: catalogue[name] for name in names}
     if args.print_dvc or args.queue:
@@ -203,11 +245,11 @@ def main() -> None:
         return
     base = with_overrides(base_parameters(), SCALES[scale_name])
     jobs = [(name, overrides, with_overrides(base, overrides)) for name, overrides in variants.items()]
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), cpu_seconds()
     if args.workers == 1:
         entries = [run_variant(job) for job in jobs]
     else:
-        with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn")) as pool:
+        with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn"), initializer=_worker_setup) as pool:
             entries = list(pool.map(run_variant, jobs))
     result = {
         "mode": "grid" if args.grid else "variants",
@@ -215,13 +257,18 @@ def main() -> None:
         "scale_overrides": SCALES[scale_name],
         "sweep_factor_ranges": [list(r) for r in SWEEP_RANGES],
         "seconds": round(time.perf_counter() - started, 1),
+        "cpu_seconds": round(cpu_seconds() - cpu_started, 1),
+        "workers": args.workers,
         "variants": entries,
     }
     args.output_dir.mkdir(parents=True, exist_ok=True)
     stem = "generator_grid" if args.grid else "generator_variants"
     (args.output_dir / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
     (args.output_dir / f"{stem}.md").write_text(variants_markdown(entries))
-    logger.info("%d variants (%s scale) in %.0f s -> %s", len(entries), scale_name, result["seconds"], args.output_dir)
+    logger.info(
+        "%d variants (%s scale, %d processes) in %.0f s wall, %.0f CPU s (%.1f core-minutes) -> %s",
+        len(entries), scale_name, args.workers, result["seconds"], result["cpu_seconds"], result["cpu_seconds"] / 60, args.output_dir,
+    )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,6 @@
-"""The per-step seed: one formula for the training loop, the triplet miner and CouCE's nuisance draws."""
+"""The per-step seed: one formula for the training loop; the triplet miner and CouCE's nuisance draws on streams of their own."""
+
+from itertools import combinations
 
 import torch
 from pytorch_metric_learning.losses import ProxyAnchorLoss
@@ -27,11 +29,27 @@ def test_the_triplet_miner_subsamples_with_the_step_seed():
     labels = torch.arange(12) // 3
     psi = torch.randn(12, 6, generator=torch.Generator().manual_seed(0))
     drawn = PATripletObjective("same", "batch", max_triplets=4, seed=11).indices(labels, psi, step=5)
-    expected = mine_batch_triplets(labels, psi, "same", max_triplets=4, generator=torch.Generator().manual_seed(step_seed(11, 5)))
+    expected = mine_batch_triplets(labels, psi, "same", max_triplets=4, generator=torch.Generator().manual_seed(step_seed(11, 5, None, "triplet_subsample")))
     assert all(torch.equal(a, b) for a, b in zip(drawn, expected))
 
 
 def test_couce_draws_each_replica_from_its_own_step_seed():
     objective = CouCEObjective(ProxyAnchorLoss(num_classes=4, embedding_size=8), 8, seed=11)
     generator = objective._generator(torch.device("cpu"), 5)
-    assert torch.equal(generator.get_state(), torch.Generator().manual_seed(step_seed(11, 5)).get_state())  # one process: no rank
+    assert torch.equal(generator.get_state(), torch.Generator().manual_seed(step_seed(11, 5, None, "nuisance")).get_state())  # one process: no rank
+
+
+def test_no_draw_within_a_step_replays_the_global_generator_the_loop_seeds(monkeypatch):
+    """The loop seeds torch's global generator with the step seed (dropout, drop-path); the miner's
+    subsample and CouCE's nuisance generators must not start in that same state (the same stream)."""
+    labels = torch.arange(12) // 3
+    psi = torch.randn(12, 6, generator=torch.Generator().manual_seed(0))
+    generators = []
+    monkeypatch.setattr("fdsml.training.objectives.mine_batch_triplets", lambda *args, generator, **kwargs: generators.append(generator))
+    for rank in (None, 0, 3):
+        monkeypatch.setattr("fdsml.training.objectives.replica_rank", lambda: rank)
+        monkeypatch.setattr("fdsml.losses.couce.objective.replica_rank", lambda: rank)
+        PATripletObjective("same", "batch", max_triplets=4, seed=11).indices(labels, psi, step=5)
+        couce = CouCEObjective(ProxyAnchorLoss(num_classes=4, embedding_size=8), 8, seed=11)._generator(torch.device("cpu"), 5)
+        states = [torch.Generator().manual_seed(step_seed(11, 5, rank)).get_state(), generators[-1].get_state(), couce.get_state()]
+        assert not any(torch.equal(a, b) for a, b in combinations(states, 2)), rank

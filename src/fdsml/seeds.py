@@ -26,6 +26,8 @@ STREAMS = {
     "corruption_subset": TAG_BASE + 11,  # (): the corrupted test images' subset
     "descriptor_validation": TAG_BASE + 12,  # (job,): the descriptor validation's jobs
     "analysis": TAG_BASE + 13,  # (picture,): the analysis pictures' draws
+    "triplet_subsample": TAG_BASE + 14,  # (step, rank + 1 or 0): PA-Triplet's max_triplets subsample of a batch
+    "nuisance": TAG_BASE + 15,  # (step, rank + 1 or 0): CouCE's MSRCI amplitude draws of a batch
 }
 """Each random stream's purpose and its tag, the first entry of its ``SeedSequence`` spawn key.
 
@@ -49,12 +51,18 @@ def generator(seed: int, purpose: str, *key: int) -> np.random.Generator:
     return np.random.default_rng(stream(seed, purpose, *key))
 
 
-def step_seed(seed: int, step: int, rank: int | None = None) -> int:
+def step_seed(seed: int, step: int, rank: int | None = None, purpose: str | None = None) -> int:
     """The seed of training step ``step`` of a run seeded ``seed``, in [0, 2**63).
 
     ``rank`` gives each distributed replica its own stream for the same step; without it every
-    replica shares one.
+    replica shares one. Without ``purpose`` it is the step's own seed (the loop seeds torch's
+    global generator with it: dropout, drop-path); a draw of its own within the step (one of
+    :data:`STREAMS`: ``triplet_subsample``, ``nuisance``) seeds its generator from that purpose's
+    stream instead, so it never replays the global generator's numbers.
     """
+    if purpose is not None:
+        key = (step, 0 if rank is None else rank + 1)
+        return int(stream(seed, purpose, *key).generate_state(1, np.uint64)[0]) % SEED_LIMIT
     base = seed * 1_000_003 + step
     return (base if rank is None else base * 1_009 + rank) % SEED_LIMIT
 

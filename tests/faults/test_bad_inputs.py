@@ -63,6 +63,24 @@ def test_a_hand_edited_table_is_refused_before_pretraining_writes_anything(table
     assert not run_dir.exists()
 
 
+def test_the_first_damaged_row_is_named_whatever_is_wrong_with_the_rows_after_it(table):
+    """All rows are screened at once; the message names the first row any rule refuses."""
+    damage = {
+        1: ("coefficients", lambda row: list(row["coefficients"])[:-1], "has \\d+ coefficients and"),
+        2: ("coefficients", lambda row: [0.0] * len(row["coefficients"]), "has only singular maps"),
+        3: ("probabilities", lambda row: list(np.asarray(row["probabilities"]) + 2e-6), "do not match \\|det\\|"),
+        5: ("coefficients", lambda row: [3.0] + list(row["coefficients"])[1:], "is not contractive"),
+    }
+    bad = table.copy()
+    for row, (column, edit, _) in damage.items():
+        bad.at[row, column] = edit(bad.loc[row])
+    for row, (column, _, message) in damage.items():
+        with pytest.raises(CodesTableError, match=f"row {row} .*{message}"):
+            check_codes_table(bad)
+        bad.at[row, column] = table.at[row, column]
+    check_codes_table(bad)
+
+
 @pytest.mark.parametrize("damage", ["truncated", "garbled"])
 def test_an_unreadable_codes_table_names_the_file_and_the_fix(table, tmp_path, damage):
     path = tmp_path / "fractal_codes.parquet"

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
 
-from fdsml.ifs.chamfer import chamfer_distance, chamfer_distances, empty_distance
+from fdsml.ifs.chamfer import chamfer_distance, chamfer_distances, chamfer_pairs, empty_distance
 
 
 def brute_force(a: np.ndarray, b: np.ndarray) -> float:
@@ -91,6 +91,19 @@ def test_batch_matches_pairs_and_broadcasts_one_image():
     np.testing.assert_allclose(chamfer_distances(a, b), expected, atol=1e-12)
     np.testing.assert_allclose(chamfer_distances(a[0], b), [chamfer_distance(a[0], y) for y in b], atol=1e-12)
     assert np.all(np.isfinite(chamfer_distances(a, b)))
+
+
+def test_indexed_pairs_of_one_stack_match_each_pair_and_refuse_indices_outside_it():
+    rng = np.random.default_rng(4)
+    stack = (rng.random((5, 20, 20)) < 0.15).astype(np.uint8) * 127
+    stack[3] = 0
+    left, right = np.array([0, 0, 4, 3, 2, 1]), np.array([1, 0, 2, 4, 3, 1])
+    expected = [chamfer_distance(stack[i], stack[j]) for i, j in zip(left, right)]
+    np.testing.assert_allclose(chamfer_pairs(stack, left, right), expected, atol=1e-12)
+    with pytest.raises(ValueError, match=r"\[0, 5\)"):
+        chamfer_pairs(stack, [0, 5], [1, 1])
+    with pytest.raises(ValueError, match="one length"):
+        chamfer_pairs(stack, [0, 1], [1])
 
 
 def test_mismatched_frames_are_refused():

@@ -6,6 +6,7 @@ import pytest
 
 from fdsml.ifs.chamfer import chamfer_distance
 from fdsml.ifs.finefractaldb import instance_code
+from fdsml.losses.candidates import FILTERS
 from fdsml.validation.agreement import (
     SAME_POSITION_GROUPS,
     measure_all_filters,
@@ -98,6 +99,22 @@ def test_measured_distances_are_those_of_the_rendered_rows(tiny_table, render_se
         assert t["chamfer_second"] == pytest.approx(chamfer_distance(images[0], images[2]))
         psi = np.stack(tiny_table["psi"].to_numpy())
         assert t["psi_distance_first"] == pytest.approx(np.linalg.norm(psi[int(t["anchor"])] - psi[int(t["first"])]))
+
+
+def test_every_filter_measured_together_renders_each_row_once_with_the_per_filter_results(tiny_table, spec, monkeypatch):
+    """Stacked filters share a chunk's renderings: each needed row renders once (per filter, the rows
+    two filters share rendered twice), and every triplet keeps the distances it has alone."""
+    alone = pd.concat(
+        [measure_triplets(tiny_table, spec, name, 30, rng, chunk_size=30) for rng in [np.random.default_rng(2)] for name in FILTERS],
+        ignore_index=True,
+    )
+    rendered = []
+    original = type(spec.family).render
+    monkeypatch.setattr(type(spec.family), "render", lambda self, instance, settings, seed: rendered.append(seed) or original(self, instance, settings, seed))
+    together = measure_all_filters(tiny_table, spec, 30, np.random.default_rng(2), chunk_size=4 * 30)
+    pd.testing.assert_frame_equal(together, alone)
+    needed = np.unique(together[["anchor", "first", "second"]].to_numpy())
+    assert len(rendered) == len(needed) == len(set(rendered))
 
 
 def test_known_answer_when_every_instance_of_a_class_is_its_anchor(tiny_table, spec):

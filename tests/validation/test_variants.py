@@ -107,6 +107,18 @@ def test_the_tiny_grid_writes_the_same_table_for_two_combinations(tmp_path, monk
     result = json.loads((tmp_path / "generator_grid.json").read_text())
     assert result["mode"] == "grid" and [entry["name"] for entry in result["variants"]] == list(script.grid_variants())[:2]
     assert all(set(AGREEMENT_KEYS) <= set(entry) for entry in result["variants"])
+    assert all(set(entry["cpu_seconds"]) == {"generation", "triplets", "sweeps", "statistics"} for entry in result["variants"])
+    assert result["cpu_seconds"] >= sum(sum(entry["cpu_seconds"].values()) for entry in result["variants"]) * 0.9
     assert "| sigma factor N 2..4, fill >= 0.2, 6 positions, one map | `fractals.perturbation.scope=one_map` |" in (
         tmp_path / "generator_grid.md"
     ).read_text()
+
+
+def test_the_grid_runs_at_todays_full_scale(capsys, monkeypatch):
+    """Each combination at the single variants' full scale (50 x 100, 3,000 triplets, 300 sweeps), not a reduced one."""
+    script = load_script()
+    monkeypatch.setattr(sys, "argv", ["generator_variants.py", "--grid", "--print-dvc", "--only", "uniform N 2..4, fill >= 0.25, 6 positions, one map"])
+    script.main()
+    command = capsys.readouterr().out
+    for key, value in script.SCALES["full"].items():
+        assert f"{key}={json.dumps(value)}" in command

@@ -117,13 +117,15 @@ def _pair(a, b, buffer, empty):
 
 
 @nb.njit(cache=True, nogil=True, parallel=True)
-def _batch(a, b, empty, n_blocks, out):
-    """Pairs split into ``n_blocks`` contiguous blocks (one per thread), each reusing one scratch buffer."""
-    n_pairs, height, width = a.shape
+def _batch(images, left, right, empty, n_blocks, out):
+    """Pairs ``(images[left[n]], images[right[n]])`` split into ``n_blocks`` contiguous blocks (one
+    per thread), each reusing one scratch buffer."""
+    n_pairs = left.shape[0]
+    height, width = images.shape[1], images.shape[2]
     for block in nb.prange(n_blocks):
         buffer = np.empty((height, width), dtype=np.int32)
         for n in range(block * n_pairs // n_blocks, (block + 1) * n_pairs // n_blocks):
-            out[n] = _pair(a[n], b[n], buffer, empty)
+            out[n] = _pair(images[left[n]], images[right[n]], buffer, empty)
 
 
 def foreground(images: np.ndarray) -> np.ndarray:
@@ -140,18 +142,36 @@ def chamfer_distance(image_a: np.ndarray, image_b: np.ndarray) -> float:
     return float(_pair(a, b, buffer, empty_distance(a.shape)))
 
 
+def chamfer_pairs(images: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """D for each pair ``(images[left[n]], images[right[n]])`` of one ``(M, H, W)`` stack, as an ``(N,)`` array.
+
+    Each image is binarised once however many pairs it is in, and no pair is copied out of the
+    stack. Pairs run in parallel over Numba's threads.
+    """
+    stack = foreground(images)
+    if stack.ndim != 3:
+        raise ValueError(f"expected an (M, H, W) stack of images, got shape {stack.shape}")
+    left, right = np.asarray(left, dtype=np.int64), np.asarray(right, dtype=np.int64)
+    if left.shape != right.shape or left.ndim != 1:
+        raise ValueError(f"expected two 1-D index arrays of one length, got shapes {left.shape} and {right.shape}")
+    if left.size and (min(left.min(), right.min()) < 0 or max(left.max(), right.max()) >= stack.shape[0]):
+        raise ValueError(f"pair indices must lie in [0, {stack.shape[0]}) for a stack of {stack.shape[0]} images")
+    out = np.empty(left.shape[0], dtype=np.float64)
+    _batch(stack, left, right, empty_distance(stack.shape), max(1, min(left.shape[0], nb.get_num_threads())), out)
+    return out
+
+
 def chamfer_distances(images_a: np.ndarray, images_b: np.ndarray) -> np.ndarray:
     """D for each pair ``(images_a[n], images_b[n])`` of two ``(N, H, W)`` stacks, as an ``(N,)`` array.
 
     Either side may be a single ``(H, W)`` image, compared with every image of the other stack.
-    Pairs run in parallel over Numba's threads.
+    Pairs run in parallel over Numba's threads (:func:`chamfer_pairs` on the two stacks together).
     """
-    a, b = foreground(images_a), foreground(images_b)
+    a, b = np.asarray(images_a), np.asarray(images_b)
     if a.ndim not in (2, 3) or b.ndim not in (2, 3) or a.shape[-2:] != b.shape[-2:]:
         raise ValueError(f"expected (N, H, W) stacks or (H, W) images of one frame size, got {a.shape} and {b.shape}")
     a, b = a.reshape((-1,) + a.shape[-2:]), b.reshape((-1,) + b.shape[-2:])
-    shape = np.broadcast_shapes(a.shape, b.shape)
-    a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
-    out = np.empty(a.shape[0], dtype=np.float64)
-    _batch(a, b, empty_distance(a.shape), max(1, min(shape[0], nb.get_num_threads())), out)
-    return out
+    n_pairs = np.broadcast_shapes(a.shape[:1], b.shape[:1])[0]
+    left = np.broadcast_to(np.arange(a.shape[0]), (n_pairs,))
+    right = a.shape[0] + np.broadcast_to(np.arange(b.shape[0]), (n_pairs,))
+    return chamfer_pairs(np.concatenate([a, b]), left, right)

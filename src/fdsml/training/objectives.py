@@ -72,7 +72,7 @@ class PATripletObjective(nn.Module):
             return explicit_indices_tuple(psi)
         generator = None
         if self.max_triplets is not None:
-            generator = torch.Generator(device=labels.device).manual_seed(step_seed(self.seed, step, replica_rank()))
+            generator = torch.Generator(device=labels.device).manual_seed(step_seed(self.seed, step, replica_rank(), "triplet_subsample"))
         return mine_batch_triplets(labels, psi, self.filter_name, max_triplets=self.max_triplets, generator=generator)
 
     def forward(self, model: nn.Module, batch: dict[str, Any], step: int = 0):

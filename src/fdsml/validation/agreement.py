@@ -14,7 +14,7 @@ import pandas as pd
 from scipy.stats import norm
 
 from fdsml.families import FamilySpec
-from fdsml.ifs.chamfer import chamfer_distances
+from fdsml.ifs.chamfer import chamfer_pairs
 from fdsml.ifs.descriptor import descriptor_distance
 from fdsml.losses.candidates import FILTERS, first_is_positive, sample_explicit_triplets
 
@@ -49,26 +49,36 @@ def measure_triplets(
     (and perturbed positions, for a table with a ``position`` column), d_Psi and D from the anchor
     to each candidate. Renderings use each row's stored seed, as pre-training does.
     """
+    return measure_all_filters(table, spec, n_triplets, rng, chunk_size, filters=(filter_name,))
+
+
+def measure_all_filters(
+    table: pd.DataFrame,
+    spec: FamilySpec,
+    n_triplets: int,
+    rng: np.random.Generator,
+    chunk_size: int = 256,
+    filters: tuple[str, ...] = FILTERS,
+) -> pd.DataFrame:
+    """``measure_triplets`` for each of ``filters`` (every candidate filter), stacked (column ``filter``).
+
+    Every filter's triplets are drawn first, in filter order, then measured together,
+    ``chunk_size`` triplets at a time: a chunk renders each table row it needs once, whichever
+    filters and roles need it (at most ``3 * chunk_size`` renderings, or the table's rows if fewer,
+    are held at once).
+    """
     class_ids = table["class_id"].to_numpy()
-    anchors, first, second = sample_explicit_triplets(class_ids, n_triplets, filter_name, rng)
+    drawn = [sample_explicit_triplets(class_ids, n_triplets, name, rng) for name in filters]
+    anchors, first, second = (np.concatenate(role) for role in zip(*drawn))
+    chamfer_first, chamfer_second = _chamfer_to_anchor(table, spec, anchors, first, second, chunk_size)
     descriptors = np.stack(table["psi"].to_numpy()).astype(np.float64)
-    chamfer_first = np.empty(n_triplets)
-    chamfer_second = np.empty(n_triplets)
-    for start in range(0, n_triplets, chunk_size):
-        stop = min(start + chunk_size, n_triplets)
-        rows = np.concatenate([anchors[start:stop], first[start:stop], second[start:stop]])
-        needed, inverse = np.unique(rows, return_inverse=True)
-        images = spec.foreground(spec.render_rows(table.iloc[needed]))
-        a, f, s = np.split(inverse, 3)
-        chamfer_first[start:stop] = chamfer_distances(images[a], images[f])
-        chamfer_second[start:stop] = chamfer_distances(images[a], images[s])
     positions = {}
     if "position" in table.columns:
         position = table["position"].to_numpy()
         positions = {f"{role}_position": position[rows] for role, rows in (("anchor", anchors), ("first", first), ("second", second))}
     return pd.DataFrame(
         {
-            "filter": filter_name,
+            "filter": np.repeat(np.asarray(filters, dtype=object), n_triplets),
             "anchor": anchors,
             "first": first,
             "second": second,
@@ -84,13 +94,21 @@ def measure_triplets(
     )
 
 
-def measure_all_filters(
-    table: pd.DataFrame, spec: FamilySpec, n_triplets: int, rng: np.random.Generator, chunk_size: int = 256
-) -> pd.DataFrame:
-    """``measure_triplets`` for every candidate filter, stacked (column ``filter``)."""
-    return pd.concat(
-        [measure_triplets(table, spec, name, n_triplets, rng, chunk_size) for name in FILTERS], ignore_index=True
-    )
+def _chamfer_to_anchor(
+    table: pd.DataFrame, spec: FamilySpec, anchors: np.ndarray, first: np.ndarray, second: np.ndarray, chunk_size: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """D from each anchor to its first and its second candidate, ``chunk_size`` triplets at a time,
+    each row a chunk needs rendered once."""
+    chamfer_first = np.empty(anchors.shape[0])
+    chamfer_second = np.empty(anchors.shape[0])
+    for start in range(0, anchors.shape[0], chunk_size):
+        chunk = slice(start, start + chunk_size)
+        needed, inverse = np.unique(np.concatenate([anchors[chunk], first[chunk], second[chunk]]), return_inverse=True)
+        images = spec.foreground(spec.render_rows(table.iloc[needed]))
+        a, f, s = np.split(inverse, 3)
+        chamfer_first[chunk] = chamfer_pairs(images, a, f)
+        chamfer_second[chunk] = chamfer_pairs(images, a, s)
+    return chamfer_first, chamfer_second
 
 
 def _proportion(hits: np.ndarray) -> dict:

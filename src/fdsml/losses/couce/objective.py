@@ -94,7 +94,7 @@ class CouCEObjective(nn.Module):
         self.seed = seed
 
     def _generator(self, device: torch.device, step: int) -> torch.Generator:
-        return torch.Generator(device=device).manual_seed(step_seed(self.seed, step, replica_rank()))
+        return torch.Generator(device=device).manual_seed(step_seed(self.seed, step, replica_rank(), "nuisance"))
 
     def forward(self, model: nn.Module, batch: dict[str, Any], step: int = 0):
         images, labels = batch["image"], batch["label"]
