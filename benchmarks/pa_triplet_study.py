@@ -1,6 +1,6 @@
 """Is PA-Triplet's ``same`` ordering learned, and what limits it? Training triplet accuracy and held-out agreement per variant and seed.
 
-    python benchmarks/pa_triplet_study.py                          # every arm, seeds 0 1 2 (about 3 h on 2 loaded CPU cores)
+    python benchmarks/pa_triplet_study.py                          # every arm, seeds 0 1 2 (about 2 h on 2 loaded CPU cores)
     python benchmarks/pa_triplet_study.py --arms default method    # some arms
     python benchmarks/pa_triplet_study.py --seeds 0                # one seed
     python benchmarks/pa_triplet_study.py --summarise-only         # the table from the stored arms
@@ -71,15 +71,19 @@ def code_version() -> str:
     return hashlib.sha256("".join(reuse.code_digest(module) for module in CODE_MODULES).encode()).hexdigest()[:16]
 
 
-def arm_definition(arm: str, seed: int) -> dict:
-    return {"arm": arm, "seed": seed, "overrides": ARMS[arm], "heldout_triplets": HELDOUT_TRIPLETS}
+def conf_base() -> dict:
+    from kedro.config import OmegaConfigLoader
+
+    return OmegaConfigLoader("conf", base_env="base", default_run_env="base")["parameters"]
 
 
-def pretrain_params(params: dict, arm: str, seed: int, run_dir: Path) -> dict:
-    """conf/base ``pretrain`` with the arm's overrides, the seed, and at least :data:`HELDOUT_TRIPLETS` held-out triplets."""
+def arm_definition(params: dict, arm: str, seed: int) -> dict:
+    """The arm's whole configuration: conf/base ``fractals``, and ``pretrain`` with the arm's overrides, the seed and at
+    least :data:`HELDOUT_TRIPLETS` held-out triplets (a stored run is reused only while conf/base still gives it)."""
     merged = _merge(params["pretrain"], ARMS[arm])
     triplets = max(merged["validation"]["triplets"], HELDOUT_TRIPLETS)
-    return _merge(merged, {"train": {"seed": seed}, "validation": {"triplets": triplets}, "run_dir": str(run_dir), "live_dir": None})
+    pretrain = _merge(merged, {"train": {"seed": seed}, "validation": {"triplets": triplets}, "live_dir": None})
+    return {"arm": arm, "seed": seed, "overrides": ARMS[arm], "pretrain": pretrain, "fractals": params["fractals"]}
 
 
 def run_arm(task: tuple[str, int, str]) -> dict:
@@ -88,24 +92,23 @@ def run_arm(task: tuple[str, int, str]) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    from kedro.config import OmegaConfigLoader
-
     from fdsml.data.holdout import split_table
     from fdsml.families.generation import generate_table
     from fdsml.pipelines.fractals.nodes import parse_fractals_params
     from fdsml.training import pretrain as pretraining
 
-    params = OmegaConfigLoader("conf", base_env="base", default_run_env="base")["parameters"]
+    params = conf_base()
+    definition = arm_definition(params, arm, seed)
     fractals = parse_fractals_params(params["fractals"])
     spec = fractals.spec
     table, _ = generate_table(spec)
     split = split_table(table, fractals.holdout, spec.settings.seed)
     run_dir = Path(out) / "runs" / f"{arm}_seed{seed}"
-    config = pretraining.parse_pretrain_params(pretrain_params(params, arm, seed, run_dir))
+    config = pretraining.parse_pretrain_params(definition["pretrain"] | {"run_dir": str(run_dir)})
     started = time.perf_counter()
     _, history = pretraining.pretrain(table, spec, config, split=split)
     result = {
-        "definition": arm_definition(arm, seed),
+        "definition": definition,
         "code": code_version(),
         "commit": _git_commit(),
         "seconds": round(time.perf_counter() - started, 1),
@@ -116,12 +119,18 @@ def run_arm(task: tuple[str, int, str]) -> dict:
     return result
 
 
-def stored_arm(out: Path, arm: str, seed: int, code: str) -> dict | None:
+def is_current(result: dict, params: dict, code: str) -> bool:
+    """Whether a stored run is still the one its arm and seed would give: same configuration, same code."""
+    definition = result["definition"]
+    return definition["arm"] in ARMS and definition == arm_definition(params, definition["arm"], definition["seed"]) and result["code"] == code
+
+
+def stored_arm(out: Path, params: dict, arm: str, seed: int, code: str) -> dict | None:
     path = out / "arms" / f"{arm}_seed{seed}.json"
     if not path.exists():
         return None
     result = json.loads(path.read_text())
-    return result if result["definition"] == arm_definition(arm, seed) and result["code"] == code else None
+    return result if is_current(result, params, code) else None
 
 
 def run_summary(result: dict) -> dict:
@@ -166,8 +175,7 @@ def summarise(results: list[dict]) -> str:
     """The Markdown table: one row per arm, means over its seeds."""
     by_arm: dict[str, list[dict]] = {}
     for result in results:
-        if result["definition"]["arm"] in ARMS:
-            by_arm.setdefault(result["definition"]["arm"], []).append(result)
+        by_arm.setdefault(result["definition"]["arm"], []).append(result)
     header = (
         "| arm | overrides | seeds | steps | min | training triplet accuracy | "
         + " | ".join(title for _, title in SHOWN)
@@ -186,7 +194,7 @@ def summarise(results: list[dict]) -> str:
         minutes = sum(row["seconds"] for row in rows) / len(rows) / 60
         accuracy = None if rows[0]["train_accuracy"] is None else [row["train_accuracy"] for row in rows]
         cells = [_pair(accuracy)] + [_pair([row[key] for row in rows]) for key, _ in SHOWN]
-        triplets = runs[0]["definition"]["heldout_triplets"]
+        triplets = runs[0]["definition"]["pretrain"]["validation"]["triplets"]
         gain = _gain([row["val_unseen_agreement_same"] for row in rows], triplets)
         lines.append(f"| {arm} | `{overrides}` | {seeds} | {rows[0]['steps']} | {minutes:.1f} | " + " | ".join(cells) + f" | {gain} |")
     return header + "\n".join(lines) + "\n"
@@ -223,21 +231,15 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(processName)s %(message)s")
     for noisy in ("fdsml", "kedro", "pytorch_metric_learning", "faiss"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    out, code = Path(args.out), code_version()
+    out, code, params = Path(args.out), code_version(), conf_base()
     wanted = [(arm, seed) for seed in args.seeds for arm in args.arms]
-    todo = [] if args.summarise_only else [task for task in wanted if stored_arm(out, *task, code) is None]
+    todo = [] if args.summarise_only else [task for task in wanted if stored_arm(out, params, *task, code) is None]
     logging.info("%d run(s) to do: %s", len(todo), todo)
     with multiprocessing.get_context("spawn").Pool(args.jobs, maxtasksperchild=1) as pool:
         for _ in pool.imap_unordered(run_arm, [(arm, seed, str(out)) for arm, seed in todo]):
             pass
-    stored = [
-        result
-        for path in sorted((out / "arms").glob("*_seed*.json"))
-        if (result := json.loads(path.read_text()))["definition"]["arm"] in ARMS
-        and result["code"] == code
-        and result["definition"] == arm_definition(result["definition"]["arm"], result["definition"]["seed"])
-    ]
-    table = summarise(stored)
+    stored = [json.loads(path.read_text()) for path in sorted((out / "arms").glob("*_seed*.json"))]
+    table = summarise([result for result in stored if is_current(result, params, code)])
     from fdsml.atomic import atomic_path
 
     with atomic_path(Path(args.report_dir) / "pa_triplet_study.md") as temporary:
