@@ -139,7 +139,8 @@ def pa_triplet_study_section(table: str | None) -> str:
         "PA-Triplet: what the loss learns",
         table,
         "Not measured yet: `python benchmarks/pa_triplet_study.py` writes `data/08_reporting/pa_triplet_study.md` "
-        "(about 2 h on 2 loaded CPU cores; `--scale default` for the embedded default alone), then run the report again.\n",
+        "(about 2 h on 2 loaded CPU cores for every arm and 3 seeds; `--arms default method each fdsl --seeds 0` for the "
+        "embedded default, the method's `same`, `each` and FDSL on one seed), then run the report again.\n",
     )
 
 
