@@ -243,9 +243,16 @@ def report_markdown(study: Study, table: str) -> str:
         f"retrieval recipe (conf/base) at {study.size} px{_steps_note(study)}, mean ± std over seeds {list(study.seeds)}. In %.\n\n"
         + table
         + "\n![Recall@1 against pre-training steps](pretraining_budget.png)\n\n"
-        "Reproduce: `python benchmarks/pretraining_budget.py` (arms already stored with the same code are reused); "
+        f"Reproduce: `python benchmarks/pretraining_budget.py{_flags(study)}` (arms already stored with the same code are reused); "
         "`--print-dvc` prints the same arms as DVC experiments.\n"
     )
+
+
+def _flags(study: Study) -> str:
+    """The command-line flags that give ``study`` (the defaults' flags left out)."""
+    flags = {"--size": study.size, "--finetune-steps": study.finetune_steps, "--finetune-freeze-steps": study.finetune_freeze_steps}
+    seeds = "" if study.seeds == Study.seeds else " --seeds " + " ".join(map(str, study.seeds))
+    return "".join(f" {flag} {value}" for flag, value in flags.items() if value != getattr(Study, flag[2:].replace("-", "_"))) + seeds
 
 
 def _steps_note(study: Study) -> str:
