@@ -1,16 +1,18 @@
-"""Does pre-training help, and does it help more with more of it? Recall@1 on digits against the pre-training budget.
+"""Does pre-training help, and does it help more with more of it? Recall@1 on Omniglot's test alphabets against the pre-training budget.
 
-    python benchmarks/pretraining_budget.py                   # the whole study (about 1.5 h on 2 CPU cores)
+    python benchmarks/pretraining_budget.py --jobs 1          # the whole study (see docs/studies.md for its time)
     python benchmarks/pretraining_budget.py --arms each:800   # one arm (scratch is the arm 'scratch:0')
     python benchmarks/pretraining_budget.py --print-dvc       # the same arms as `dvc exp run --queue` commands
     python benchmarks/pretraining_budget.py --queue           # the same arms queued as DVC experiments
 
 Every arm pre-trains from conf/base with the overrides below and nothing tuned per method: the
-rendering at 32 px (the digits are 8 x 8 scans; 32 px is their natural upsampling), a ResNet-18,
-``budget`` steps of each method (FDSL cross-entropy, PA-Triplet with each filter, PA-Triplet
-``each`` on fresh instances). Each checkpoint, and scratch, is then scored twice on digits:
-(a) the frozen trunk's k-NN Recall@1 (:mod:`fdsml.evaluation.frozen_probe`), (b) Recall@1 and
-MAP@R after the standard fine-tuning recipe (conf/base ``retrieval``) with 3 seeds.
+rendering at conf/cpu's image size, a ResNet-18, ``budget`` steps of each method (FDSL
+cross-entropy, PA-Triplet with each filter, PA-Triplet ``each`` on fresh instances). Each
+checkpoint, and scratch, is then scored twice on Omniglot's test alphabets (``omniglot``; no
+setting is chosen on them): (a) the frozen trunk's k-NN Recall@1 / MAP@R
+(:mod:`fdsml.evaluation.frozen_probe`), (b) Recall@1 and MAP@R after the standard fine-tuning
+recipe (conf/base ``retrieval`` at the same image size, ``--finetune-steps`` steps when the
+machine cannot afford its epochs) with 3 seeds.
 
 Each arm's result is stored in ``<out>/arms/<method>_<budget>.json`` with the digest of the
 code that computed it; a stored arm is reused only while its definition (overrides, study
@@ -49,12 +51,15 @@ CODE_MODULES = ("fdsml.training.pretrain", "fdsml.training.retrieval", "fdsml.ev
 class Study:
     """What every arm shares: the data, the backbone and the fine-tuning seeds."""
 
-    size: int = 32
+    size: int = 48  # conf/cpu's fractals.render.size (a test holds them equal)
     points: int = 1000
     classes: int = 100
     instances: int = 40
     backbone: str = "resnet18"
     seeds: tuple[int, ...] = (0, 1, 2)
+    dataset: str = "omniglot"
+    finetune_steps: int | None = None  # None: the recipe's epochs
+    finetune_freeze_steps: int | None = None  # None: the recipe's head-only steps
 
     def fractals_overrides(self) -> dict:
         return {"n_classes": self.classes, "instances_per_class": self.instances, "render": {"size": self.size, "points": self.points}}
@@ -63,7 +68,9 @@ class Study:
         return _merge(METHOD_OVERRIDES[method], {"model": {"backbone": self.backbone}, "train": {"max_steps": budget}})
 
     def retrieval_overrides(self) -> dict:
-        return {"data": {"image_size": self.size}, "seeds": list(self.seeds)}
+        cut = {"max_steps": self.finetune_steps, "freeze_backbone_steps": self.finetune_freeze_steps}
+        train = {key: value for key, value in cut.items() if value is not None}
+        return {"data": {"dataset": self.dataset, "image_size": self.size}, "seeds": list(self.seeds)} | ({"train": train} if train else {})
 
 
 def _merge(base: dict, extra: dict) -> dict:
@@ -232,16 +239,28 @@ def report_markdown(study: Study, table: str) -> str:
         "# Pre-training budget study\n\n"
         f"FineFractalDB of {study.classes} classes x {study.instances} instances at {study.size} px "
         f"({study.points} points), {study.backbone}, conf/base recipes otherwise. Frozen: k-NN on the "
-        "trunk's pooled features of the digits test classes, no fine-tuning. Fine-tuned: the standard "
-        f"retrieval recipe (conf/base) at {study.size} px, mean ± std over seeds {list(study.seeds)}. In %.\n\n"
+        f"trunk's pooled features of the {study.dataset} test classes, no fine-tuning. Fine-tuned: the standard "
+        f"retrieval recipe (conf/base) at {study.size} px{_steps_note(study)}, mean ± std over seeds {list(study.seeds)}. In %.\n\n"
         + table
         + "\n![Recall@1 against pre-training steps](pretraining_budget.png)\n\n"
-        "Reproduce: `python benchmarks/pretraining_budget.py` (arms already stored with the same code are reused); "
+        f"Reproduce: `python benchmarks/pretraining_budget.py{_flags(study)}` (arms already stored with the same code are reused); "
         "`--print-dvc` prints the same arms as DVC experiments.\n"
     )
 
 
-def draw(rows: list[dict], path: Path) -> None:
+def _flags(study: Study) -> str:
+    """The command-line flags that give ``study`` (the defaults' flags left out)."""
+    flags = {"--size": study.size, "--finetune-steps": study.finetune_steps, "--finetune-freeze-steps": study.finetune_freeze_steps}
+    seeds = "" if study.seeds == Study.seeds else " --seeds " + " ".join(map(str, study.seeds))
+    return "".join(f" {flag} {value}" for flag, value in flags.items() if value != getattr(Study, flag[2:].replace("-", "_"))) + seeds
+
+
+def _steps_note(study: Study) -> str:
+    cut = "" if study.finetune_steps is None else f" cut to {study.finetune_steps} steps"
+    return cut + ("" if study.finetune_freeze_steps is None else f" ({study.finetune_freeze_steps} of them head-only)")
+
+
+def draw(rows: list[dict], path: Path, dataset: str) -> None:
     """Recall@1 against pre-training steps per method: fine-tuned (mean ± std over seeds) and frozen; scratch as a band."""
     import matplotlib
 
@@ -260,7 +279,7 @@ def draw(rows: list[dict], path: Path) -> None:
         steps = [row["budget"] for row in mine]
         tuned_axis.errorbar(steps, [100 * r["recall@1"] for r in mine], yerr=[100 * r["recall@1_std"] for r in mine], marker="o", capsize=3, label=method)
         frozen_axis.plot(steps, [100 * r["frozen_recall@1"] for r in mine], marker="o", label=method)
-    for axis, title in ((tuned_axis, "fine-tuned Recall@1 on digits (mean ± std, seeds)"), (frozen_axis, "frozen trunk k-NN Recall@1 on digits")):
+    for axis, title in ((tuned_axis, f"fine-tuned Recall@1 on {dataset} (mean ± std, seeds)"), (frozen_axis, f"frozen trunk k-NN Recall@1 on {dataset}")):
         axis.set_xscale("log")
         axis.set_xlabel("pre-training steps")
         axis.set_ylabel("Recall@1 (%)")
@@ -287,11 +306,14 @@ def parse_arms(text: list[str] | None, budgets: list[int], methods: list[str], f
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budgets", type=int, nargs="+", default=[50, 200, 800], help="pre-training steps (1x, 4x, 16x)")
+    parser.add_argument("--budgets", type=int, nargs="+", default=[10, 30, 90], help="pre-training steps (1x, 3x, 9x)")
     parser.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS))
-    parser.add_argument("--fresh-budgets", type=int, nargs="+", default=[800], help="budgets of the fresh-instance arm")
+    parser.add_argument("--fresh-budgets", type=int, nargs="+", default=[90], help="budgets of the fresh-instance arm")
     parser.add_argument("--arms", nargs="+", help="method:steps pairs to run (default: every method x budget, and scratch)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="fine-tuning seeds")
+    parser.add_argument("--size", type=int, default=Study.size, help="image size of the fractals and of the fine-tuning")
+    parser.add_argument("--finetune-steps", type=int, help="cut every fine-tuning to this many steps (default: the recipe's epochs)")
+    parser.add_argument("--finetune-freeze-steps", type=int, help="head-only steps of a cut fine-tuning (default: the recipe's)")
     parser.add_argument("--jobs", type=int, default=2, help="arms run in parallel, one torch thread each")
     parser.add_argument("--out", default="benchmarks/results/pretraining_budget", help="the stored arms and their runs")
     parser.add_argument("--report-dir", default="data/08_reporting", help="where the table and picture go (the report reads them)")
@@ -303,7 +325,7 @@ def main() -> None:
     for noisy in ("fdsml", "kedro", "pytorch_metric_learning", "faiss"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
-    study = Study(seeds=tuple(args.seeds))
+    study = Study(size=args.size, seeds=tuple(args.seeds), finetune_steps=args.finetune_steps, finetune_freeze_steps=args.finetune_freeze_steps)
     arms = parse_arms(args.arms, args.budgets, args.methods, args.fresh_budgets)
     if args.print_dvc or args.queue:
         grid = experiments(study, arms)
@@ -323,7 +345,7 @@ def main() -> None:
     stored = [json.loads(path.read_text()) for path in sorted((out / "arms").glob("*.json"))]
     table, rows = summarise(stored, code)
     report = Path(args.report_dir)
-    draw(rows, report / "pretraining_budget.png")
+    draw(rows, report / "pretraining_budget.png", study.dataset)
     (report / "pretraining_budget.md").write_text(report_markdown(study, table))
     print(table)
     print(f"{len(todo)} arm(s) ran in {(time.perf_counter() - started) / 60:.1f} min; {report / 'pretraining_budget.md'}, {report / 'pretraining_budget.png'}")

@@ -1,0 +1,36 @@
+"""conf/cpu, the hour-on-2-CPU-cores pre-training (docs/cpu.md): `--env cpu` selects it over conf/base, it passes
+the checks a run makes before its first node, and the pre-training budget study runs at its image size."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+from kedro.framework.session import KedroSession
+from kedro.framework.startup import bootstrap_project
+
+from fdsml.pipelines.run_checks import check_run
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _parameters(env: str) -> dict:
+    bootstrap_project(ROOT)
+    with KedroSession.create(project_path=ROOT, env=env) as session:
+        return session.load_context().params
+
+
+def test_env_cpu_overrides_base_where_it_says_and_keeps_the_rest():
+    base, cpu = _parameters("base"), _parameters("cpu")
+    assert cpu["fractals"]["render"]["size"] == 48 != base["fractals"]["render"]["size"]
+    assert cpu["pretrain"]["train"]["max_steps"] > 0 and base["pretrain"]["train"]["max_steps"] is None
+    assert cpu["pretrain"]["objective"] == "fdsl" and cpu["pretrain"]["model"] == base["pretrain"]["model"]
+    assert cpu["retrieval"] == base["retrieval"]
+    check_run(cpu)
+
+
+def test_the_budget_study_runs_at_conf_cpus_image_size(monkeypatch):
+    spec = importlib.util.spec_from_file_location("pretraining_budget", ROOT / "benchmarks" / "pretraining_budget.py")
+    study = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, study)
+    spec.loader.exec_module(study)
+    assert study.Study().size == _parameters("cpu")["fractals"]["render"]["size"]
