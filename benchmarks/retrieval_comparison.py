@@ -1,4 +1,4 @@
-"""The method's main claim on the embedded digits benchmark: scratch vs FDSL vs FDSML (same, each).
+"""The method's main claim on conf/base's retrieval dataset (Omniglot): scratch vs FDSL vs FDSML (same, each).
 
     python benchmarks/retrieval_comparison.py --seeds 0 1 2 --classes 20 --instances 50
 
