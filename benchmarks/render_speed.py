@@ -82,7 +82,7 @@ def _renderer(path: str | None):
     if path is None:
         return importlib.import_module("fdsml.ifs.render")
     spec = importlib.util.spec_from_file_location("compared_render", path)
-    if spec is None:
+    if spec is None or not os.path.isfile(path):
         raise SystemExit(f"--compare: {path} is not a Python file (e.g. git show main:src/fdsml/ifs/render.py > /tmp/render_main.py)")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up
