@@ -1,14 +1,19 @@
 """Rendering speed of a formula family on one thread, in images/s.
 
     python benchmarks/render_speed.py --size 256 --points 100000 --images 100 --mode patch --walkers 1,2,4,8,16 --json
+    git show main:src/fdsml/ifs/render.py > /tmp/render_main.py
+    python benchmarks/render_speed.py --walkers 1,128 --compare /tmp/render_main.py --json
     python benchmarks/render_speed.py --family visual_atom --images 200 --reference-images 10 --json
     python benchmarks/render_speed.py --family rcdb --images 500 --reference-images 40 --json
 
 FineFractalDB (``fdsml.ifs.render``, the default) renders the same codes with each ``--walkers``
 count (interleaved orbits), the counts interleaved over ``--rounds`` rounds, and prints images/s,
 ns per point and the ratio to the first count, all in CPU time of the rendering thread, with the
-share of each pass (orbit, framing, drawing); it also times a bare chaos-game loop (one serial
-chain, nothing stored), the floor of a single orbit.
+share and ns per point of each pass (orbit, framing, drawing); it also times a bare chaos-game loop
+(one serial chain, nothing stored), the floor of a single orbit. ``--compare FILE`` loads another
+version of ``fdsml/ifs/render.py`` (e.g. main's) beside this one and times it in the same rounds,
+so the rows of both and this one's speed-up over it come from one run; it also checks that both
+draw the same bytes.
 
 VisualAtom and RCDB render instances drawn with the original ranges at ``--size`` (512, the
 original scripts' default) and at 224 px, and time two PIL references of ours on the first
@@ -22,9 +27,12 @@ bound on their cost; ``pil_per_orbit`` is a lean PIL renderer (NumPy vertices, o
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import json
 from collections import Counter
 import os
+import sys
 import time
 
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
@@ -38,10 +46,12 @@ from fdsml.families import get_family  # noqa: E402
 from fdsml.families.orbits import REFERENCE_SIZE  # noqa: E402
 from fdsml.families.perlin import perlin_curve  # noqa: E402
 from fdsml.ifs import determinant_probabilities, render, sample_sigma_factor_code  # noqa: E402
-from fdsml.ifs.render import _draw_patches, _draw_points, _pixel_indices, _pixel_scratch, framing, map_thresholds, trace  # noqa: E402
 
 SMALL_SIZE = 224
 """The loader's image size the orbit families are also timed at."""
+
+PASSES = ("orbit", "framing", "drawing")
+"""A rendering's passes, timed one by one."""
 
 
 @nb.njit(cache=True)
@@ -67,49 +77,87 @@ def _bare_chaos_game(coefficients, cumulative, n_points, seed):
     return total
 
 
-def _render_passes(code, p, args, walkers: int, seed: int) -> tuple[float, float, float]:
-    """CPU seconds of ``render``'s three passes on one image: the orbit, the framing into pixel
-    indices, the drawing (the random writes and, in patch mode, the 3 x 3 pass)."""
+def _renderer(path: str | None):
+    """``fdsml.ifs.render`` itself (``path`` None) or another version of its file, loaded as a module of its own."""
+    if path is None:
+        return importlib.import_module("fdsml.ifs.render")
+    spec = importlib.util.spec_from_file_location("compared_render", path)
+    if spec is None or not os.path.isfile(path):
+        raise SystemExit(f"--compare: {path} is not a Python file (e.g. git show main:src/fdsml/ifs/render.py > /tmp/render_main.py)")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def _render_passes(renderer, code, p, args, walkers: int, seed: int) -> tuple[float, float, float]:
+    """CPU seconds of ``renderer.render``'s three passes on one image: the orbit (with its
+    extent), the framing into pixel indices, the drawing (the random writes and, in patch mode,
+    the 3 x 3 pass)."""
     patch = args.mode == "patch"
     started = time.thread_time()
-    xs, ys, masks, bounds, ends_finite = trace(code, map_thresholds(p), args.points, walkers, 20, seed, patch)
+    xs, ys, masks, bounds, ends_finite = renderer.trace(code, renderer.map_thresholds(p), args.points, walkers, 20, seed, patch)
     orbit = time.thread_time()
-    frame = framing(bounds, ends_finite, args.size, 2)
-    pixels, centres = _pixel_scratch(args.points, args.size, patch)
+    frame = renderer.framing(bounds, ends_finite, args.size, 2)
+    pixels, centres = renderer._pixel_scratch(args.points, args.size, patch)
     image = np.zeros((args.size, args.size), np.uint8)
     stride, offset = (args.size + 2, 1) if patch else (args.size, 0)
-    _pixel_indices(xs, ys, frame, args.size, stride, offset, pixels)
+    renderer._pixel_indices(xs, ys, frame, args.size, stride, offset, pixels)
     framed = time.thread_time()
-    _draw_patches(image, pixels, masks, centres) if patch else _draw_points(image, pixels)
+    renderer._draw_patches(image, pixels, masks, centres) if patch else renderer._draw_points(image, pixels)
     return orbit - started, framed - orbit, time.thread_time() - framed
+
+
+def _time_renderer(renderer, codes, probabilities, args, walkers: int) -> tuple[float, np.ndarray]:
+    """One round of one renderer at one walker count: CPU seconds of the whole renderings, then of each pass."""
+    started = time.thread_time()
+    for i, (code, p) in enumerate(zip(codes, probabilities)):
+        renderer.render(code, p, size=args.size, points=args.points, seed=i, mode=args.mode, walkers=walkers)
+    seconds = time.thread_time() - started
+    passes = np.zeros(3)
+    for i, (code, p) in enumerate(zip(codes, probabilities)):
+        passes += _render_passes(renderer, code, p, args, walkers, i)
+    return seconds, passes
+
+
+def _same_bytes(renderers, codes, probabilities, args, walkers: int) -> bool:
+    """Whether every renderer draws the first codes alike."""
+    images = [
+        [r.render(code, p, size=args.size, points=args.points, seed=i, mode=args.mode, walkers=walkers).tobytes() for r in renderers]
+        for i, (code, p) in enumerate(zip(codes[:5], probabilities[:5]))
+    ]
+    return all(len(set(drawn)) == 1 for drawn in images)
 
 
 def fractal_speed(args) -> dict:
     """FineFractalDB: images/s and ns per point for each walker count, in CPU time of this thread,
-    the counts interleaved over ``--rounds`` rounds (this machine's speed swings within a minute);
-    the share of each pass; the bare chaos game, the floor one serial chain pays."""
+    the counts (and, with ``--compare``, the two renderers) interleaved over ``--rounds`` rounds
+    (this machine's speed swings within a minute); the share and ns per point of each pass; the
+    bare chaos game, the floor one serial chain pays."""
     rng = np.random.default_rng(args.seed)
     codes = [sample_sigma_factor_code(rng, (2, 4), (5.0, 6.0), (-1.0, 1.0)) for _ in range(args.images)]
     probabilities = [determinant_probabilities(code) for code in codes]
     thresholds = [(np.cumsum(p) * 2.0**32).astype(np.uint64) for p in probabilities]
     walker_counts = [int(w) for w in args.walkers.split(",")]
-    for walkers in walker_counts:  # compile: the lanes once per count of maps
-        for code, p in {code.shape[0]: (code, p) for code, p in zip(codes, probabilities)}.values():
-            render(code, p, size=args.size, points=1000, seed=0, mode=args.mode, walkers=walkers)
-        _render_passes(codes[0], probabilities[0], args, walkers, 0)
+    renderers = {"this": _renderer(None)}
+    if args.compare:
+        renderers["compared"] = _renderer(args.compare)
+    for renderer in renderers.values():
+        for walkers in walker_counts:  # compile: the lanes once per count of maps
+            for code, p in {code.shape[0]: (code, p) for code, p in zip(codes, probabilities)}.values():
+                renderer.render(code, p, size=args.size, points=1000, seed=0, mode=args.mode, walkers=walkers)
+            _render_passes(renderer, codes[0], probabilities[0], args, walkers, 0)
     _bare_chaos_game(codes[0], thresholds[0], 10, 1)
 
-    seconds = {w: 0.0 for w in walker_counts}
-    passes = {w: np.zeros(3) for w in walker_counts}
+    seconds = {(name, w): 0.0 for name in renderers for w in walker_counts}
+    passes = {(name, w): np.zeros(3) for name in renderers for w in walker_counts}
     floor_seconds = 0.0
     for _ in range(args.rounds):
         for walkers in walker_counts:
-            started = time.thread_time()
-            for i, (code, p) in enumerate(zip(codes, probabilities)):
-                render(code, p, size=args.size, points=args.points, seed=i, mode=args.mode, walkers=walkers)
-            seconds[walkers] += time.thread_time() - started
-            for i, (code, p) in enumerate(zip(codes, probabilities)):
-                passes[walkers] += _render_passes(code, p, args, walkers, i)
+            for name, renderer in renderers.items():
+                spent, split = _time_renderer(renderer, codes, probabilities, args, walkers)
+                seconds[name, walkers] += spent
+                passes[name, walkers] += split
         started = time.thread_time()
         for i, (code, t) in enumerate(zip(codes, thresholds)):
             _bare_chaos_game(code, t, args.points, i + 1)
@@ -117,22 +165,23 @@ def fractal_speed(args) -> dict:
 
     images = args.images * args.rounds
     total_points = images * args.points
-    rows = []
-    for walkers in walker_counts:
-        share = passes[walkers] / passes[walkers].sum()
-        rows.append(
-            {
-                "walkers": walkers,
-                "images_per_s": round(images / seconds[walkers], 1),
-                "ns_per_point": round(1e9 * seconds[walkers] / total_points, 3),
-                "ratio_to_one_walker": round(seconds[walker_counts[0]] / seconds[walkers], 2),
-                "share_orbit": round(float(share[0]), 3),
-                "share_framing": round(float(share[1]), 3),
-                "share_drawing": round(float(share[2]), 3),
-                "orbit_ns_per_point": round(1e9 * passes[walkers][0] / total_points, 3),
-            }
-        )
-    return {
+    rows = {name: [] for name in renderers}
+    for (name, walkers), spent in seconds.items():
+        split = passes[name, walkers]
+        share = split / split.sum()
+        row = {
+            "walkers": walkers,
+            "images_per_s": round(images / spent, 1),
+            "ns_per_point": round(1e9 * spent / total_points, 3),
+            "ratio_to_one_walker": round(seconds[name, walker_counts[0]] / spent, 2),
+            **{f"share_{part}": round(float(share[k]), 3) for k, part in enumerate(PASSES)},
+            **{f"{part}_ns_per_point": round(1e9 * split[k] / total_points, 3) for k, part in enumerate(PASSES)},
+        }
+        if name == "this" and args.compare:
+            row["speedup_over_compared"] = round(seconds["compared", walkers] / spent, 3)
+            row["same_bytes_as_compared"] = _same_bytes(list(renderers.values()), codes, probabilities, args, walkers)
+        rows[name].append(row)
+    result = {
         "family": "finefractaldb",
         "mode": args.mode,
         "size": args.size,
@@ -141,8 +190,11 @@ def fractal_speed(args) -> dict:
         "rounds": args.rounds,
         "clock": "CPU time of the rendering thread",
         "floor_ns_per_point": round(1e9 * floor_seconds / total_points, 3),
-        "walkers": rows,
+        "walkers": rows["this"],
     }
+    if args.compare:
+        result["compared"] = {"file": args.compare, "walkers": rows["compared"]}
+    return result
 
 
 def _orbit_vertices(instance, gain: float, cells: int, seed: int):
@@ -245,6 +297,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--walkers", default="1,2,4,8,16", help="FineFractalDB: walker counts, the first the baseline of the ratios")
     parser.add_argument("--rounds", type=int, default=3, help="FineFractalDB: interleaved rounds over the walker counts")
+    parser.add_argument("--compare", default=None, help="FineFractalDB: another version of fdsml/ifs/render.py, timed in the same rounds")
     parser.add_argument("--json", action="store_true", help="print one JSON line")
     args = parser.parse_args()
     if args.family == "finefractaldb":

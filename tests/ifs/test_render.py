@@ -90,6 +90,38 @@ def test_patch_mode_equals_stamping_each_point(margin):
     assert np.count_nonzero(border) > 0 if margin == 1 else np.count_nonzero(border) == 0
 
 
+def _plain_pixel_indices(xs, ys, frame, size, stride, offset):
+    """The framing's definition in Python floats: ``(size - 1 - int(vy) + offset) * stride + int(vx) + offset``."""
+    xmin, ymin, sx, sy, cx, cy = frame
+    return [
+        (size - 1 - int((float(y) - ymin) * sy + cy) + offset) * stride + int((float(x) - xmin) * sx + cx) + offset
+        for x, y in zip(xs, ys)
+    ]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize(("stride", "offset"), [(66, 1), (64, 0)])
+def test_pixel_indices_truncate_like_int(dtype, stride, offset):
+    """The pixel-index pass (float64 truncations, one conversion per point) against ``int`` on the
+    edges: exact integers, the values just below and above them, halves, 0 and the image's last
+    pixel, both as the coordinates themselves and through a real frame."""
+    from fdsml.ifs.render import _pixel_indices, framing
+
+    size = 64
+    whole = np.arange(size, dtype=np.float64)
+    edges = np.concatenate([whole, np.nextafter(whole + 1, 0), np.nextafter(whole, size), whole + 0.5, [0.0, 5e-324]])
+    edges = edges[edges < size].astype(dtype)
+    rng = np.random.default_rng(5)
+    cases = [(edges, rng.permutation(edges), (0.0, 0.0, 1.0, 1.0, 0.0, 0.0))]
+    xs, ys = rng.normal(size=(2, 5000)).astype(dtype)
+    xs[:3], ys[:3] = [xs.min(), xs.max(), 0.0], [ys.max(), ys.min(), 0.0]
+    cases.append((xs, ys, framing([xs.min(), xs.max(), ys.min(), ys.max()], True, size, 2)))
+    for xs, ys, frame in cases:
+        pixels = np.empty(xs.shape[0], np.int32)
+        _pixel_indices(xs, ys, frame, size, stride, offset, pixels)
+        assert pixels.tolist() == _plain_pixel_indices(xs, ys, frame, size, stride, offset)
+
+
 RENDER_GOLDEN_DIGEST = "ec2bd7bb7ea02983ef947732f2df91a7dd7e0e62c9c7c8fe0d81a96af80d670e"
 """SHA-256 of 96 renderings (24 random codes; 64 and 256 px patch, 37 px patch with margin 1, 48 px
 point), computed with the renderer of commit c8742e4. Stored shards, tables filtered by occupancy
