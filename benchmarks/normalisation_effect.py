@@ -39,7 +39,6 @@ import argparse
 import json
 import logging
 import math
-import os
 import statistics
 import time
 from contextlib import contextmanager
@@ -71,10 +70,10 @@ def arm(name: str) -> Arm:
 
 
 def _merge(base: dict, extra: dict) -> dict:
-    merged = dict(base)
-    for key, value in extra.items():
-        merged[key] = _merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
-    return merged
+    """``base`` with ``extra``'s keys set, nested mappings merged and lists replaced (OmegaConf's merge)."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(OmegaConf.merge(base, extra))
 
 
 def pretrain_params(base: dict, chosen: Arm, seed: int, work: Path) -> dict:
@@ -220,11 +219,11 @@ def definition(chosen: Arm, seed: int, steps: int | None, freeze_steps: int | No
     return {"arm": chosen.name, "pretrain": chosen.pretrain, "consumers": chosen.consumers, "seed": seed, "finetune_steps": steps, "finetune_freeze_steps": freeze_steps}
 
 
-def _write_json(path: Path, value: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(value, indent=2))
-    os.replace(temporary, path)
+def _write(path: Path, text: str) -> None:
+    from fdsml.atomic import atomic_path
+
+    with atomic_path(path) as temporary:
+        temporary.write_text(text)
 
 
 def _cell(values: list[float]) -> str:
@@ -290,13 +289,13 @@ def main(argv: list[str] | None = None) -> None:
                 logging.info("%s seed %d: stored, reused", name, seed)
                 continue
             started = time.perf_counter()
-            _write_json(path, run_chain(chosen, seed, args.out, args.finetune_steps, args.finetune_freeze_steps))
+            _write(path, json.dumps(run_chain(chosen, seed, args.out, args.finetune_steps, args.finetune_freeze_steps), indent=2))
             logging.info("%s seed %d: %.1f min", name, seed, (time.perf_counter() - started) / 60)
     cut = {"finetune_steps": args.finetune_steps, "finetune_freeze_steps": args.finetune_freeze_steps}
     stored = [json.loads(path.read_text()) for path in runs.glob("*.json")]
     stored = sorted((r for r in stored if all(r["definition"][k] == v for k, v in cut.items())), key=lambda r: (r["definition"]["arm"], r["definition"]["seed"]))
     table = summarise(stored)
-    (args.out / "normalisation_effect.md").write_text(table)
+    _write(args.out / "normalisation_effect.md", table)
     print(table)
 
 
