@@ -2,6 +2,7 @@
 
     OMP_NUM_THREADS=1 python benchmarks/normalisation_effect.py                    # both arms, seeds 0 1 2
     python benchmarks/normalisation_effect.py --arms before --seeds 0              # one arm, one seed
+    python benchmarks/normalisation_effect.py --arms scratch                       # the reference: no pre-training
     python benchmarks/normalisation_effect.py --finetune-steps 100                 # a cut fine-tuning
     python benchmarks/normalisation_effect.py --summarise-only                     # the table of the stored runs
 
@@ -22,6 +23,9 @@ both arms. Only the normalisation differs between the arms:
   trunk sees exactly pixels / 255; the probe and fine-tuning then read the same weights through a
   copy of the model file whose recorded normalisation is ImageNet's, so the trunk sees exactly
   ``(pixels / 255 - ImageNet mean) / ImageNet std``: the old mismatch, and nothing else changed.
+
+``scratch`` (``--arms before after scratch``) adds the reference: the same fine-tuning from a random
+trunk, no pre-training, which feeds ImageNet-normalised images to a random trunk before and after alike.
 
 Every run checks that this is what happened: a global forward hook reads every batch the model's
 normalisation layer receives and hands to the trunk, per phase, and the run fails unless the
@@ -45,7 +49,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-ARMS = ("before", "after")
+ARMS = ("before", "after", "scratch")
 METRICS = ("recall@1", "recall@2", "recall@4", "recall@8", "map@r", "r_precision")
 CHECK_TOLERANCE = 1e-5
 
@@ -55,7 +59,7 @@ class Arm:
     """The normalisation pre-training records and the one the probe and fine-tuning apply (None: the recorded one)."""
 
     name: str
-    pretrain: tuple[tuple[float, ...], tuple[float, ...]]
+    pretrain: tuple[tuple[float, ...], tuple[float, ...]] | None  # None: no pre-training (scratch)
     consumers: tuple[tuple[float, ...], tuple[float, ...]] | None
 
 
@@ -66,6 +70,8 @@ def arm(name: str) -> Arm:
         return Arm(name, ((0.0,), (1.0,)), (IMAGENET_MEAN, IMAGENET_STD))
     if name == "after":
         return Arm(name, (INPUT_MEAN, INPUT_STD), None)
+    if name == "scratch":  # the reference: a random trunk fed ImageNet-normalised images, before and after alike
+        return Arm(name, None, (INPUT_MEAN, INPUT_STD))
     raise SystemExit(f"unknown arm {name!r}; choose from {', '.join(ARMS)}")
 
 
@@ -89,10 +95,12 @@ def pretrain_params(base: dict, chosen: Arm, seed: int, work: Path) -> dict:
     return _merge(base, overrides)
 
 
-def retrieval_params(base: dict, name: str, seed: int, work: Path, steps: int | None, freeze_steps: int | None) -> dict:
-    """conf/base's ``retrieval`` fine-tuning the given model file alone, with one seed."""
+def retrieval_params(
+    base: dict, name: str, seed: int, work: Path, steps: int | None, freeze_steps: int | None, checkpoint: str | None = "pretrained_model"
+) -> dict:
+    """conf/base's ``retrieval`` fine-tuning the given model file (None: a random trunk) alone, with one seed."""
     cut = {key: value for key, value in (("max_steps", steps), ("freeze_backbone_steps", freeze_steps)) if value is not None}
-    start = {"name": name, "checkpoint": "pretrained_model", "backbone": base["starts"][-1]["backbone"]}
+    start = {"name": name, "checkpoint": checkpoint, "backbone": base["starts"][-1]["backbone"]}
     return _merge(base, {"starts": [start], "seeds": [seed], "train": cut, "run_dir": str(work / "finetune"), "live_dir": None})
 
 
@@ -215,6 +223,29 @@ def run_chain(chosen: Arm, seed: int, out: Path, steps: int | None, freeze_steps
     }
 
 
+def run_scratch(chosen: Arm, seed: int, out: Path, steps: int | None, freeze_steps: int | None) -> dict:
+    """The same fine-tuning from a random trunk (no pre-training, so the same computation before and after): the reference."""
+    from kedro.config import OmegaConfigLoader
+
+    from fdsml.pipelines.retrieval.nodes import finetune_starting_points
+
+    conf = OmegaConfigLoader("conf", base_env="base", default_run_env="base")["parameters"]
+    work = out / "work" / f"{chosen.name}_seed{seed}"
+    retrieval = retrieval_params(conf["retrieval"], chosen.name, seed, work, steps, freeze_steps, checkpoint=None)
+    seen = TrunkInputs()
+    started = time.perf_counter()
+    with seen.phase("fine-tuning", chosen.consumers):
+        metrics, _, _ = finetune_starting_points(None, retrieval)
+    seconds = time.perf_counter() - started
+    seen.check()
+    return {
+        "definition": definition(chosen, seed, steps, freeze_steps),
+        "trunk_inputs": seen.phases,
+        "finetuned": metrics[chosen.name]["seeds"][str(seed)],
+        "seconds": {"finetune_s": round(seconds, 1)},
+    }
+
+
 def definition(chosen: Arm, seed: int, steps: int | None, freeze_steps: int | None) -> dict:
     return {"arm": chosen.name, "pretrain": chosen.pretrain, "consumers": chosen.consumers, "seed": seed, "finetune_steps": steps, "finetune_freeze_steps": freeze_steps}
 
@@ -233,20 +264,25 @@ def _cell(values: list[float]) -> str:
     return f"{mean:.1f}" if len(values) == 1 else f"{mean:.1f} ± {100 * statistics.stdev(values):.1f}"
 
 
+def _value(result: dict, *keys: str) -> float | None:
+    """``result[keys[0]][keys[1]]...``, or None where a run has no such measure (scratch has no probe)."""
+    for key in keys:
+        result = result.get(key) if isinstance(result, dict) else None
+    return result
+
+
 def summarise(results: list[dict]) -> str:
-    """The Markdown table: one row per measure, one column per arm (mean ± std over seeds, in %)."""
+    """The Markdown table: one row per measure, one column per arm that ran (mean ± std over seeds, in %)."""
     by_arm = {name: [r for r in results if r["definition"]["arm"] == name] for name in ARMS}
-    rows = [("seeds", lambda r: None)]
-    rows += [(f"frozen probe {m}, initialisation", lambda r, m=m: r["probe"]["initialisation"][m]) for m in ("recall@1", "map@r")]
-    rows += [(f"frozen probe {m}, end of pre-training", lambda r, m=m: r["probe"]["end"][m]) for m in METRICS]
-    rows += [("held-out fractal classes recall@1, end", lambda r: r["heldout_fractal_recall@1"])]
-    rows += [(f"fine-tuned {m}", lambda r, m=m: r["finetuned"][m]) for m in (*METRICS, "nmi")]
-    lines = ["| | " + " | ".join(ARMS) + " |", "|---|" + "---:|" * len(ARMS)]
-    for label, value in rows:
-        if label == "seeds":
-            cells = [" ".join(str(r["definition"]["seed"]) for r in by_arm[name]) for name in ARMS]
-        else:
-            cells = [_cell([value(r) for r in by_arm[name] if value(r) is not None]) for name in ARMS]
+    arms = [name for name in ARMS if by_arm[name]]
+    rows = [(f"frozen probe {m}, initialisation", ("probe", "initialisation", m)) for m in ("recall@1", "map@r")]
+    rows += [(f"frozen probe {m}, end of pre-training", ("probe", "end", m)) for m in METRICS]
+    rows += [("held-out fractal classes recall@1, end", ("heldout_fractal_recall@1",))]
+    rows += [(f"fine-tuned {m}", ("finetuned", m)) for m in (*METRICS, "nmi")]
+    lines = ["| | " + " | ".join(arms) + " |", "|---|" + "---:|" * len(arms)]
+    lines.append("| seeds | " + " | ".join(" ".join(str(r["definition"]["seed"]) for r in by_arm[name]) for name in arms) + " |")
+    for label, keys in rows:
+        cells = [_cell([v for v in (_value(r, *keys) for r in by_arm[name]) if v is not None]) for name in arms]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines.append("")
     for result in results:
@@ -261,7 +297,7 @@ def summarise(results: list[dict]) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS)
+    parser.add_argument("--arms", nargs="+", default=["before", "after"], choices=ARMS, help="scratch: the fine-tuning from a random trunk, for reference")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds of pre-training and fine-tuning, the same in both arms")
     parser.add_argument("--finetune-steps", type=int, help="cut every fine-tuning to this many steps (default: the recipe's epochs)")
     parser.add_argument("--finetune-freeze-steps", type=int, help="head-only steps of a cut fine-tuning (default: the recipe's)")
@@ -289,7 +325,8 @@ def main(argv: list[str] | None = None) -> None:
                 logging.info("%s seed %d: stored, reused", name, seed)
                 continue
             started = time.perf_counter()
-            _write(path, json.dumps(run_chain(chosen, seed, args.out, args.finetune_steps, args.finetune_freeze_steps), indent=2))
+            run = run_scratch if chosen.pretrain is None else run_chain
+            _write(path, json.dumps(run(chosen, seed, args.out, args.finetune_steps, args.finetune_freeze_steps), indent=2))
             logging.info("%s seed %d: %.1f min", name, seed, (time.perf_counter() - started) / 60)
     cut = {"finetune_steps": args.finetune_steps, "finetune_freeze_steps": args.finetune_freeze_steps}
     stored = [json.loads(path.read_text()) for path in runs.glob("*.json")]

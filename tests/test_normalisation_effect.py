@@ -29,6 +29,7 @@ def test_arguments_default_to_both_arms_and_three_seeds_and_refuse_bad_values(be
     args = benchmark.parse_args([])
     assert args.arms == ["before", "after"] and args.seeds == [0, 1, 2] and args.finetune_steps is None
     assert benchmark.parse_args(["--arms", "after", "--seeds", "4", "--finetune-steps", "10"]).finetune_steps == 10
+    assert benchmark.arm("scratch").pretrain is None and benchmark.arm("scratch").consumers == (IMAGENET_MEAN, IMAGENET_STD)
     for bad in (["--arms", "during"], ["--finetune-steps", "-1"], ["--finetune-freeze-steps", "-2"]):
         with pytest.raises(SystemExit):
             benchmark.parse_args(bad)
