@@ -272,17 +272,25 @@ def _value(result: dict, *keys: str) -> float | None:
 
 
 def summarise(results: list[dict]) -> str:
-    """The Markdown table: one row per measure, one column per arm that ran (mean ± std over seeds, in %)."""
+    """The Markdown table: one row per measure, one column per arm that ran (mean ± std over seeds, in %), and
+    after - before seed by seed over the seeds both ran."""
     by_arm = {name: [r for r in results if r["definition"]["arm"] == name] for name in ARMS}
     arms = [name for name in ARMS if by_arm[name]]
+    seeds = {name: {r["definition"]["seed"]: r for r in by_arm[name]} for name in ("before", "after")}
+    paired = sorted(seeds["before"].keys() & seeds["after"].keys())
     rows = [(f"frozen probe {m}, initialisation", ("probe", "initialisation", m)) for m in ("recall@1", "map@r")]
     rows += [(f"frozen probe {m}, end of pre-training", ("probe", "end", m)) for m in METRICS]
     rows += [("held-out fractal classes recall@1, end", ("heldout_fractal_recall@1",))]
     rows += [(f"fine-tuned {m}", ("finetuned", m)) for m in (*METRICS, "nmi")]
-    lines = ["| | " + " | ".join(arms) + " |", "|---|" + "---:|" * len(arms)]
-    lines.append("| seeds | " + " | ".join(" ".join(str(r["definition"]["seed"]) for r in by_arm[name]) for name in arms) + " |")
+    columns = arms + (["after - before, same seed"] if paired else [])
+    lines = ["| | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
+    seed_lists = [" ".join(str(r["definition"]["seed"]) for r in by_arm[name]) for name in arms]
+    lines.append("| seeds | " + " | ".join(seed_lists + ([" ".join(map(str, paired))] if paired else [])) + " |")
     for label, keys in rows:
         cells = [_cell([v for v in (_value(r, *keys) for r in by_arm[name]) if v is not None]) for name in arms]
+        if paired:
+            pairs = [(_value(seeds["after"][seed], *keys), _value(seeds["before"][seed], *keys)) for seed in paired]
+            cells.append(_cell([after - before for after, before in pairs if after is not None and before is not None]))
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines.append("")
     for result in results:

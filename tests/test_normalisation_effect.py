@@ -69,3 +69,20 @@ def test_the_trunk_input_check_fails_when_a_phase_normalises_otherwise_than_decl
         layer(images)
     with pytest.raises(AssertionError, match="pre-training"):
         seen.check()
+
+
+def _result(arm: str, seed: int, recall: float) -> dict:
+    measures = {m: recall for m in ("recall@1", "recall@2", "recall@4", "recall@8", "map@r", "r_precision", "nmi")}
+    probe = {"initialisation": measures, "end": measures} if arm != "scratch" else None
+    result = {"definition": {"arm": arm, "seed": seed}, "finetuned": measures, "trunk_inputs": {}, "seconds": {"finetune_s": 60.0}}
+    return result | ({"probe": probe, "heldout_fractal_recall@1": 0.9} if probe else {})
+
+
+def test_the_table_pairs_after_with_before_seed_by_seed_and_leaves_scratch_without_a_probe(benchmark):
+    results = [_result("before", 0, 0.20), _result("before", 1, 0.30), _result("after", 0, 0.25), _result("after", 1, 0.31)]
+    table = benchmark.summarise([*results, _result("after", 2, 0.9), _result("scratch", 0, 0.1)]).splitlines()
+    assert table[0] == "| | before | after | scratch | after - before, same seed |"
+    assert table[2] == "| seeds | 0 1 | 0 1 2 | 0 | 0 1 |"
+    tuned = next(line for line in table if line.startswith("| fine-tuned recall@1 |"))
+    assert tuned.endswith("| 10.0 | 3.0 ± 2.8 |")  # scratch 10.0; after - before: +5 and +1 points, not the unpaired means
+    assert next(line for line in table if line.startswith("| frozen probe recall@1, end")).split("|")[4].strip() == ""
