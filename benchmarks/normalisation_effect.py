@@ -34,7 +34,8 @@ inputs are in [0, 1] and the trunk got them normalised with the arm's values for
 ImageNet's throughout). The table prints what the trunk saw.
 
 Each (arm, seed) result is stored in ``<out>/runs/<arm>_seed<seed>.json`` and reused while its
-definition is unchanged; the table goes to ``<out>/normalisation_effect.md``.
+definition is unchanged; the table goes to ``<out>/normalisation_effect.md``. A run's work folder
+(``<out>/work/<arm>_seed<seed>``: its checkpoints, about 190 MB) is deleted once its result is stored.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import argparse
 import json
 import logging
 import math
+import shutil
 import statistics
 import time
 from contextlib import contextmanager
@@ -80,6 +82,11 @@ def _merge(base: dict, extra: dict) -> dict:
     from omegaconf import OmegaConf
 
     return OmegaConf.to_container(OmegaConf.merge(base, extra))
+
+
+def work_folder(out: Path, name: str, seed: int) -> Path:
+    """Where a run's pre-training and fine-tuning write their run folders (checkpoints)."""
+    return out / "work" / f"{name}_seed{seed}"
 
 
 def pretrain_params(base: dict, chosen: Arm, seed: int, work: Path) -> dict:
@@ -184,7 +191,7 @@ def run_chain(chosen: Arm, seed: int, out: Path, steps: int | None, freeze_steps
     from fdsml.pipelines.retrieval.nodes import finetune_starting_points
     from fdsml.training.retrieval import load_splits, parse_retrieval_params
 
-    work = out / "work" / f"{chosen.name}_seed{seed}"
+    work = work_folder(out, chosen.name, seed)
     conf = OmegaConfigLoader("conf", base_env="base", default_run_env="base")["parameters"]
     pretraining = pretrain_params(conf["pretrain"], chosen, seed, work)
     retrieval = retrieval_params(conf["retrieval"], chosen.name, seed, work, steps, freeze_steps)
@@ -230,7 +237,7 @@ def run_scratch(chosen: Arm, seed: int, out: Path, steps: int | None, freeze_ste
     from fdsml.pipelines.retrieval.nodes import finetune_starting_points
 
     conf = OmegaConfigLoader("conf", base_env="base", default_run_env="base")["parameters"]
-    work = out / "work" / f"{chosen.name}_seed{seed}"
+    work = work_folder(out, chosen.name, seed)
     retrieval = retrieval_params(conf["retrieval"], chosen.name, seed, work, steps, freeze_steps, checkpoint=None)
     seen = TrunkInputs()
     started = time.perf_counter()
@@ -335,6 +342,7 @@ def main(argv: list[str] | None = None) -> None:
             started = time.perf_counter()
             run = run_scratch if chosen.pretrain is None else run_chain
             _write(path, json.dumps(run(chosen, seed, args.out, args.finetune_steps, args.finetune_freeze_steps), indent=2))
+            shutil.rmtree(work_folder(args.out, name, seed))
             logging.info("%s seed %d: %.1f min", name, seed, (time.perf_counter() - started) / 60)
     cut = {"finetune_steps": args.finetune_steps, "finetune_freeze_steps": args.finetune_freeze_steps}
     stored = [json.loads(path.read_text()) for path in runs.glob("*.json")]
