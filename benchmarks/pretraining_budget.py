@@ -17,7 +17,9 @@ machine cannot afford its epochs) with 3 seeds.
 Each arm's result is stored in ``<out>/arms/<method>_<budget>.json`` with the digest of the
 code that computed it; a stored arm is reused only while its definition (overrides, study
 settings) and that code are unchanged. The table and the picture are drawn from the stored
-arms and name the code each one ran with.
+arms and name the code each one ran with. An arm's run folder (``<out>/runs/<method>_<budget>``:
+its checkpoints, for a resume of that arm) is removed once its result is stored: the study's runs otherwise
+keep several GB.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import json
 import logging
 import multiprocessing
 import os
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass, replace
@@ -175,6 +178,7 @@ def run_arm(task: tuple[Study, str, int, str, int]) -> dict:
         "finetuned": metrics[start.name],
     }
     _write_json(Path(out) / "arms" / f"{method}_{budget}.json", result)
+    shutil.rmtree(work, ignore_errors=True)  # its checkpoints (about 190 MB a run) serve only a resume of this arm, which is stored now
     logging.info("%s %d: frozen R@1 %.3f, fine-tuned R@1 %.3f", method, budget, frozen["recall@1"], metrics[start.name]["mean"]["recall@1"])
     return result
 
@@ -315,7 +319,7 @@ def main() -> None:
     parser.add_argument("--finetune-steps", type=int, help="cut every fine-tuning to this many steps (default: the recipe's epochs)")
     parser.add_argument("--finetune-freeze-steps", type=int, help="head-only steps of a cut fine-tuning (default: the recipe's)")
     parser.add_argument("--jobs", type=int, default=2, help="arms run in parallel, one torch thread each")
-    parser.add_argument("--out", default="benchmarks/results/pretraining_budget", help="the stored arms and their runs")
+    parser.add_argument("--out", default="benchmarks/results/pretraining_budget", help="the stored arms (an arm's run folder, its checkpoints, is removed once its result is stored)")
     parser.add_argument("--report-dir", default="data/08_reporting", help="where the table and picture go (the report reads them)")
     parser.add_argument("--summarise-only", action="store_true", help="draw the table and picture from the stored arms, run nothing")
     parser.add_argument("--print-dvc", action="store_true", help="print the arms as DVC experiments instead of running them")
