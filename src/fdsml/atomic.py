@@ -81,7 +81,7 @@ def remove_stale_temporaries(target: Path) -> None:
     pattern = re.compile(rf"\.{re.escape(target.name)}\.tmp-(\d+)-")
     for sibling in target.parent.iterdir():
         match = pattern.match(sibling.name)
-        if match and not _alive(int(match.group(1))):
+        if match and not pid_alive(int(match.group(1))):
             _remove(sibling)
 
 
@@ -140,7 +140,10 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int | None) -> bool:
+    """Whether process ``pid`` exists (a process of another user counts; None is no process)."""
+    if pid is None:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -2,9 +2,12 @@
 
 A run takes an exclusive ``flock`` on ``<project>/.fdsml-run.lock`` and writes its PID and
 command inside. The kernel drops the lock when the process ends, however it ends, so a crashed
-run leaves no stale lock; the PID is only there to name the holder in the refusal. The replicas
-of one ``torchrun`` job share a run id (``TORCHELASTIC_RUN_ID``, else ``MASTER_ADDR:MASTER_PORT``):
-they are one run and join the holder instead of refusing.
+run leaves no stale lock; the PID is only there to name the holder in the refusal. Processes the
+run forked (DataLoader workers) share its descriptor and so hold the lock until they exit too: when
+the holder has ended, a new run waits up to :data:`ORPHAN_WAIT_S` for them (they notice their
+parent is gone within seconds) instead of refusing a restart. The replicas of one ``torchrun`` job
+share a run id (``TORCHELASTIC_RUN_ID``, else ``MASTER_ADDR:MASTER_PORT``): they are one run and join
+the holder instead of refusing.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ from typing import Any
 
 from kedro.framework.hooks import hook_impl
 
+from fdsml.atomic import pid_alive
 from fdsml.config import ConfigError
 
 LOCK_NAME = ".fdsml-run.lock"
 JOIN_WAIT_S = 5.0
+ORPHAN_WAIT_S = 30.0  # a DataLoader worker checks for its parent every 5 s
 
 
 class RunLockedError(ConfigError):
@@ -47,18 +52,30 @@ class RunLock:
 
     def acquire(self) -> None:
         """Take the lock, join the holder when it is a replica of this very job, or raise RunLockedError."""
-        handle = open(self.path, "a+")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
+        deadline = time.monotonic() + ORPHAN_WAIT_S
+        while True:
+            handle = open(self.path, "a+")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                handle.close()
             holder = self._holder()
             if job_id() and holder.get("job") == job_id():
                 return
-            raise RunLockedError(
-                f"{self.path.parent}: another run is writing to this project (PID {holder.get('pid', '?')}: "
-                f"{holder.get('command', 'unknown command')}); wait for it to finish, or stop that process, then run again"
-            ) from None
+            ended = not pid_alive(holder.get("pid"))
+            if not ended:
+                raise RunLockedError(
+                    f"{self.path.parent}: another run is writing to this project (PID {holder.get('pid', '?')}: "
+                    f"{holder.get('command', 'unknown command')}); wait for it to finish, or stop that process, then run again"
+                )
+            if time.monotonic() > deadline:
+                raise RunLockedError(
+                    f"{self.path.parent}: the run that held this project (PID {holder.get('pid', '?')}: "
+                    f"{holder.get('command', 'unknown command')}) has ended, but processes it started still hold its lock "
+                    f"after {ORPHAN_WAIT_S:.0f} s; stop them (`fuser {self.path}` lists them), then run again"
+                )
+            time.sleep(0.2)
         handle.seek(0)
         handle.truncate()
         handle.write(json.dumps({"pid": os.getpid(), "job": job_id(), "command": " ".join(sys.argv)}))

@@ -8,11 +8,18 @@ from pathlib import Path
 
 import pytest
 
+from fdsml import run_lock
 from fdsml.run_lock import LOCK_NAME, RunLock, RunLockedError, RunLockHooks
 from tests.faults.kill_harness import make_project
 
 ROOT = Path(__file__).resolve().parents[2]
 HOLD = "import sys, time; from fdsml.run_lock import RunLock; lock = RunLock(sys.argv[1]); lock.acquire(); print('held', flush=True); time.sleep(120)"
+# A run that forked a worker (as a DataLoader does): the worker inherits the lock's descriptor and outlives the run by argv[2] s.
+HOLD_WITH_WORKER = (
+    "import os, sys, time; from fdsml.run_lock import RunLock; lock = RunLock(sys.argv[1]); lock.acquire(); worker = os.fork()\n"
+    "if worker == 0: time.sleep(float(sys.argv[2])); os._exit(0)\n"
+    "print('held', worker, flush=True); time.sleep(120)"
+)
 JOB_ENV = ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT")
 
 
@@ -22,12 +29,21 @@ def plain_run(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
-def hold(project: Path, **env: str) -> subprocess.Popen:
+def hold(project: Path, *extra: str, script: str = HOLD, **env: str) -> subprocess.Popen:
     """Another process holding the project's run lock."""
     environment = {k: v for k, v in os.environ.items() if k not in JOB_ENV} | {"PYTHONPATH": str(ROOT / "src")} | env
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(project)], env=environment, stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip() == "held"
+    holder = subprocess.Popen([sys.executable, "-c", script, str(project), *extra], env=environment, stdout=subprocess.PIPE, text=True)
+    holder.said = holder.stdout.readline().split()
+    assert holder.said[:1] == ["held"]
     return holder
+
+
+def killed_with_a_worker(project: Path, worker_lives_s: float) -> int:
+    """A run killed while the worker it forked still runs (and holds the lock): the worker's PID."""
+    run = hold(project, str(worker_lives_s), script=HOLD_WITH_WORKER)
+    run.send_signal(signal.SIGKILL)
+    run.wait()
+    return int(run.said[1])
 
 
 @pytest.fixture
@@ -92,3 +108,21 @@ def test_replicas_of_one_torchrun_job_are_one_run(tmp_path, holders, monkeypatch
     with pytest.raises(RunLockedError):  # a replica leaving does not free the job's lock
         monkeypatch.delenv(next(iter(job)))
         RunLock(tmp_path).acquire()
+
+
+def test_a_restart_waits_for_the_workers_a_killed_run_forked(tmp_path):
+    killed_with_a_worker(tmp_path, worker_lives_s=1.5)
+    lock = RunLock(tmp_path)
+    lock.acquire()  # refused at once before: the worker still held the lock, though its run had ended
+    assert f'"pid": {os.getpid()}' in (tmp_path / LOCK_NAME).read_text()
+    lock.release()
+
+
+def test_workers_outliving_the_wait_are_named_as_leftovers_of_an_ended_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(run_lock, "ORPHAN_WAIT_S", 0.5)
+    worker = killed_with_a_worker(tmp_path, worker_lives_s=60)
+    try:
+        with pytest.raises(RunLockedError, match="has ended, but processes it started still hold its lock"):
+            RunLock(tmp_path).acquire()
+    finally:
+        os.kill(worker, signal.SIGKILL)
