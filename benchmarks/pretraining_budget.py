@@ -29,7 +29,6 @@ import hashlib
 import json
 import logging
 import multiprocessing
-import os
 import shutil
 import subprocess
 import time
@@ -189,10 +188,10 @@ def _git_commit() -> str:
 
 
 def _write_json(path: Path, value: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(value, indent=2))
-    os.replace(temporary, path)
+    from fdsml.atomic import atomic_path
+
+    with atomic_path(path) as temporary:
+        temporary.write_text(json.dumps(value, indent=2))
 
 
 def stored_arm(out: Path, study: Study, method: str, budget: int, code: str) -> dict | None:
