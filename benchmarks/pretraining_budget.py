@@ -1,7 +1,7 @@
 """Does pre-training help, and does it help more with more of it? Recall@1 on Omniglot's test alphabets against the pre-training budget.
 
     python benchmarks/pretraining_budget.py --jobs 1          # the whole study (see docs/studies.md for its time)
-    python benchmarks/pretraining_budget.py --arms each:800   # one arm (scratch is the arm 'scratch:0')
+    python benchmarks/pretraining_budget.py --arms each:300   # one arm (scratch is the arm 'scratch:0')
     python benchmarks/pretraining_budget.py --print-dvc       # the same arms as `dvc exp run --queue` commands
     python benchmarks/pretraining_budget.py --queue           # the same arms queued as DVC experiments
 
@@ -309,9 +309,9 @@ def parse_arms(text: list[str] | None, budgets: list[int], methods: list[str], f
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budgets", type=int, nargs="+", default=[10, 30, 90], help="pre-training steps (1x, 3x, 9x)")
+    parser.add_argument("--budgets", type=int, nargs="+", default=[30, 100, 300], help="pre-training steps (about 1x, 3x, 10x)")
     parser.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS))
-    parser.add_argument("--fresh-budgets", type=int, nargs="+", default=[90], help="budgets of the fresh-instance arm")
+    parser.add_argument("--fresh-budgets", type=int, nargs="+", help="budgets of the fresh-instance arm (default: --budgets)")
     parser.add_argument("--arms", nargs="+", help="method:steps pairs to run (default: every method x budget, and scratch)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="fine-tuning seeds")
     parser.add_argument("--size", type=int, default=Study.size, help="image size of the fractals and of the fine-tuning")
@@ -329,7 +329,7 @@ def main() -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
     study = Study(size=args.size, seeds=tuple(args.seeds), finetune_steps=args.finetune_steps, finetune_freeze_steps=args.finetune_freeze_steps)
-    arms = parse_arms(args.arms, args.budgets, args.methods, args.fresh_budgets)
+    arms = parse_arms(args.arms, args.budgets, args.methods, args.fresh_budgets or args.budgets)
     if args.print_dvc or args.queue:
         grid = experiments(study, arms)
         if args.queue:
