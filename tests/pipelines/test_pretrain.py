@@ -1,11 +1,12 @@
 """The pretrain pipeline end to end on a tiny configuration, through a real catalog."""
 
 import pandas as pd
+import pytest
 import torch
 from kedro.io import DataCatalog
 from kedro.runner import SequentialRunner
 
-from fdsml import reuse
+from fdsml.config import ConfigError
 from fdsml.models import load_checkpoint
 from fdsml.pipelines.pretrain import create_pipeline
 
@@ -41,16 +42,25 @@ def test_pipeline_trains_from_materialised_shards_and_saves_a_loadable_model(tmp
     assert model(torch.rand(2, 3, 32, 32)).shape == (2, 8)
 
 
-def test_the_codes_tables_content_digest_is_computed_once_per_run(tmp_path, monkeypatch):
-    """Generation records it in the summary; the shards' and the training run's fingerprints read it there."""
-    digested, original = [], reuse.content_digest
+def _edit_one_descriptor(codes_file) -> None:
+    """Change row 0's descriptor in the stored table, as a hand edit between two runs would."""
+    table = pd.read_parquet(codes_file)
+    table.at[0, "psi"] = [value * 0.9 for value in table.at[0, "psi"]]
+    table.to_parquet(codes_file)
 
-    def counting(artefact):
-        if isinstance(artefact, pd.DataFrame):
-            digested.append(len(artefact))
-        return original(artefact)
 
-    monkeypatch.setattr(reuse, "content_digest", counting)
+def test_a_run_started_at_pre_training_names_the_table_it_reads_not_the_digest_its_summary_recorded(tmp_path):
+    """With the summary's stale digest the second run would resume the first one's folder, trained on the old table."""
+    quick = PRETRAIN | {"data": PRETRAIN["data"] | {"source": "render"}, "train": PRETRAIN["train"] | {"max_steps": 1}, "validation": {"every": 0}}
+    SequentialRunner().run(create_pipeline(), DataCatalog(pretrain_datasets(tmp_path, FRACTALS, quick)))
+    _edit_one_descriptor(tmp_path / "codes.parquet")
+    SequentialRunner().run(create_pipeline().from_nodes("pretrain_model_node"), DataCatalog(pretrain_datasets(tmp_path, FRACTALS, quick)))
+    assert len([folder for folder in (tmp_path / "run").iterdir() if folder.is_dir()]) == 2
+
+
+def test_shards_rendered_from_another_table_are_refused_with_the_fix(tmp_path):
     quick = PRETRAIN | {"train": PRETRAIN["train"] | {"max_steps": 1}, "validation": {"every": 0}}
     SequentialRunner().run(create_pipeline(), DataCatalog(pretrain_datasets(tmp_path, FRACTALS, quick)))
-    assert digested == [18]
+    _edit_one_descriptor(tmp_path / "codes.parquet")
+    with pytest.raises(ConfigError, match=r"fractal_images: .* another codes table .*kedro run --pipelines=fractals"):
+        SequentialRunner().run(create_pipeline().from_nodes("pretrain_model_node"), DataCatalog(pretrain_datasets(tmp_path, FRACTALS, quick)))

@@ -199,7 +199,3 @@ def shards_fingerprint(table_digest: str, spec: FamilySpec) -> str:
     return reuse.fingerprint(spec.defining(), code=type(spec.family).__module__, inputs={"codes": table_digest})
 
 
-def codes_digest(table: pd.DataFrame, summary: dict | None) -> str:
-    """The table's content digest: the one its generation summary recorded (the pipeline's outputs come
-    together from one node), else computed."""
-    return (summary or {}).get("table_digest") or reuse.content_digest(table)

@@ -23,6 +23,7 @@ from fdsml.data.device_render import DeviceRenderedCodes, renders_on_device
 from fdsml.data.holdout import HoldoutSettings, HoldoutSplit, TrainingRows, split_table
 from fdsml.evaluation.pretrain_validation import PretrainValidation
 from fdsml.families import FamilySpec
+from fdsml.families.generation import shards_fingerprint
 from fdsml.losses.candidates import needs_class_balance
 from fdsml.models import build_model, model_payload
 from fdsml.models.backbones import MODEL_REGISTRY
@@ -203,8 +204,8 @@ def defining_run(
 ) -> RunDefinition:
     """What defines a pre-training run, for its fingerprint (:func:`~fdsml.training.run_folders.run_fingerprint`).
 
-    The codes table enters by its :func:`~fdsml.reuse.content_digest` (``codes_digest``, computed
-    once per run), its held-out split by content; materialised shards (``data.source: shards``)
+    The codes table enters by its :func:`~fdsml.reuse.content_digest` (``codes_digest``, of the rows
+    trained on), its held-out split by content; materialised shards (``data.source: shards``)
     by the fingerprint the fractals pipeline recorded for them. The family's own module joins the
     code (a family registered from outside ``fdsml``).
     """
@@ -214,6 +215,19 @@ def defining_run(
     if config.data.source == "shards":
         inputs["images"] = (shards or {}).get("fingerprint", "")
     return RunDefinition({"pretrain": config, **spec.defining()}, code=(__name__, type(spec.family).__module__), inputs=inputs)
+
+
+def check_shards_match(config: PretrainConfig, spec: FamilySpec, codes_digest: str, shards: dict | None) -> None:
+    """Materialised renderings are trained on only when they were rendered from this table with these settings:
+    a table edited after the fractals pipeline ran, read by a run that starts at its pre-training node, would
+    otherwise be trained on through the old table's images."""
+    if config.data.source != "shards" or shards is None:
+        return
+    if shards.get("fingerprint") != shards_fingerprint(codes_digest, spec):
+        raise ConfigError(
+            "fractal_images: the materialised renderings were rendered from another codes table or other fractals "
+            "settings than fractal_codes; render them again with `kedro run --pipelines=fractals`"
+        )
 
 
 def build_fractal_dataset(
@@ -364,7 +378,6 @@ def pretrain(
     *,
     shards: dict | None = None,
     split: HoldoutSplit | None = None,
-    codes_digest: str | None = None,
 ) -> tuple[dict, pd.DataFrame]:
     """Pre-train on the training rows of the family's ``table`` (rendered through ``spec``); returns the model
     file payload and the per-step history.
@@ -373,8 +386,8 @@ def pretrain(
     are held out: never trained on, read by the validation (``validation``). The classifier
     (FDSL) has one output per training class, in ``split.training_classes`` order.
     ``shards`` is the materialised renderings' manifest (``fractal_images``), read when
-    ``data.source`` is ``shards``. ``codes_digest`` is the table's content digest when already
-    known (:func:`fdsml.families.generation.codes_digest`); None computes it. The run lives in its own
+    ``data.source`` is ``shards``. The table enters the run's fingerprint by the content digest of
+    the rows given (about a second per million rows), never by a digest recorded beside it. The run lives in its own
     folder under ``run_dir``, named by its fingerprint (:mod:`fdsml.training.run_folders`). The rows go live to ``live_dir``
     as they settle (:mod:`fdsml.training.live`).
     """
@@ -382,14 +395,15 @@ def pretrain(
     check_training_rows(config, table, split)
     context = distributed.setup(config.train.device)
     plan = plan_pretrain(config, len(split.training), context.world_size).check()
+    codes = reuse.content_digest(table)
+    check_shards_match(config, spec, codes, shards)
     dataset = TrainingRows(build_fractal_dataset(table, spec, config, shards), split)
     sampler = build_batch_sampler(dataset.labels, config, context, plan)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.train.seed)
         model = build_pretrain_model(config, len(split.training_classes), spec.size)
     objective = build_objective(config)
-    codes_digest = codes_digest or reuse.content_digest(table)
-    fingerprint = run_fingerprint(defining_run(config, spec, codes_digest, shards, split), config.train, context)
+    fingerprint = run_fingerprint(defining_run(config, spec, codes, shards, split), config.train, context)
     validation = build_validation(config, table, spec, shards, split) if context.is_main else None
     live = live_metrics(config.live_dir, config, context)
     result = train(

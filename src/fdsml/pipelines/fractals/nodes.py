@@ -12,8 +12,8 @@ from PIL import Image
 from fdsml.config import ConfigError, parse, require_positive
 from fdsml.data.holdout import HoldoutSettings
 from fdsml.families import FamilySpec, family_spec
-from fdsml.families.generation import codes_digest, generate_table, is_up_to_date, render_shards, sample_grid, shards_fingerprint
-from fdsml.reuse import defining_configuration
+from fdsml.families.generation import generate_table, is_up_to_date, render_shards, sample_grid, shards_fingerprint
+from fdsml.reuse import content_digest, defining_configuration
 from fdsml.run_events import StepReport, report_step
 from fdsml import distributed
 
@@ -88,13 +88,11 @@ def render_sample_grid(fractal_codes: pd.DataFrame, params: dict[str, Any]) -> I
     return Image.fromarray(grid, mode="L")
 
 
-def materialize_renderings(
-    fractal_codes: pd.DataFrame, params: dict[str, Any], fractal_summary: dict[str, Any] | None = None
-) -> dict[str, Any]:
+def materialize_renderings(fractal_codes: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any]:
     """Rendered images as ``.npy`` shards in table order (``fractal_images``); none unless ``materialize``.
 
-    The generation summary's ``table_digest`` names the table's content in the shards' fingerprint
-    (None: computed here)."""
+    The shards' fingerprint names the table by its content, digested here from the table read (a
+    summary's recorded digest would go stale when the table is edited and a run starts at this node)."""
     config = parse_fractals_params(params)
     outputs, spec = config.outputs, config.spec
     shards = render_shards(fractal_codes, spec, outputs.shard_size, spec.settings.workers) if outputs.materialize else ()
@@ -104,5 +102,5 @@ def materialize_renderings(
         "size": spec.size,
         "family": spec.name,
         "settings": defining_configuration(spec.settings),
-        "fingerprint": shards_fingerprint(codes_digest(fractal_codes, fractal_summary), spec) if outputs.materialize else None,
+        "fingerprint": shards_fingerprint(content_digest(fractal_codes), spec) if outputs.materialize else None,
     }

@@ -22,7 +22,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             Node(
                 func=materialize_renderings,
-                inputs=["fractal_codes", "params:fractals", "fractal_summary"],
+                inputs=["fractal_codes", "params:fractals"],
                 outputs="fractal_images",
                 name="materialize_renderings_node",
             ),

@@ -8,7 +8,6 @@ from typing import Any
 import pandas as pd
 
 from fdsml.data.holdout import split_table
-from fdsml.families.generation import codes_digest
 from fdsml.pipelines.fractals.nodes import parse_fractals_params
 from fdsml.reporting.history import loss_trend, probe_trend, validation_cost
 from fdsml.training.pretrain import parse_pretrain_params, pretrain
@@ -21,14 +20,12 @@ def pretrain_model(
     fractal_images: dict[str, Any],
     fractals_params: dict[str, Any],
     pretrain_params: dict[str, Any],
-    fractal_summary: dict[str, Any] | None = None,
 ) -> tuple[dict, pd.DataFrame]:
     """Pre-train a backbone on the selected formula family (FineFractalDB by default) with PA-Triplet or the FDSL cross-entropy baseline.
 
     Inputs: the instance table, the materialised renderings (used when ``pretrain.data.source``
     is ``shards``), ``params:fractals`` (the family and its settings, the held-out split) and
-    ``params:pretrain``, and the generation summary (its ``table_digest``, so the table's content
-    digest is computed once per run; None computes it). Returns the model file (``pretrained_model``) and the per-step history
+    ``params:pretrain``. Returns the model file (``pretrained_model``) and the per-step history
     (``pretrain_history``).
     """
     fractals = parse_fractals_params(fractals_params)
@@ -41,7 +38,6 @@ def pretrain_model(
         config,
         shards=fractal_images if fractal_images.get("materialized") else None,
         split=split_table(fractal_codes, fractals.holdout, spec.settings.seed),
-        codes_digest=codes_digest(fractal_codes, fractal_summary),
     )
     if len(history):
         first, last = loss_trend(history)

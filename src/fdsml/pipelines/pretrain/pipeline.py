@@ -12,7 +12,7 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 func=pretrain_model,
-                inputs=["fractal_codes", "fractal_images", "params:fractals", "params:pretrain", "fractal_summary"],
+                inputs=["fractal_codes", "fractal_images", "params:fractals", "params:pretrain"],
                 outputs=["pretrained_model", "pretrain_history"],
                 name="pretrain_model_node",
             )
