@@ -1,6 +1,6 @@
 """Does pre-training help, and does it help more with more of it? Recall@1 on Omniglot's test alphabets against the pre-training budget.
 
-    python benchmarks/pretraining_budget.py --jobs 1          # the whole study (see docs/studies.md for its time)
+    python benchmarks/pretraining_budget.py --jobs 2          # the whole study (see docs/studies.md for its time)
     python benchmarks/pretraining_budget.py --arms each:300   # one arm (scratch is the arm 'scratch:0')
     python benchmarks/pretraining_budget.py --print-dvc       # the same arms as `dvc exp run --queue` commands
     python benchmarks/pretraining_budget.py --queue           # the same arms queued as DVC experiments

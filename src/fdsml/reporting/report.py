@@ -123,12 +123,12 @@ def generator_variants_section(table: str | None) -> str:
 
 
 def pretraining_budget_section(table: str | None) -> str:
-    """Recall@1 on Omniglot against the pre-training budget per method (``benchmarks/pretraining_budget.py``, about 1.3 h on one core)."""
+    """Recall@1 on Omniglot against the pre-training budget per method (``benchmarks/pretraining_budget.py``, about 2 h 20 min on 2 CPU cores)."""
     return _study_section(
         "Pre-training budget study",
         table,
         "Not measured yet: `python benchmarks/pretraining_budget.py` writes "
-        "`data/08_reporting/pretraining_budget.{md,png}` (about 1.3 h on one CPU core; `--print-dvc` prints the "
+        "`data/08_reporting/pretraining_budget.{md,png}` (about 2 h 20 min on 2 CPU cores; `--print-dvc` prints the "
         "same arms as DVC experiments), then run the report again.\n",
     )
 
