@@ -123,7 +123,7 @@ def generator_variants_section(table: str | None) -> str:
 
 
 def pretraining_budget_section(table: str | None) -> str:
-    """Recall@1 on Omniglot against the pre-training budget per method (``benchmarks/pretraining_budget.py``, about 2 h 20 min on 2 CPU cores)."""
+    """Recall@1 on Omniglot against the pre-training budget per method (``benchmarks/pretraining_budget.py``; its time in docs/studies.md)."""
     return _study_section(
         "Pre-training budget study",
         table,
