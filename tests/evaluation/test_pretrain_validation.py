@@ -1,13 +1,30 @@
-"""Held-out validation: the ordering agreement by hand, and a call that leaves the model and the RNG as they were."""
+"""Held-out validation: the ordering agreement by hand, a call that leaves the model and the RNG as they were, the
+cached one-pass validation against the plain computation, and its one log line."""
+
+import logging
+import re
 
 import numpy as np
 import pandas as pd
+import pytest
 import torch
 
-from fdsml.data import fractal_input
+from fdsml.data import ImageRecords, ImageRecordsDataset, ImageTransform, RetrievalSplits, fractal_input
 from fdsml.data.holdout import HoldoutSettings, split_table
-from fdsml.evaluation.pretrain_validation import METRICS, HeldoutTriplets, PretrainValidation, ordering_agreement
-from fdsml.training.pretrain import ValidationSettings
+from fdsml.evaluation.classification import topk_accuracy
+from fdsml.evaluation.frozen_probe import frozen_probe
+from fdsml.evaluation.pretrain_validation import (
+    METRICS,
+    HeldoutTriplets,
+    PretrainValidation,
+    evaluation_mode,
+    ordering_agreement,
+    probe_splits,
+    trunk_features,
+    validation_line,
+)
+from fdsml.evaluation.retrieval import retrieval_metrics
+from fdsml.evaluation.validation_settings import ProbeSettings, ValidationSettings
 from fdsml.models import build_model
 from fdsml.training.loop import freeze_batchnorm
 
@@ -70,3 +87,99 @@ def test_a_validation_leaves_every_module_mode_and_the_random_state_as_it_found_
     assert set(METRICS) <= set(result) and result["validation_s"] > 0
     assert np.isnan(result["val_probe_recall_at_1"])  # no probe configured
     assert 0 <= result["val_unseen_region_top1"] <= 1 and 0 <= result["val_unseen_class_recall_at_1"] <= 1
+
+
+def _probe(records_per_class: int = 8) -> RetrievalSplits:
+    """A small probe dataset: six kinds of 24 px image (a dark band at a class-dependent row), grey noise on top."""
+    labels = np.repeat(np.arange(6), records_per_class)
+    images = np.full((len(labels), 24, 24), 230, dtype=np.uint8)
+    for index, label in enumerate(labels):
+        images[index, 3 * label : 3 * label + 4] = 20
+    images += np.random.default_rng(1).integers(0, 20, images.shape, dtype=np.uint8)
+    records = ImageRecords(labels=labels, images=images)
+    return RetrievalSplits("toy", records, (1,), test=records)
+
+
+def _uncached_metrics(validation: PretrainValidation, model, probe: RetrievalSplits, image_size: int) -> dict[str, float]:
+    """The metrics computed the plain way: held-out images and probe embedded apart, the probe read from its
+    records through the frozen probe, every Recall@1 from the full retrieval metrics."""
+    result = dict.fromkeys(METRICS, float("nan"))
+    with evaluation_mode(model):
+        features = torch.cat([model.features(batch) for batch in validation.images.split(7)])
+        outputs = model.head(features)
+        vectors = features if validation.classifier else outputs
+        for name, triplets in validation.triplets.items():
+            if triplets is not None:
+                result[f"val_unseen_agreement_{name}"] = ordering_agreement(vectors, triplets)
+        if validation.classifier:
+            result["val_unseen_region_top1"] = topk_accuracy(outputs[validation.instance_part], validation.instance_labels, (1,))[1]
+        unseen = (~validation.instance_part).numpy()
+        full = retrieval_metrics(vectors[unseen], validation.class_ids[unseen], ks=(1,), seed=0)
+        result["val_unseen_class_recall_at_1"] = full["recall@1"]
+        splits = probe_splits(probe, validation.settings.probe.max_images, 0)
+        result["val_probe_recall_at_1"] = frozen_probe(model, splits, image_size, crop_fraction=0.875, batch_size=5)["recall@1"]
+    return result
+
+
+@pytest.mark.parametrize("classifier", [False, True])
+def test_the_cached_one_pass_validation_gives_the_metrics_of_the_uncached_one(classifier):
+    table = pd.DataFrame({"class_id": np.repeat(np.arange(5), 6), "psi": [np.random.default_rng(i).random(6) for i in range(30)]})
+    split = split_table(table, HoldoutSettings(0.34, 0.4), seed=0)
+    settings = ValidationSettings(every=1, triplets=40, batch_size=9, probe=ProbeSettings(dataset="toy", max_images=30))
+    probe = _probe()
+    validation = PretrainValidation(
+        settings, _Renderings(table), split, classifier=classifier, seed=0, probe=probe, probe_image_size=16
+    )
+    torch.manual_seed(0)
+    head = {"head": "classifier", "num_classes": len(split.training_classes)} if classifier else {"embedding_dim": 8}
+    model = build_model("resnet18", img_size=16, **head)
+    cached = [validation(model, step) for step in (1, 2)]  # the second call reads the cache the first left
+    expected = _uncached_metrics(validation, model, probe, 16)
+    for result in cached:
+        for name in METRICS:
+            assert result[name] == pytest.approx(expected[name], abs=1e-12, nan_ok=True), name
+    assert 0 < expected["val_probe_recall_at_1"] < 1 and not np.isnan(expected["val_unseen_agreement_same"])
+    assert len(validation.probe.labels) == 30 and validation.probe.images.dtype == torch.uint8
+    view = ImageRecordsDataset(probe_splits(probe, 30, 0).test, ImageTransform(16, train=False, crop_fraction=0.875))
+    assert torch.equal(validation.probe.images.float() / 255.0, torch.stack([view[i]["image"] for i in range(len(view))]))
+
+
+def test_one_pass_over_two_parts_gives_each_part_its_own_features():
+    torch.manual_seed(0)
+    model = build_model("resnet18", img_size=16, embedding_dim=8).eval()
+    floats, bytes_ = torch.rand(5, 3, 16, 16), torch.randint(0, 256, (7, 3, 16, 16), dtype=torch.uint8)
+    with torch.no_grad():
+        joint = trunk_features(model, [floats, bytes_], batch_size=4)  # batches 4 | 1 + 3 | 4
+        apart = [model.features(floats), model.features(bytes_.float() / 255.0)]
+        other_size = trunk_features(model, [floats, torch.rand(2, 3, 20, 20)], batch_size=4)
+    assert [part.shape for part in joint] == [(5, 512), (7, 512)] and [part.shape[0] for part in other_size] == [5, 2]
+    for mine, theirs in zip(joint, apart):
+        torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-5)
+
+
+def test_a_validation_logs_one_line_of_the_metrics_its_objective_can_have(caplog):
+    table = pd.DataFrame({"class_id": np.repeat(np.arange(5), 6), "psi": [np.random.default_rng(i).random(6) for i in range(30)]})
+    split = split_table(table, HoldoutSettings(0.34, 0.4), seed=0)
+    settings = ValidationSettings(every=1, triplets=20)
+    torch.manual_seed(0)
+    lines = {}
+    for classifier, head in ((False, {"embedding_dim": 8}), (True, {"head": "classifier", "num_classes": len(split.training_classes)})):
+        validation = PretrainValidation(settings, _Renderings(table), split, classifier=classifier, seed=0)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="fdsml"):
+            result = validation(build_model("resnet18", img_size=16, **head), step=18)
+        [record] = [r for r in caplog.records if r.getMessage().startswith("validation at step")]
+        lines[classifier] = record.getMessage()
+        assert "\n" not in lines[classifier] and "nan" not in lines[classifier] and "{" not in lines[classifier]
+        assert f"({result['validation_s']:.1f} s)" in lines[classifier]
+        assert f"val_unseen_class_recall_at_1 {result['val_unseen_class_recall_at_1']:.3f}" in lines[classifier]
+        assert "val_probe_recall_at_1" not in lines[classifier]  # no probe configured
+    assert "val_unseen_region_top1" not in lines[False]  # PA-Triplet's embedding has no training-class logits
+    assert lines[True].count("val_unseen_region_top1 ") == 1
+    assert re.fullmatch(r"validation at step 18 \(\d+\.\d s\): (val_\w+ \d\.\d{3}(, )?)+", lines[True])
+
+
+def test_validation_line_rounds_and_names_only_the_given_metrics():
+    result = {"val_unseen_agreement_all": 0.61234, "val_unseen_region_top1": float("nan"), "validation_s": 2.249}
+    line = validation_line(36, result, ("val_unseen_agreement_all",))
+    assert line == "validation at step 36 (2.2 s): val_unseen_agreement_all 0.612"

@@ -231,3 +231,15 @@ def test_map_at_r_and_r_precision_equal_the_librarys_without_its_per_class_loop(
     metrics = retrieval_metrics(gallery, gallery_labels, ks=(1,), **ours)
     assert metrics["map@r"] == pytest.approx(expected["mean_average_precision_at_r"], rel=1e-12)
     assert metrics["r_precision"] == pytest.approx(expected["r_precision"], rel=1e-12)
+
+
+def test_recall_only_gives_the_full_metrics_recall_without_the_others():
+    rng = np.random.default_rng(3)
+    embeddings, labels = rng.normal(size=(120, 16)).astype(np.float32), rng.integers(0, 12, 120)
+    queries, query_labels = rng.normal(size=(30, 16)).astype(np.float32), rng.integers(0, 12, 30)
+    for extra in ({}, {"query_embeddings": queries, "query_labels": query_labels}):
+        full = retrieval_metrics(embeddings, labels, ks=(1, 4), **extra)
+        alone = retrieval_metrics(embeddings, labels, ks=(1, 4), recall_only=True, **extra)
+        assert alone == {"recall@1": full["recall@1"], "recall@4": full["recall@4"]}
+    with pytest.raises(ValueError, match="every query label is alone"):
+        retrieval_metrics(embeddings[:3], np.arange(3), ks=(1,), recall_only=True)

@@ -160,8 +160,8 @@ def read_retrieval_dataset(name: str, root: str | Path | None = None) -> Retriev
     layout = _layout(name)
     splits = layout.read(None if root is None else Path(root).expanduser())
     splits = dataclasses.replace(splits, name=name, ks=layout.ks)
-    sizes = {part: len(getattr(splits, part)) for part in ("train", "test", "query", "gallery") if getattr(splits, part) is not None}
-    logger.info("dataset %s: %s", name, sizes)
+    sizes = [f"{len(getattr(splits, part))} {part}" for part in ("train", "test", "query", "gallery") if getattr(splits, part) is not None]
+    logger.debug("dataset %s: %s images", name, ", ".join(sizes))
     return splits
 
 

@@ -2,7 +2,8 @@
 
 The training loop calls a :class:`PretrainValidation` every ``every`` steps and at the end. It
 scores the model on rows of the codes table never trained on (:mod:`fdsml.data.holdout`),
-rendered once with the table's own seeds (fixed noise) and kept for the run:
+rendered once with the table's own seeds (fixed noise) and kept for the run, as are the probe's
+images in their test view (decoded once); each validation embeds both in one pass:
 
 * ``val_unseen_agreement_<filter>``: on a fixed, seeded set of held-out triplets per candidate
   filter (drawn as the explicit sampler draws them, among the unseen regions of training classes
@@ -19,7 +20,8 @@ trunk features (its output is class logits of the training classes, meaningless 
 ones). Distances are Euclidean between L2-normalised vectors, as in PA-Triplet's default loss
 and :func:`fdsml.evaluation.retrieval_metrics`. Validation runs in eval mode under
 ``torch.random.fork_rng`` and restores every module's mode, so training is the same, byte for
-byte, with validation on or off.
+byte, with validation on or off. Each validation logs one line: the metrics this run can have
+(named as in the history), rounded; the history keeps every column of ``METRICS`` (NaN where none).
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -40,12 +41,10 @@ from fdsml.data.epoch_items import collated
 from fdsml.data.holdout import HoldoutSplit
 from fdsml.evaluation.classification import topk_accuracy
 from fdsml.evaluation.retrieval import retrieval_metrics
+from fdsml.evaluation.validation_settings import ValidationSettings
 from fdsml.ifs.descriptor import descriptor_distance
 from fdsml.losses.candidates import FILTERS, TripletPools, first_is_positive
 from fdsml.seeds import generator
-
-if TYPE_CHECKING:  # the settings are pre-training's configuration; only their type is named here
-    from fdsml.training.pretrain import ValidationSettings
 
 logger = logging.getLogger(__name__)
 
@@ -123,13 +122,75 @@ def probe_splits(splits: RetrievalSplits, max_images: int | None, seed: int) -> 
     )
 
 
+@dataclass(frozen=True)
+class ProbeImages:
+    """The probe's images in their test view, decoded once (uint8, N x 3 x S x S), and their labels.
+
+    With a query set (In-Shop) the first ``queries`` images are the queries and the rest the
+    gallery they search; otherwise (``queries`` 0) every image queries all the others.
+    """
+
+    images: torch.Tensor
+    labels: np.ndarray
+    queries: int
+
+    @classmethod
+    def read(cls, splits: RetrievalSplits, size: int, crop_fraction: float) -> ProbeImages:
+        """Every probe image of ``splits`` in the test view at ``size`` (:func:`fdsml.data.image_records.test_view`)."""
+        from fdsml.data import ImageRecordsDataset, ImageTransform  # torchvision's transforms: only when probing
+        from fdsml.data.image_records import test_view
+
+        parts = (splits.query, splits.gallery) if splits.has_query_set else (splits.test,)
+        views, labels = [], []
+        for records in parts:
+            dataset = ImageRecordsDataset(records, ImageTransform(size, train=False, crop_fraction=crop_fraction))
+            views.extend(test_view(dataset.load_image(index), size, crop_fraction) for index in range(len(records)))
+            labels.append(np.asarray(records.labels))
+        return cls(torch.stack(views), np.concatenate(labels), len(splits.query) if splits.has_query_set else 0)
+
+    def recall_at_1(self, features: torch.Tensor, seed: int) -> float:
+        """Recall@1 of ``features`` (one row per image, in order), as the retrieval metrics compute it."""
+        if not self.queries:
+            return retrieval_metrics(features, self.labels, ks=(1,), seed=seed, recall_only=True)["recall@1"]
+        cut = self.queries
+        return retrieval_metrics(
+            features[cut:], self.labels[cut:], ks=(1,), query_embeddings=features[:cut], query_labels=self.labels[:cut],
+            seed=seed, recall_only=True,
+        )["recall@1"]  # fmt: skip
+
+
+def trunk_features(model: nn.Module, parts: list[torch.Tensor], batch_size: int) -> list[torch.Tensor]:
+    """The model's trunk features of each part's images (float, or uint8 read as [0, 1]), in batches of
+    ``batch_size`` across the parts' boundaries: one pass when the parts' images are the same size."""
+    if len({part.shape[1:] for part in parts}) > 1:
+        return [features for part in parts for features in trunk_features(model, [part], batch_size)]
+    device = next(model.parameters()).device
+    sizes = [len(part) for part in parts]
+    starts = np.cumsum([0, *sizes])
+    features = []
+    for first in range(0, int(starts[-1]), batch_size):
+        last = min(first + batch_size, int(starts[-1]))
+        pieces = [part[max(first - start, 0) : max(last - start, 0)] for part, start in zip(parts, starts)]
+        batch = torch.cat([piece.float() / 255.0 if piece.dtype == torch.uint8 else piece for piece in pieces])
+        features.append(model.features(batch.to(device)))
+    return list(torch.cat(features).split(sizes))
+
+
+def validation_line(step: int, result: dict[str, float], names: tuple[str, ...]) -> str:
+    """One log line: the step, the seconds and ``names``' values rounded to 3 decimals, named as in the history."""
+    metrics = ", ".join(f"{name} {result[name]:.3f}" for name in names)
+    return f"validation at step {step} ({result['validation_s']:.1f} s): {metrics}"
+
+
 class PretrainValidation:
-    """The loop's validation hook: held-out images rendered once, triplets drawn once, metrics on call.
+    """The loop's validation hook: held-out images rendered once, triplets drawn once, the probe's images
+    decoded once; metrics on call, from one embedding pass over all of them.
 
     ``dataset`` is the whole codes table as a fixed-noise FineFractalDB dataset (items by table
     row); ``split`` says which rows are held out. ``classifier``: the model outputs training-class
     logits (FDSL), scored by top-1 and represented by its trunk features. ``probe`` is the probe's
     retrieval dataset (None: no probe), of which ``settings.probe.max_images`` are read, at ``probe_image_size``.
+    ``available`` names the metrics this run can have (the others stay NaN in every row).
     """
 
     def __init__(
@@ -146,8 +207,11 @@ class PretrainValidation:
         self.settings = settings
         self.classifier = classifier
         self.seed = seed
-        self.probe = None if probe is None else probe_splits(probe, settings.probe.max_images, seed)
-        self.probe_image_size = probe_image_size
+        self.probe = (
+            None
+            if probe is None
+            else ProbeImages.read(probe_splits(probe, settings.probe.max_images, seed), probe_image_size, settings.probe.crop_fraction)
+        )
         rng = generator(seed, "validation_rows")
         instances = _subset(split.heldout_instances, settings.max_images, rng)
         classes = _subset(split.heldout_classes, settings.max_images, rng)
@@ -160,50 +224,54 @@ class PretrainValidation:
         self.triplets = {
             name: HeldoutTriplets.draw(self.class_ids, psi, name, settings.triplets, rng) for name in FILTERS
         }
+        self.available = self._available()
+        logger.info(
+            "Held-out validation every %d steps: %d held-out images, %d triplets per filter, %s",
+            settings.every, len(rows), settings.triplets,
+            "no probe" if self.probe is None else f"probe: {len(self.probe.labels)} {settings.probe.dataset} test images",
+        )  # fmt: skip
+
+    def _available(self) -> tuple[str, ...]:
+        """The metrics of ``METRICS`` the held-out data, the objective and the probe allow, in that order."""
+        unseen_classes = len(np.unique(self.class_ids[~self.instance_part.numpy()]))
+        has = {f"val_unseen_agreement_{name}": triplets is not None for name, triplets in self.triplets.items()}
+        has["val_unseen_region_top1"] = self.classifier and bool(self.instance_part.any())
+        has["val_unseen_class_recall_at_1"] = unseen_classes >= 2
+        has["val_probe_recall_at_1"] = self.probe is not None
+        return tuple(name for name in METRICS if has[name])
 
     def due(self, step: int, total_steps: int) -> bool:
         """Every ``every`` steps and at the last one."""
         return self.settings.enabled and (step % self.settings.every == 0 or step == total_steps)
 
-    def _outputs(self, model: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
-        """(representation, model output) of every held-out image, in float32 on the CPU."""
-        device = next(model.parameters()).device
-        represented, outputs = [], []
-        for batch in self.images.split(self.settings.batch_size):
-            features = model.features(batch.to(device))
-            output = model.head(features)
-            represented.append((features if self.classifier else output).float().cpu())
-            outputs.append(output.float().cpu())
-        return torch.cat(represented), torch.cat(outputs)
+    def _embedded(self, model: nn.Module) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+        """(representation, model output) of every held-out image and the probe's trunk features, float32 on the CPU."""
+        parts = [part for part in (self.images, None if self.probe is None else self.probe.images) if part is not None]
+        features = trunk_features(model, parts, self.settings.batch_size) if parts else []
+        heldout = features.pop(0) if self.images is not None else None
+        probe = features.pop(0).float().cpu() if self.probe is not None else None
+        if heldout is None:
+            return None, None, probe
+        outputs = torch.cat([model.head(batch) for batch in heldout.split(self.settings.batch_size)])
+        represented = heldout if self.classifier else outputs
+        return represented.float().cpu(), outputs.float().cpu(), probe
 
     def metrics(self, model: nn.Module) -> dict[str, float]:
         """Every metric of ``METRICS``, NaN where the held-out data or the settings allow none (the model in eval mode)."""
         result = dict.fromkeys(METRICS, float("nan"))
-        if self.images is not None:
-            vectors, outputs = self._outputs(model)
+        vectors, outputs, probe = self._embedded(model)
+        if vectors is not None:
             for name, triplets in self.triplets.items():
                 if triplets is not None:
                     result[f"val_unseen_agreement_{name}"] = ordering_agreement(vectors, triplets)
-            if self.classifier and self.instance_part.any():
+            if "val_unseen_region_top1" in self.available:
                 result["val_unseen_region_top1"] = topk_accuracy(outputs[self.instance_part], self.instance_labels, (1,))[1]
-            unseen = ~self.instance_part
-            if len(np.unique(self.class_ids[unseen.numpy()])) >= 2:
-                recall = retrieval_metrics(vectors[unseen], self.class_ids[unseen.numpy()], ks=(1,), seed=self.seed)["recall@1"]
-                result["val_unseen_class_recall_at_1"] = recall
-        if self.probe is not None:
-            from fdsml.evaluation.frozen_probe import frozen_probe  # torchvision's transforms: only when probing
-
-            device = next(model.parameters()).device
-            probe = frozen_probe(
-                model,
-                self.probe,
-                self.probe_image_size,
-                crop_fraction=self.settings.probe.crop_fraction,
-                batch_size=self.settings.batch_size,
-                device=device,
-                seed=self.seed,
-            )
-            result["val_probe_recall_at_1"] = probe["recall@1"]
+            unseen = (~self.instance_part).numpy()
+            if "val_unseen_class_recall_at_1" in self.available:
+                recall = retrieval_metrics(vectors[unseen], self.class_ids[unseen], ks=(1,), seed=self.seed, recall_only=True)
+                result["val_unseen_class_recall_at_1"] = recall["recall@1"]
+        if probe is not None:
+            result["val_probe_recall_at_1"] = self.probe.recall_at_1(probe, self.seed)
         return result
 
     def __call__(self, model: nn.Module, step: int) -> dict[str, float]:
@@ -212,5 +280,5 @@ class PretrainValidation:
         with evaluation_mode(model):
             result = self.metrics(model)
         result["validation_s"] = time.perf_counter() - started
-        logger.info("validation at step %d: %s", step, ", ".join(f"{k} {v:.4f}" for k, v in result.items()))
+        logger.info(validation_line(step, result, self.available))
         return result

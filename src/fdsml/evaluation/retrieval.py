@@ -105,13 +105,15 @@ def retrieval_metrics(
     query_labels: np.ndarray | torch.Tensor | None = None,
     seed: int = 0,
     threads: int | None = None,
+    recall_only: bool = False,
 ) -> dict[str, float]:
     """Recall@K for each K, MAP@R, R-Precision and NMI, as fractions in [0, 1].
 
     ``embeddings``/``labels`` are the searched set; without ``query_embeddings`` each of
     them queries all the others, with them (In-Shop) the queries search ``embeddings``
     (the gallery). ``seed`` seeds the k-means behind NMI; ``threads`` bounds faiss's threads. Keys: ``recall@K``, ``map@r``,
-    ``r_precision``, ``nmi``.
+    ``r_precision``, ``nmi``; with ``recall_only``, ``recall@K`` alone (the same values, from the K nearest only,
+    no k-means): what a validation repeated during training needs.
     """
     gallery, gallery_labels = _as_arrays(embeddings, labels, "embeddings")
     if (query_embeddings is None) != (query_labels is None):
@@ -131,10 +133,10 @@ def retrieval_metrics(
 
     candidates = len(gallery) - (0 if has_queries else 1)
     ks = _check_ks(ks, candidates=candidates)
-    num_neighbours = _neighbours_needed(query_codes, gallery_codes, max(ks), candidates)
+    num_neighbours = max(ks) if recall_only else _neighbours_needed(query_codes, gallery_codes, max(ks), candidates)
     calculator = _RetrievalCalculator(
         ks,
-        include=("mean_average_precision_at_r", "r_precision", "NMI", "recall_at_ks"),
+        include=("recall_at_ks",) if recall_only else ("mean_average_precision_at_r", "r_precision", "NMI", "recall_at_ks"),
         k=num_neighbours,
         device=torch.device("cpu"),
         knn_func=FaissKNN(),
@@ -152,13 +154,14 @@ def retrieval_metrics(
             )
         else:
             result = calculator.get_accuracy(query_tensor, query_code_tensor)
-    if np.isnan(result["r_precision"]):
-        raise ValueError("no query has a relevant item to retrieve: every query label is alone")
     metrics = {f"recall@{k}": float(v) for k, v in result["recall_at_ks"].items()}
-    metrics["map@r"] = float(result["mean_average_precision_at_r"])
-    metrics["r_precision"] = float(result["r_precision"])
-    metrics["nmi"] = float(result["NMI"])
-    logger.info("retrieval metrics: %s", metrics)
+    if np.isnan(metrics[f"recall@{ks[0]}"]):
+        raise ValueError("no query has a relevant item to retrieve: every query label is alone")
+    if not recall_only:
+        metrics["map@r"] = float(result["mean_average_precision_at_r"])
+        metrics["r_precision"] = float(result["r_precision"])
+        metrics["nmi"] = float(result["NMI"])
+    logger.debug("retrieval metrics: %s", metrics)
     return metrics
 
 

@@ -1,0 +1,98 @@
+"""The embedded default end to end, as a new user runs it: `dvc repro` in a fresh copy, stage by stage (issue 40).
+
+    python benchmarks/default_chain.py [--keep FOLDER] [--stages fractals,pretrain,...] [--json]
+
+Copies every file git tracks (or would track) into a scratch folder (no data, no DVC cache, no
+run cache: nothing can be restored instead of computed), then runs ``dvc repro --single-item
+<stage>`` for each stage of dvc.yaml in its data-flow order, timing each (Kedro's start and
+DVC's bookkeeping included), and prints each stage's seconds and share of the total, with the
+machine's load average before and after (the times are upper bounds when other jobs share the
+cores). The copy's own ``src`` comes first on PYTHONPATH, so the code measured is the copy's.
+The target (docs/cpu.md): every stage together within 10 minutes on 2 idle cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+sys.path.insert(0, str(ROOT))
+
+from tests.scratch import copy_tracked  # noqa: E402  (every file git tracks or would track, as on disk)
+
+
+def environment(folder: Path) -> dict[str, str]:
+    """The user's environment with this interpreter's tools first and the copy's code ahead of any installed one."""
+    return os.environ | {
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": str(folder / "src"),
+        "KEDRO_DISABLE_TELEMETRY": "1",
+        "DO_NOT_TRACK": "1",
+        "HF_HUB_OFFLINE": "1",
+        "DVC_NO_ANALYTICS": "1",
+    }
+
+
+def stage_names(folder: Path) -> list[str]:
+    """dvc.yaml's stages in the order written (data-flow order)."""
+    return list(yaml.safe_load((folder / "dvc.yaml").read_text())["stages"])
+
+
+def prepare(folder: Path) -> None:
+    """A git repository of the copy, so DVC works in it as in a clone."""
+    for command in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "copy"]):
+        subprocess.run(command, cwd=folder, check=True, capture_output=True)
+
+
+def time_stage(stage: str, folder: Path, log: Path) -> float:
+    """Seconds of ``dvc repro --single-item stage`` in ``folder``; its output goes to ``log``; a failure stops the run."""
+    started = time.perf_counter()
+    with log.open("w") as out:
+        code = subprocess.run(
+            ["dvc", "repro", "--single-item", stage], cwd=folder, env=environment(folder), stdout=out, stderr=subprocess.STDOUT
+        ).returncode
+    seconds = time.perf_counter() - started
+    if code:
+        sys.exit(f"stage {stage} failed (exit {code}) after {seconds:.0f} s: see {log}")
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keep", type=Path, help="run in this (empty or new) folder and keep it")
+    parser.add_argument("--stages", help="comma-separated stages to time (default: all, in order)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    folder = args.keep or Path(tempfile.mkdtemp(prefix="fdsml-chain-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    copy_tracked(folder)
+    prepare(folder)
+    stages = args.stages.split(",") if args.stages else stage_names(folder)
+    load_before = os.getloadavg()
+    times = {stage: time_stage(stage, folder, folder / f"chain-{stage}.log") for stage in stages}
+    load_after = os.getloadavg()
+    total = sum(times.values())
+    if args.json:
+        print(json.dumps({"seconds": times, "total_s": total, "load_before": load_before, "load_after": load_after}))
+    else:
+        for stage, seconds in times.items():
+            print(f"{stage:20s} {seconds:7.1f} s {100 * seconds / total:5.1f} %")
+        print(f"{'total':20s} {total:7.1f} s ({total / 60:.1f} min; target 10 min on 2 idle cores)")
+        print(f"load average (1, 5, 15 min): before {load_before[0]:.2f} {load_before[1]:.2f}, after {load_after[0]:.2f} {load_after[1]:.2f}")
+    if args.keep is None:
+        shutil.rmtree(folder)
+
+
+if __name__ == "__main__":
+    main()
