@@ -26,7 +26,7 @@ from fdsml.evaluation.pretrain_validation import (
 from fdsml.evaluation.retrieval import retrieval_metrics
 from fdsml.evaluation.validation_settings import ProbeSettings, ValidationSettings
 from fdsml.models import build_model
-from fdsml.training.loop import freeze_batchnorm
+from fdsml.training.model_setup import freeze_batchnorm
 
 
 def test_ordering_agreement_by_hand():

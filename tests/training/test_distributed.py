@@ -17,7 +17,7 @@ import torch.multiprocessing as mp
 from fdsml.config import ConfigError
 from fdsml.models import build_model
 from fdsml.distributed import DistContext
-from fdsml.training.loop import synchronised_batchnorm
+from fdsml.training.model_setup import synchronised_batchnorm
 from fdsml.training.loop_config import LoopConfig
 from fdsml.training.pretrain import pretrain
 

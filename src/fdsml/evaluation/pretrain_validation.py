@@ -225,11 +225,8 @@ class PretrainValidation:
             name: HeldoutTriplets.draw(self.class_ids, psi, name, settings.triplets, rng) for name in FILTERS
         }
         self.available = self._available()
-        logger.info(
-            "Held-out validation every %d steps: %d held-out images, %d triplets per filter, %s",
-            settings.every, len(rows), settings.triplets,
-            "no probe" if self.probe is None else f"probe: {len(self.probe.labels)} {settings.probe.dataset} test images",
-        )  # fmt: skip
+        probed = "" if self.probe is None else f", {len(self.probe.labels)} {settings.probe.dataset} probe images"
+        logger.info("Validation every %d steps: %d held-out images%s", settings.every, len(rows), probed)
 
     def _available(self) -> tuple[str, ...]:
         """The metrics of ``METRICS`` the held-out data, the objective and the probe allow, in that order."""

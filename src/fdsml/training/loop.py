@@ -23,10 +23,8 @@ from typing import Any, Protocol
 import pandas as pd
 import torch
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
-from fdsml.config import ConfigError
 from fdsml.data.epoch_items import EpochBatches, epoch_loader
 from fdsml.errors import DivergedError
 from fdsml import distributed
@@ -34,37 +32,13 @@ from fdsml.measure import Stopwatch
 from fdsml.run_events import StepReport, report_step
 from fdsml.seeds import replica_rank, step_seed
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
+from fdsml.training.model_setup import freeze_batchnorm, prepare_model, wrap_model
 from fdsml.training.optimizer import build_optimizer, build_scheduler
 from fdsml.training.resume import Resumable, resume_state
 from fdsml.training.run_arithmetic import TrainingPlan
 from fdsml.training.run_folders import precision
 
 logger = logging.getLogger(__name__)
-
-
-def freeze_batchnorm(model: nn.Module) -> None:
-    """Keep every BatchNorm layer on its stored statistics (eval mode) while the rest trains."""
-    for module in model.modules():
-        if isinstance(module, nn.modules.batchnorm._BatchNorm):
-            module.eval()
-
-
-def synchronised_batchnorm(model: nn.Module, loop: LoopConfig, context: distributed.DistContext) -> nn.Module:
-    """``model`` with every BatchNorm a SyncBatchNorm when ``sync_batchnorm`` is on under DDP (same weights and keys)."""
-    if not (loop.sync_batchnorm and context.distributed):
-        return model
-    if context.device.type != "cuda":
-        raise ConfigError("train.sync_batchnorm: torch's SyncBatchNorm runs on CUDA devices only; set it false for CPU replicas")
-    return nn.SyncBatchNorm.convert_sync_batchnorm(model)
-
-
-def prepare_model(model: nn.Module, loop: LoopConfig, context: distributed.DistContext) -> nn.Module:
-    """``model`` ready to wrap: BatchNorm synchronised if asked, on the context's device, channels-last on CUDA."""
-    model = synchronised_batchnorm(model, loop, context)
-    model.to(context.device)
-    if loop.channels_last and context.device.type == "cuda":
-        model.to(memory_format=torch.channels_last)
-    return model
 
 
 def _to_device(batch: dict[str, Any], device: torch.device, channels_last: bool, model_input=None) -> dict[str, Any]:
@@ -158,21 +132,6 @@ def configure_torch(loop: LoopConfig, context: distributed.DistContext) -> None:
     if context.device.type == "cuda":
         configure_cuda(loop.deterministic)
     torch.manual_seed(loop.seed)
-
-
-def wrap_model(model: nn.Module, loop: LoopConfig, context: distributed.DistContext) -> nn.Module:
-    """``model`` as the steps call it: in DDP across replicas, compiled through ``torch.compile`` when asked."""
-    wrapped = (
-        DistributedDataParallel(
-            model,
-            device_ids=[context.device] if context.device.type == "cuda" else None,
-            broadcast_buffers=False,  # BatchNorm statistics go from rank 0 to every replica at the end (broadcast_buffers)
-            gradient_as_bucket_view=True,  # gradients live in DDP's all-reduce buckets: no copy per step
-        )
-        if context.distributed
-        else model
-    )
-    return torch.compile(wrapped) if loop.compile else wrapped
 
 
 @dataclass
