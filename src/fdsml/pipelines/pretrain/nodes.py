@@ -45,10 +45,10 @@ def pretrain_model(
     probe = probe_trend(history)
     if probe is not None:
         logger.info(
-            "Frozen probe (%s test images) Recall@1: %.4f at initialisation -> %.4f at the end of pre-training",
+            "Frozen probe Recall@1 (%s): %.4f at initialisation -> %.4f after pre-training",
             config.validation.probe.dataset, *probe,
         )
     cost = validation_cost(history)
     if cost is not None:
-        logger.info("Held-out validation took %.1f %% of the training steps' time", 100 * cost)
+        logger.info("Validation took %.1f %% of the steps' time", 100 * cost)
     return payload, history
