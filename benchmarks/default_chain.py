@@ -7,8 +7,9 @@ run cache: nothing can be restored instead of computed), then runs ``dvc repro -
 <stage>`` for each stage of dvc.yaml in its data-flow order, timing each (Kedro's start and
 DVC's bookkeeping included), and prints each stage's seconds and share of the total, with the
 machine's load average before and after (the times are upper bounds when other jobs share the
-cores). The copy's own ``src`` comes first on PYTHONPATH, so the code measured is the copy's.
-The target (docs/cpu.md): every stage together within 10 minutes on 2 idle cores.
+cores; each stage's CPU seconds, printed beside, say less about the load). The copy's own ``src``
+comes first on PYTHONPATH, so the code measured is the copy's. The target (README, docs/cpu.md):
+every stage together within 10 minutes on 2 idle cores.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -55,9 +57,15 @@ def prepare(folder: Path) -> None:
         subprocess.run(command, cwd=folder, check=True, capture_output=True)
 
 
-def time_stage(stage: str, folder: Path, log: Path) -> float:
-    """Seconds of ``dvc repro --single-item stage`` in ``folder``; its output goes to ``log``; a failure stops the run."""
-    started = time.perf_counter()
+def children_cpu() -> float:
+    """CPU seconds (user + system) of every finished child process so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def time_stage(stage: str, folder: Path, log: Path) -> tuple[float, float]:
+    """(wall, CPU) seconds of ``dvc repro --single-item stage`` in ``folder``; its output goes to ``log``; a failure stops the run."""
+    cpu, started = children_cpu(), time.perf_counter()
     with log.open("w") as out:
         code = subprocess.run(
             ["dvc", "repro", "--single-item", stage], cwd=folder, env=environment(folder), stdout=out, stderr=subprocess.STDOUT
@@ -65,7 +73,7 @@ def time_stage(stage: str, folder: Path, log: Path) -> float:
     seconds = time.perf_counter() - started
     if code:
         sys.exit(f"stage {stage} failed (exit {code}) after {seconds:.0f} s: see {log}")
-    return seconds
+    return seconds, children_cpu() - cpu
 
 
 def main() -> None:
@@ -82,13 +90,13 @@ def main() -> None:
     load_before = os.getloadavg()
     times = {stage: time_stage(stage, folder, folder / f"chain-{stage}.log") for stage in stages}
     load_after = os.getloadavg()
-    total = sum(times.values())
+    total, total_cpu = (sum(part[i] for part in times.values()) for i in (0, 1))
     if args.json:
-        print(json.dumps({"seconds": times, "total_s": total, "load_before": load_before, "load_after": load_after}))
+        print(json.dumps({"seconds": times, "total_s": total, "cpu_s": total_cpu, "load_before": load_before, "load_after": load_after}))
     else:
-        for stage, seconds in times.items():
-            print(f"{stage:20s} {seconds:7.1f} s {100 * seconds / total:5.1f} %")
-        print(f"{'total':20s} {total:7.1f} s ({total / 60:.1f} min; target 10 min on 2 idle cores)")
+        for stage, (seconds, cpu) in times.items():
+            print(f"{stage:20s} {seconds:7.1f} s {100 * seconds / total:5.1f} %   ({cpu:7.1f} CPU s)")
+        print(f"{'total':20s} {total:7.1f} s ({total / 60:.1f} min; target 10 min on 2 idle cores)   ({total_cpu:7.1f} CPU s)")
         print(f"load average (1, 5, 15 min): before {load_before[0]:.2f} {load_before[1]:.2f}, after {load_after[0]:.2f} {load_after[1]:.2f}")
     if args.keep is None:
         shutil.rmtree(folder)
