@@ -17,6 +17,7 @@ from fdsml.evaluation.pretrain_validation import (
     METRICS,
     HeldoutTriplets,
     PretrainValidation,
+    ProbeImages,
     evaluation_mode,
     ordering_agreement,
     probe_splits,
@@ -183,3 +184,14 @@ def test_validation_line_rounds_and_names_only_the_given_metrics():
     result = {"val_unseen_agreement_all": 0.61234, "val_unseen_region_top1": float("nan"), "validation_s": 2.249}
     line = validation_line(36, result, ("val_unseen_agreement_all",))
     assert line == "validation at step 36 (2.2 s): val_unseen_agreement_all 0.612"
+
+
+def test_a_probe_with_a_query_set_searches_the_gallery_with_the_queries():
+    toy = _probe(records_per_class=4)
+    splits = RetrievalSplits("toy", toy.test, (1,), query=toy.test.subset(np.arange(0, 24, 2)), gallery=toy.test.subset(np.arange(1, 24, 2)))
+    probe = ProbeImages.read(splits, 16, 0.875)
+    assert probe.queries == 12 and len(probe.labels) == 24
+    features = torch.from_numpy(np.random.default_rng(0).normal(size=(24, 8)).astype(np.float32))
+    features[12:] = features[:12] + 0.01  # each gallery image next to its query, same label
+    expected = retrieval_metrics(features[12:], probe.labels[12:], ks=(1,), query_embeddings=features[:12], query_labels=probe.labels[:12])
+    assert probe.recall_at_1(features, seed=0) == expected["recall@1"] == 1.0
