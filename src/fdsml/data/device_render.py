@@ -17,7 +17,7 @@ import torch
 
 from fdsml.data.fractal_dataset import FractalCodesDataset, fractal_input
 from fdsml.families import FamilySpec
-from fdsml.ifs.render import RenderSettings, map_thresholds, render_thresholds
+from fdsml.ifs.render import RenderSettings, map_thresholds, padded_maps, render_thresholds
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class DeviceRenderedCodes(FractalCodesDataset):
 
     def __init__(self, table: pd.DataFrame, spec: FamilySpec, **kwargs):
         super().__init__(table, spec, instances="table", **kwargs)
-        self.max_maps = int(table["n_maps"].max())
+        self.max_maps = padded_maps(int(table["n_maps"].max()))  # a power of two, as the kernels are compiled for
 
     def _image(self, index: int) -> tuple[np.ndarray, None]:
         instance = self.spec.instance(self.rows.row(index))

@@ -23,9 +23,19 @@ import torch
 import triton
 import triton.language as tl
 
-from fdsml.ifs.render import FOREGROUND, map_thresholds, _validated, check_arguments, framing
+from fdsml.ifs.render import FOREGROUND, MAX_WALKERS, map_thresholds, padded_maps, _validated, check_arguments, framing
 
-_COMPILE = {"enable_fp_fusion": False}
+_GREY = tl.constexpr(FOREGROUND)
+""":data:`fdsml.ifs.render.FOREGROUND` as a constexpr: a kernel compiled for a GPU may read no other global."""
+
+MAX_MAPS = 64
+"""Most maps in a code the kernels take (``fractals.*.n_maps`` lie in [1, 64]); a batch's codes are
+padded to a power of two of maps, so the kernels are compiled for 1, 2, 4, ..., 64."""
+
+WALKER_COUNTS = tuple(1 << i for i in range(MAX_WALKERS.bit_length()))
+"""The walkers the kernels take: the powers of two up to :data:`fdsml.ifs.render.MAX_WALKERS`."""
+
+MAP_COUNTS = tuple(1 << i for i in range(MAX_MAPS.bit_length()))
 
 
 @triton.jit
@@ -177,9 +187,9 @@ def _draw_kernel(coefficients, thresholds, n_maps_per_image, seeds, frames, imag
                 for bit in tl.static_range(9):
                     hit = active & (((mask >> bit) & 1) != 0)
                     pixel = (row + 1 + bit // 3 - 1) * side + col + 1 + bit % 3 - 1
-                    tl.store(out + pixel, tl.full((WALKERS,), FOREGROUND, tl.uint8), mask=hit)
+                    tl.store(out + pixel, tl.full((WALKERS,), _GREY, tl.uint8), mask=hit)
             else:
-                tl.store(out + row * side + col, tl.full((WALKERS,), FOREGROUND, tl.uint8), mask=active)
+                tl.store(out + row * side + col, tl.full((WALKERS,), _GREY, tl.uint8), mask=active)
 
 
 def render_batch(
@@ -215,19 +225,54 @@ def render_tensors(coefficients, thresholds, n_maps, seeds, *, size, points, mod
     if walkers & (walkers - 1):
         raise ValueError(f"walkers must be a power of two for the Triton renderer, got {walkers}")
     batch, max_maps = thresholds.shape
+    if max_maps not in MAP_COUNTS:
+        raise ValueError(f"codes must be padded to a power of two of maps up to {MAX_MAPS}, got {max_maps}")
     patch = mode == "patch"
     side = size + 2 if patch else size
     images = torch.zeros((batch, side, side), dtype=torch.uint8, device=seeds.device)
     bounds = torch.empty((batch, 5), dtype=torch.float64, device=seeds.device)
     _bounds_kernel[(batch,)](
-        coefficients, thresholds, n_maps, seeds, bounds, points, burn_in, WALKERS=walkers, MAX_MAPS=max_maps, **_COMPILE
+        coefficients, thresholds, n_maps, seeds, bounds, points, burn_in, WALKERS=walkers, MAX_MAPS=max_maps, **launch_options(walkers)
     )
     frames = torch.as_tensor(_frames(bounds.cpu().numpy(), size, margin), device=seeds.device)
     _draw_kernel[(batch,)](
         coefficients, thresholds, n_maps, seeds, frames, images, points, burn_in, side,
-        WALKERS=walkers, MAX_MAPS=max_maps, PATCH=patch, **_COMPILE,
+        WALKERS=walkers, MAX_MAPS=max_maps, PATCH=patch, **launch_options(walkers),
     )
     return images[:, 1:-1, 1:-1].contiguous() if patch else images
+
+
+def launch_options(walkers: int) -> dict:
+    """Compiler options of a launch with ``walkers`` lanes: no fused multiply-add (the Numba renderer
+    rounds every product and sum), and one warp per 32 lanes (from 1 to 8)."""
+    return {"enable_fp_fusion": False, "num_warps": min(max(walkers // 32, 1), 8)}
+
+
+_POINTERS = {"coefficients": "*fp64", "thresholds": "*i64", "n_maps_per_image": "*i64", "seeds": "*i64"}
+_SIGNATURES = {
+    "_bounds_kernel": {**_POINTERS, "bounds": "*fp64", "n_points": "i32", "burn_in": "i32"},
+    "_draw_kernel": {**_POINTERS, "frames": "*fp64", "images": "*u8", "n_points": "i32", "burn_in": "i32", "side": "i32"},
+}
+
+
+def specialisations() -> list[tuple]:
+    """``(kernel, signature, constexprs, options)`` covering what :func:`render_tensors` can launch,
+    for compiling without a GPU (``triton.compile``): every walker count in both modes at 4 maps
+    (the lane layout and the warps follow the walkers), and the fewest and most maps (the unrolled
+    map selection: 1 and :data:`MAX_MAPS`) with one walker and with 64 lanes. The map counts between
+    unroll the same code; the full product takes minutes, too long for every test run."""
+    combinations = {(w, 4, patch) for w in WALKER_COUNTS for patch in (True, False)}
+    combinations |= {(w, m, True) for w in (1, 64) for m in (1, MAX_MAPS)}
+    kernels = []
+    for walkers, maps, patch in sorted(combinations):
+        constexprs = {"WALKERS": walkers, "MAX_MAPS": maps}
+        options = launch_options(walkers)
+        draw = {**_SIGNATURES["_draw_kernel"], "WALKERS": "constexpr", "MAX_MAPS": "constexpr", "PATCH": "constexpr"}
+        kernels.append((_draw_kernel, draw, {**constexprs, "PATCH": patch}, options))
+        if patch:
+            bounds = {**_SIGNATURES["_bounds_kernel"], "WALKERS": "constexpr", "MAX_MAPS": "constexpr"}
+            kernels.append((_bounds_kernel, bounds, constexprs, options))
+    return kernels
 
 
 def packed_codes(codes, probabilities) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -236,7 +281,7 @@ def packed_codes(codes, probabilities) -> tuple[np.ndarray, np.ndarray, np.ndarr
     if len(codes) != len(probabilities):
         raise ValueError(f"codes and probabilities differ in length: {len(codes)} and {len(probabilities)}")
     validated = [_validated(c, p) for c, p in zip(codes, probabilities)]
-    max_maps = 1 << (max(c.shape[0] for c, _ in validated) - 1).bit_length()
+    max_maps = padded_maps(max(c.shape[0] for c, _ in validated))
     coefficients = np.zeros((len(validated), max_maps, 6))
     thresholds = np.zeros((len(validated), max_maps), np.int64)
     n_maps = np.array([c.shape[0] for c, _ in validated], np.int64)
