@@ -44,7 +44,7 @@ def overflowing(maps: int) -> list[np.ndarray]:
     """Codes whose orbits cannot be framed (tests/ifs/render_fuzz.py), or for one map a divergent one."""
     from tests.ifs.render_fuzz import OVERFLOWING
 
-    return list(OVERFLOWING) if maps >= 2 else [np.array([[2.0, 0, 0, 2.0, 1.0, 0]])]
+    return list(OVERFLOWING) if maps >= 2 else [np.array([[1e300, 0, 0, 1e300, 1.0, 0]])]
 
 
 def launched_specialisations() -> list[tuple[int, int, bool]]:
