@@ -64,6 +64,7 @@ def packed_batch_is_rendered_alike() -> None:
     render = spec.settings.render
     ours = render_tensors(*unpacked(packed, dataset.max_maps), size=12, points=40, mode=render.mode, margin=render.margin, burn_in=3, walkers=4)
     assert torch.equal(ours, render_packed(packed, dataset.max_maps, render)), "packed rows render differently"
+    assert torch.equal(dataset.model_input(packed, kernel=True), dataset.model_input(packed)), "the kernel's model input differs"
 
 
 if __name__ == "__main__":
