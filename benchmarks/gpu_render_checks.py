@@ -37,7 +37,7 @@ def codes_with(rng: np.random.Generator, maps: int, count: int) -> list[np.ndarr
     """``count`` contractive codes of at most ``maps`` maps, the first with exactly ``maps`` (so the
     batch is padded to it) and the others fewer where possible (padded maps that are never drawn)."""
     counts = [maps] + [int(rng.integers(max(maps // 2, 1), maps + 1)) for _ in range(count - 1)]
-    return [sample_sigma_factor_code(rng, (n, n), (5.0, 6.0), (-1.0, 1.0)) for n in counts]
+    return [sample_sigma_factor_code(rng, (n, n), (4.0, 5.0), (-1.0, 1.0)) for n in counts]  # reachable for one map too
 
 
 def overflowing(maps: int) -> list[np.ndarray]:
