@@ -21,3 +21,13 @@ def test_every_triton_kernel_compiles_for_sm80_and_sm90_without_fma_or_ftz(tmp_p
     assert not summary["forbidden"], "\n".join(summary["forbidden"][:5])
     assert summary["compiled"] > 0 and done.returncode == 0
     assert summary["control_fma_when_fused"] > 0, "the PTX check would not see a fused multiply-add"
+
+
+def test_the_kernels_integer_arguments_are_compiled_as_launched():
+    """Triton turns an integer argument of 1 (``margin: 1``, one point) into a constexpr, another kernel
+    than the one compiled above (and ``margin.to(...)`` fails on it): none may be specialised."""
+    from fdsml.ifs.render_triton import specialisations
+
+    for kernel, signature, _, _ in specialisations():
+        integers = {name for name, kind in signature.items() if kind in ("i32", "i64")}
+        assert integers == {parameter.name for parameter in kernel.params if parameter.do_not_specialize}

@@ -166,7 +166,7 @@ def _axis_framing(low, high, size, margin):
     return tl.where(degenerate, 0.0, scale), offset, framed
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_points", "burn_in", "size", "margin", "side"])  # an int of 1 would become a constexpr
 def _render_kernel(coefficients, thresholds, n_maps_per_image, seeds, images, n_points, burn_in, size, margin, side,
                    WALKERS: tl.constexpr, MAX_MAPS: tl.constexpr, PATCH: tl.constexpr):
     """Render image ``program_id`` into ``images`` (side x side each; in patch mode padded by one pixel,
