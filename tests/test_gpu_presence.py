@@ -7,7 +7,7 @@ import torch
 
 from fdsml.config import ConfigError
 from fdsml.distributed import resolve_device
-from fdsml.gpu_presence import nvidia_gpu_evidence
+from fdsml.gpu_presence import cuda_unusable_reason, nvidia_gpu_evidence
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="the behaviour where torch sees no GPU")
 
@@ -51,3 +51,10 @@ def test_auto_with_a_gpu_torch_cannot_use_stops_and_says_how_to_force_the_cpu(tm
 def test_cuda_without_one_stops_naming_the_cpu_as_the_way_out():
     with pytest.raises(ConfigError, match="device: cuda was asked for .*set device: cpu"):
         resolve_device("cuda", gpu_evidence=lambda: None)
+
+
+def test_the_reason_names_cuda_visible_devices_when_it_is_set(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert "CUDA_VISIBLE_DEVICES=''" in cuda_unusable_reason()
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert "CUDA_VISIBLE_DEVICES" not in cuda_unusable_reason()

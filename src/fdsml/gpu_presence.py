@@ -8,6 +8,7 @@ uses them to tell a machine without a GPU (train on the CPU) from one whose GPU 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import torch
@@ -27,11 +28,13 @@ def nvidia_gpu_evidence(driver: Path = DRIVER_VERSION, nodes: Path = DEVICE_NODE
 
 
 def cuda_unusable_reason() -> str:
-    """Why torch cannot use CUDA, in torch's own words where it has them."""
+    """Why torch cannot use CUDA, in torch's own words where it has them (and ``CUDA_VISIBLE_DEVICES``, which can hide every GPU)."""
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
+    visible = "" if hidden is None else f" with CUDA_VISIBLE_DEVICES={hidden!r}"
     if torch.version.cuda is None:
         return f"this torch ({torch.__version__}) is a CPU-only build"
     try:
         torch.cuda.init()
     except Exception as error:  # torch says why: no driver, a driver too old for its CUDA, hidden devices
-        return f"torch {torch.__version__} (CUDA {torch.version.cuda}): {str(error).splitlines()[0]}"
-    return f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees {torch.cuda.device_count()} device(s)"
+        return f"torch {torch.__version__} (CUDA {torch.version.cuda}){visible}: {str(error).splitlines()[0]}"
+    return f"torch {torch.__version__} (CUDA {torch.version.cuda}){visible} sees {torch.cuda.device_count()} device(s)"
