@@ -169,15 +169,19 @@ class _Run:
         if self.live is not None:
             self.live(self.history)
 
-    def start(self) -> None:
-        """Say what is trained (main rank) and open the progress bar."""
+    def announce(self) -> None:
+        """Say, first and in one line (main rank), where and how it trains: device, precision, world size."""
         plan, context = self.plan, self.context
         if context.is_main:
             logger.info(
-                "Training %d steps (%d per epoch) on %s x%d, global batch %d, lr %.3g",
-                plan.total_steps, plan.batches_per_replica, context.device, context.world_size, plan.global_batch,
-                self.parts.optimizer.param_groups[1]["lr"],
+                "Training on %s in %s, world size %d: %d steps (%d per epoch), global batch %d, lr %.3g",
+                context.device, str(precision(self.loop.amp, context.device)).removeprefix("torch."), context.world_size,
+                plan.total_steps, plan.batches_per_replica, plan.global_batch, self.parts.optimizer.param_groups[1]["lr"],
             )
+
+    def start(self) -> None:
+        """Open the progress bar."""
+        plan, context = self.plan, self.context
         self.progress = tqdm(total=plan.total_steps, initial=self.step, desc="train", unit="step", disable=not context.is_main)
 
     def validated(self, at: int) -> dict[str, float]:
@@ -303,6 +307,7 @@ def train(
     optimizer = build_optimizer(model, objective, optimizer_config, plan.learning_rate)
     parts = Resumable(model, objective, optimizer, build_scheduler(optimizer, optimizer_config, plan, loop.freeze_backbone_steps))
     run = _Run(parts, loop, optimizer_config, plan, context, Path(checkpoint_path), fingerprint, validation, live)
+    run.announce()
     run.resume()  # before DDP wraps the model: every replica starts from the resumed weights
     wrapped = wrap_model(model, loop, context)
     run.start()
