@@ -9,9 +9,9 @@ library, e.g. pytorch-metric-learning's loss, is listed at the project's call), 
 baseline's. Collectives (DDP, ``gather_across_ranks``) are not in these single-process steps. On CUDA, torch's own sync
 detector (``torch.cuda.set_sync_debug_mode``) counts what it sees too.
 
-The device source's rendering (``pretrain.data.source: device``) is counted apart, reads and copies
-to the host (``.cpu()``) and ``torch.cuda.synchronize`` included: on a GPU as it runs; without one
-through the same code with the kernel under Triton's interpreter, counting the project's own calls.
+The device source's rendering (``pretrain.data.source: device``), staged one batch ahead as the loop
+does, is counted apart, reads and copies to the host (``.cpu()``) and ``torch.cuda.synchronize``
+included: on a GPU as it runs (side stream and hand-over included); without one through the same code with the kernel under Triton's interpreter, counting the project's own calls.
 
     python benchmarks/host_syncs.py [--device cpu|cuda] [--steps 3]
 """
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import functools
 import os
 import traceback
 import warnings
@@ -35,6 +36,7 @@ from fdsml.losses.couce import CouCESettings, build_couce_objective  # noqa: E40
 from fdsml.losses.proxy import build_proxy_loss  # noqa: E402
 from fdsml.models import build_model  # noqa: E402
 from fdsml.training.objectives import PATripletObjective, ProxyObjective  # noqa: E402
+from fdsml.training.prefetch import Prefetcher  # noqa: E402
 
 READS = ("item", "tolist", "__bool__", "__int__", "__float__", "__index__")
 SOURCE = Path(__file__).resolve().parents[1] / "src"
@@ -69,9 +71,10 @@ def counted_reads(where: collections.Counter, reads: tuple[str, ...] = READS, di
 
 
 def device_source_reads(device: torch.device, steps: int) -> collections.Counter:
-    """Host reads per step of ``pretrain.data.source: device``'s rendering: a batch of packed codes on
-    ``device`` through :meth:`~fdsml.data.device_render.DeviceRenderedCodes.model_input` with the Triton
-    kernel. Without a GPU the kernel runs under ``TRITON_INTERPRET=1`` and only the project's own calls
+    """Host reads per step of ``pretrain.data.source: device``'s rendering: a batch of packed codes staged
+    as the loop stages it (:class:`~fdsml.training.prefetch.Prefetcher`: copied to ``device``, rendered by
+    :meth:`~fdsml.data.device_render.DeviceRenderedCodes.model_input` with the Triton kernel, on a side
+    stream on CUDA, and taken by the step). Without a GPU the kernel runs under ``TRITON_INTERPRET=1`` and only the project's own calls
     are counted: what the code would ask of a GPU, recorded rather than run."""
     import numpy as np
 
@@ -83,11 +86,12 @@ def device_source_reads(device: torch.device, steps: int) -> collections.Counter
                         "render": {"size": 16, "points": 20, "burn_in": 3, "walkers": 8}})
     table, _ = generate_table(spec)
     dataset = DeviceRenderedCodes(table, spec, seed=1, fresh_noise=True, img_size=16)
-    packed = dataset.collated_items(np.arange(len(table)))["image"].to(device)
+    batch = dataset.collated_items(np.arange(len(table)))
+    prefetcher = Prefetcher(device, model_input=functools.partial(dataset.model_input, kernel=True))
     where: collections.Counter = collections.Counter()
-    for _ in range(steps):
-        with counted_reads(where, READS + ("cpu",), direct=device.type != "cuda"):
-            dataset.model_input(packed, kernel=True)
+    with counted_reads(where, READS + ("cpu",), direct=device.type != "cuda"):
+        for staged in prefetcher([batch] * steps):
+            staged.take()
     return where
 
 

@@ -2,7 +2,8 @@
 
 Each item's "image" is its code packed into one int64 row, ``[seed, number of maps, thresholds
 (M), coefficients as float64 bits (6 M)]`` with M the table's largest number of maps; the
-dataset's ``model_input``, which the training step calls on the device, renders the batch there
+dataset's ``model_input``, which the loop calls on the device (a batch ahead,
+:mod:`fdsml.training.prefetch`), renders the batch there
 (:func:`fdsml.ifs.render_triton.render_tensors` on a CUDA device, the Numba renderer on the CPU:
 the same bytes) and converts it as every source does (:func:`fractal_input`).
 """
