@@ -2,10 +2,10 @@
 
 :class:`Prefetcher` reads a loader one batch ahead: each batch is copied to the device
 (non-blocking, from pinned memory where the loader pins) and turned into the model's input by the
-dataset's ``model_input`` (for ``pretrain.data.source: device``, the Triton renderer) as soon as the
-batch before it is handed out. On CUDA that work runs on a side stream, so the next batch renders
-while the current one trains; the step that :meth:`Staged.take`\\ s it makes the training stream wait
-for the side stream's event (on the device, no host sync) and marks its tensors as used by that
+dataset's ``model_input`` (for ``pretrain.data.source: device``, the Triton renderer) just before
+the batch ahead of it is handed out to its step. On CUDA that work runs on a side stream, so the next batch renders
+while the current one trains; the step that takes it (:meth:`Staged.take`) makes the training stream
+wait for the side stream's event (on the device, no host sync) and marks its tensors as used by that
 stream, so the allocator does not hand their memory back to the side stream while the step runs.
 On the CPU the same work runs in the same order, synchronously.
 """
@@ -20,7 +20,7 @@ import torch
 
 
 class CudaStreams:
-    """The stream calls the prefetcher makes, torch.cuda's on ``device`` (a test passes a recorder with these methods)."""
+    """torch.cuda's stream calls the prefetcher makes, on ``device`` (a test passes a recorder with these methods)."""
 
     def __init__(self, device: torch.device):
         self.device = device
