@@ -186,3 +186,13 @@ def test_the_loop_trains_the_plain_loaders_batches_once_each_across_an_epoch_bou
     assert seen == expected
     assert first.converted + resumed.converted == expected  # model_input once per batch, nothing converted ahead of the end
     assert sorted(first.read + resumed.read) == sorted(index for batch in expected for index in batch)  # nothing read beyond
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_a_gpu_the_side_stream_stages_the_batches_of_the_synchronous_path():
+    device = torch.device("cuda")
+    batches = [{key: value.pin_memory() if torch.is_tensor(value) else value for key, value in _batch(first).items()}
+               for first in range(0, 64, 2)]  # fmt: skip
+    staged = [staged.take() for staged in Prefetcher(device, model_input=lambda images: images * 10 + 1)(iter(batches))]
+    for batch, got in zip(batches, staged, strict=True):
+        assert got["image"].is_cuda and torch.equal(got["image"].cpu(), batch["image"] * 10 + 1)
