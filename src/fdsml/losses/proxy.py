@@ -11,16 +11,14 @@ from __future__ import annotations
 from pytorch_metric_learning.losses import ProxyAnchorLoss, ProxyNCALoss, SoftTripleLoss
 from torch import nn
 
-from fdsml.losses.precision import full_precision
+from fdsml.losses.precision import in_full_precision
 
 PROXY_LOSSES: dict[str, type[nn.Module]] = {}
 
 
 def register_proxy_loss(name: str, loss_class: type[nn.Module]) -> None:
     """Make ``loss_class`` available as ``name``, as a subclass whose forward runs in float32."""
-    PROXY_LOSSES[name] = type(
-        loss_class.__name__, (loss_class,), {"forward": full_precision(loss_class.forward), "__module__": __name__}
-    )
+    PROXY_LOSSES[name] = in_full_precision(loss_class, __name__)
 
 
 register_proxy_loss("proxy_anchor", ProxyAnchorLoss)

@@ -1,0 +1,36 @@
+"""Pair- and tuple-based metric-learning losses by name (pytorch-metric-learning's), each computed in float32.
+
+They read class labels only (no descriptor): pre-training with one of them on the fractal classes
+is the control that shows what metric learning itself gives, beside what PA-Triplet's descriptor
+order adds. A loss is added with one :func:`register_pair_loss` call: a class taking its own
+options and ``loss(embeddings, labels)``; it must find positive pairs, so it trains on P x K
+class-balanced batches.
+"""
+
+from __future__ import annotations
+
+from pytorch_metric_learning.losses import CircleLoss, ContrastiveLoss, MultiSimilarityLoss, NTXentLoss, SupConLoss
+from torch import nn
+
+from fdsml.losses.precision import in_full_precision
+
+PAIR_LOSSES: dict[str, type[nn.Module]] = {}
+
+
+def register_pair_loss(name: str, loss_class: type[nn.Module]) -> None:
+    """Make ``loss_class`` available as ``name``, as a subclass whose forward runs in float32."""
+    PAIR_LOSSES[name] = in_full_precision(loss_class, __name__)
+
+
+register_pair_loss("multi_similarity", MultiSimilarityLoss)
+register_pair_loss("contrastive", ContrastiveLoss)
+register_pair_loss("circle", CircleLoss)
+register_pair_loss("ntxent", NTXentLoss)
+register_pair_loss("supcon", SupConLoss)
+
+
+def build_pair_loss(name: str, **options) -> nn.Module:
+    """The pair loss registered as ``name`` with its ``options`` (the library's keyword arguments)."""
+    if name not in PAIR_LOSSES:
+        raise ValueError(f"unknown pair loss {name!r}; choose one of {', '.join(PAIR_LOSSES)}")
+    return PAIR_LOSSES[name](**options)
