@@ -195,3 +195,34 @@ def test_the_pair_loss_control_is_multi_similarity_on_the_class_labels_by_hand()
     other, _ = objective(Fixed(), {"image": embeddings, "label": crossed})
     assert other.item() == pytest.approx(_multi_similarity(embeddings, crossed), rel=1e-5)
     assert other.item() > loss.item()
+
+
+def _label_triplets(labels):
+    """Every (anchor, classmate, other-class) triplet, read literally."""
+    labels = labels.tolist()
+    n = range(len(labels))
+    return [(a, p, q) for a in n for p in n for q in n if p != a and labels[p] == labels[a] and labels[q] != labels[a]]
+
+
+@pytest.mark.parametrize("objective", ["pa_triplet", "fdsl_pa", "label_triplet"])
+@pytest.mark.parametrize("reducer", ["mean", "avg_nonzero"])
+def test_every_triplet_objective_takes_its_reducer_from_the_configuration(objective, reducer, tmp_path):
+    """The gradient-fading diagnostic: ``avg_nonzero`` divides by the violating triplets, ``mean`` by all, whichever
+    objective carries the triplet term, and each logs the share of non-zero triplets."""
+    from fdsml.training.pretrain_objectives import build_objective
+
+    from .helpers import tiny_config
+
+    loss_settings = {"reducer": reducer, "margin": MARGIN, "normalize_embeddings": False}
+    config = tiny_config(tmp_path, objective=objective, **{objective: loss_settings})
+    built = build_objective(config, num_classes=2, embedding_dim=2)
+    loss, parts = built(Fixed(), _batch())
+    triplets = _label_triplets(LABELS) if objective == "label_triplet" else SAME_TRIPLETS
+    hinges = [_hinge(*t) for t in triplets]
+    nonzero = sum(h > 0 for h in hinges)
+    assert 0 < nonzero < len(hinges)  # the case tells the reducers apart
+    expected = sum(hinges) / (nonzero if reducer == "avg_nonzero" else len(hinges))
+    term = parts["triplet_loss"] if objective == "fdsl_pa" else loss
+    assert term.item() == pytest.approx(expected, rel=1e-6)
+    suffix = "labels" if objective == "label_triplet" else "same"
+    assert parts[f"nonzero_fraction_{suffix}"].item() == pytest.approx(nonzero / len(hinges))
