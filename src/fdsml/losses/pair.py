@@ -3,7 +3,7 @@
 They read class labels only (no descriptor): pre-training with one of them on the fractal classes
 is the control that shows what metric learning itself gives, beside what PA-Triplet's descriptor
 order adds. A loss is added with one :func:`register_pair_loss` call: a class taking its own
-options and ``loss(embeddings, labels)``; it must find positive pairs, so it trains on P x K
+options and called as ``loss(embeddings, labels)``; it needs positive pairs, so it trains on P x K
 class-balanced batches.
 """
 
@@ -12,14 +12,14 @@ from __future__ import annotations
 from pytorch_metric_learning.losses import CircleLoss, ContrastiveLoss, MultiSimilarityLoss, NTXentLoss, SupConLoss
 from torch import nn
 
-from fdsml.losses.precision import in_full_precision
+from fdsml.losses.registry import LossRegistry
 
-PAIR_LOSSES: dict[str, type[nn.Module]] = {}
+PAIR_LOSSES = LossRegistry("pair loss")
 
 
 def register_pair_loss(name: str, loss_class: type[nn.Module]) -> None:
-    """Make ``loss_class`` available as ``name``, as a subclass whose forward runs in float32."""
-    PAIR_LOSSES[name] = in_full_precision(loss_class, __name__)
+    """Make ``loss_class`` available as ``name`` (in float32)."""
+    PAIR_LOSSES.register(name, loss_class)
 
 
 register_pair_loss("multi_similarity", MultiSimilarityLoss)
@@ -31,6 +31,4 @@ register_pair_loss("supcon", SupConLoss)
 
 def build_pair_loss(name: str, **options) -> nn.Module:
     """The pair loss registered as ``name`` with its ``options`` (the library's keyword arguments)."""
-    if name not in PAIR_LOSSES:
-        raise ValueError(f"unknown pair loss {name!r}; choose one of {', '.join(PAIR_LOSSES)}")
-    return PAIR_LOSSES[name](**options)
+    return PAIR_LOSSES.build(name, **options)

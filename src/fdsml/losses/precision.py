@@ -44,9 +44,3 @@ def full_precision(function: Function) -> Function:
             return function(*args, **kwargs)
 
     return in_float32  # type: ignore[return-value]
-
-
-def in_full_precision(loss_class: type, module: str) -> type:
-    """A subclass of the loss module ``loss_class`` (named as it, living in ``module``) whose forward runs in float32:
-    its parameters, state dict and ``isinstance`` stay the library's."""
-    return type(loss_class.__name__, (loss_class,), {"forward": full_precision(loss_class.forward), "__module__": module})
