@@ -226,3 +226,19 @@ def test_every_triplet_objective_takes_its_reducer_from_the_configuration(object
     assert term.item() == pytest.approx(expected, rel=1e-6)
     suffix = "labels" if objective == "label_triplet" else "same"
     assert parts[f"nonzero_fraction_{suffix}"].item() == pytest.approx(nonzero / len(hinges))
+
+
+@pytest.mark.parametrize("section", ["fdsl_pa", "label_triplet", "pml"])
+def test_every_key_of_the_new_objectives_is_a_plain_parameter_of_conf_base_at_its_code_default(section):
+    """A study searches ``pretrain.<section>.<key>``: each key is in conf/base, with the value the code defaults to."""
+    import dataclasses
+    from pathlib import Path
+
+    import yaml
+
+    from fdsml.training.pretrain import PretrainConfig
+
+    conf = Path(__file__).resolve().parents[2] / "conf" / "base" / "parameters_pretrain.yml"
+    written = yaml.safe_load(conf.read_text())["pretrain"][section]
+    default = getattr(PretrainConfig(), section)
+    assert written == {f.name: getattr(default, f.name) for f in dataclasses.fields(default)}
