@@ -265,3 +265,36 @@ def test_workers_kept_across_epochs_train_the_weights_of_no_workers(tiny_table, 
     assert len(loaders) == 2 and loaders[1].persistent_workers  # one loader, its workers kept, for both epochs
     for name, value in _weights(payloads[0]).items():
         assert torch.equal(value, _weights(payloads[2])[name]), name
+
+
+def test_an_interrupted_fdsl_pa_run_resumes_its_class_head_to_the_uninterrupted_weights(tiny_table, tmp_path, monkeypatch):
+    """The class head is the objective's, not the model's: it must travel in the checkpoint, or a resumed run
+    would start the head over from its initial weights and end elsewhere."""
+    import fdsml.training.pretrain as pretrain_module
+    from fdsml.training.objectives import CrossEntropyPATripletObjective
+
+    class Interrupted(CrossEntropyPATripletObjective):
+        def forward(self, model, batch, step=0):
+            if step == 3:
+                raise KeyboardInterrupt("killed after the checkpoint at step 2")
+            return super().forward(model, batch, step)
+
+    def config(run_dir):
+        return tiny_config(run_dir, objective="fdsl_pa", train={"max_steps": 5, "checkpoint_every": 2})
+
+    build = pretrain_module.build_objective
+    with monkeypatch.context() as patched:
+        patched.setattr(pretrain_module, "build_objective", lambda c, *sizes: _interrupted(build(c, *sizes), Interrupted))
+        with pytest.raises(KeyboardInterrupt):
+            pretrain(tiny_table, TINY_SPEC, config(tmp_path / "killed"))
+    resumed, history = pretrain(tiny_table, TINY_SPEC, config(tmp_path / "killed"))
+    assert history["step"].tolist() == [1, 2, 3, 4, 5]
+    uninterrupted, _ = pretrain(tiny_table, TINY_SPEC, config(tmp_path / "straight"))
+    for name, tensor in _weights(uninterrupted).items():
+        torch.testing.assert_close(_weights(resumed)[name], tensor, rtol=0, atol=0, msg=name)
+
+
+def _interrupted(objective, cls):
+    """``objective`` as an instance of its subclass ``cls`` (same state)."""
+    objective.__class__ = cls
+    return objective
