@@ -155,8 +155,8 @@ class PretrainConfig:
     @property
     def shuffled_batches(self) -> bool:
         """Plain shuffled batches of P x K images (each image once per epoch, the dataset's class mix), not
-        class-balanced ones: FDSL by default, and PA-Triplet's batch mode for the filters without a
-        same-class candidate (``all``, ``diff``: :func:`fdsml.losses.candidates.needs_class_balance`)."""
+        class-balanced ones: FDSL by default, ``fdsl_pa`` when asked, and PA-Triplet's batch mode for the filters
+        without a same-class candidate (``all``, ``diff``: :func:`fdsml.losses.candidates.needs_class_balance`)."""
         return shuffled_batches(self)
 
 
