@@ -2,7 +2,7 @@
 
 They read class labels only (no descriptor): pre-training with one of them on the fractal classes
 is the control that shows what metric learning itself gives, beside what PA-Triplet's descriptor
-order adds. A loss is added with one :func:`register_pair_loss` call: a class taking its own
+order adds. A loss is added with one ``PAIR_LOSSES.register`` call: a class taking its own
 options and called as ``loss(embeddings, labels)``; it needs positive pairs, so it trains on P x K
 class-balanced batches.
 """
@@ -15,18 +15,14 @@ from torch import nn
 from fdsml.losses.registry import LossRegistry
 
 PAIR_LOSSES = LossRegistry("pair loss")
-
-
-def register_pair_loss(name: str, loss_class: type[nn.Module]) -> None:
-    """Make ``loss_class`` available as ``name`` (in float32)."""
+for name, loss_class in {
+    "multi_similarity": MultiSimilarityLoss,
+    "contrastive": ContrastiveLoss,
+    "circle": CircleLoss,
+    "ntxent": NTXentLoss,
+    "supcon": SupConLoss,
+}.items():
     PAIR_LOSSES.register(name, loss_class)
-
-
-register_pair_loss("multi_similarity", MultiSimilarityLoss)
-register_pair_loss("contrastive", ContrastiveLoss)
-register_pair_loss("circle", CircleLoss)
-register_pair_loss("ntxent", NTXentLoss)
-register_pair_loss("supcon", SupConLoss)
 
 
 def build_pair_loss(name: str, **options) -> nn.Module:
