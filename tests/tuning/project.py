@@ -23,7 +23,7 @@ PRETRAIN = {
     "pa_triplet": {"filter": "same"},
     "data": {"classes_per_batch": 3, "instances_per_class": 3},
     "model": {"embedding_dim": 8},
-    "train": {"max_steps": 4, "checkpoint_every": 2, "device": "cpu"},
+    "train": {"max_steps": 4, "checkpoint_every": 2, "log_every": 1, "device": "cpu"},
     "validation": {"every": 1, "triplets": 20, "max_images": 16, "probe": {"max_images": 40}},
 }
 TUNE = {
@@ -31,7 +31,7 @@ TUNE = {
     "space": [{"key": "pretrain.optimizer.base_lr", "low": 0.01, "high": 3.0, "log": True}],
     "budget": {"n_trials": 3},
     "sampler": {"n_startup_trials": 1},
-    "pruner": {"name": "median", "n_startup_trials": 1},
+    "pruner": {"name": "median", "n_startup_trials": 1, "n_warmup_steps": 2},
 }
 
 

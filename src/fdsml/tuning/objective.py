@@ -94,14 +94,13 @@ class TrialObjective:
         configuration = self.trial_configuration(trial.number, values)
         trial.set_user_attr("run_dir", str(Path(configuration["pretrain"]["run_dir"]).parent))
         inputs = self.inputs
-        watch = None if self.config.pruner.name == "none" else (lambda v: ReportingValidation(v, trial, self.pruning_column))
         payload, history = pretrain(
             inputs.table,
             inputs.spec,
             parse_pretrain_params(configuration["pretrain"]),
             shards=inputs.shards,
             split=inputs.split,
-            watch_validation=watch,
+            watch_validation=lambda validation: ReportingValidation(validation, trial, self.pruning_column),
         )
         trial.set_user_attr("steps", int(payload["metadata"]["steps"]))
         if not self.config.fine_tunes:

@@ -18,12 +18,17 @@ from fdsml.training.loop import Validation
 
 
 class ReportingValidation:
-    """``validation``, whose ``column`` is reported to ``trial`` each time it runs; prunes when the pruner says so."""
+    """``validation``, whose ``column`` is reported to ``trial`` each time it runs; prunes when the pruner says so.
+
+    Never at the last step: a trial that trained to its end is complete, and its last value is its result.
+    """
 
     def __init__(self, validation: Validation, trial: optuna.Trial, column: str):
         self.validation, self.trial, self.column = validation, trial, column
+        self.total_steps: int | None = None
 
     def due(self, step: int, total_steps: int) -> bool:
+        self.total_steps = total_steps
         return self.validation.due(step, total_steps)
 
     def __call__(self, model: nn.Module, step: int) -> dict[str, float]:
@@ -31,6 +36,6 @@ class ReportingValidation:
         value = metrics.get(self.column, math.nan)
         if math.isfinite(value):
             self.trial.report(value, step)
-            if self.trial.should_prune():
+            if step != self.total_steps and self.trial.should_prune():
                 raise optuna.TrialPruned(f"{self.column} {value:.4f} at step {step}")
         return metrics
