@@ -55,7 +55,8 @@ def tune_project(folder: Path, tune: dict | None = None, pretrain: dict | None =
 
 
 def kedro_tune(project: Path, *extra: str, wait: bool = True):
-    """``kedro run --pipelines=tune`` in ``project``: the finished process, or the running one (``wait=False``)."""
+    """``kedro run --pipelines=tune`` in ``project``: the finished process, or the running one (``wait=False``,
+    its output in ``project/tune.log``: a pipe nobody reads could fill and stop it)."""
     env = os.environ | {
         "KEDRO_DISABLE_TELEMETRY": "1",
         "PYTHONPATH": str(ROOT / "src") + os.pathsep + str(ROOT),
@@ -64,5 +65,6 @@ def kedro_tune(project: Path, *extra: str, wait: bool = True):
     }
     command = ["kedro", "run", "--pipelines=tune", *extra]
     if not wait:
-        return subprocess.Popen(command, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        with open(project / "tune.log", "a") as log:
+            return subprocess.Popen(command, cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT)
     return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True)

@@ -44,11 +44,12 @@ class SamplerSettings:
     """``tune.sampler``: Optuna's TPE (seeded), or its grid over every combination of the choices."""
 
     name: Literal["tpe", "grid"] = "tpe"
-    seed: int = 0
+    seed: int | None = 0  # None: each worker draws its own (several workers started at once)
     n_startup_trials: int = 5  # TPE: random trials before the model of good and bad ones
 
     def __post_init__(self):
-        require_seed("tune.sampler.seed", self.seed)
+        if self.seed is not None:
+            require_seed("tune.sampler.seed", self.seed)
         require_positive("tune.sampler.n_startup_trials", self.n_startup_trials)
 
 

@@ -19,6 +19,7 @@ from optuna.trial import TrialState
 
 from fdsml.config import ConfigError
 from fdsml.errors import DivergedError
+from fdsml.seeds import stream
 from fdsml.training.pretrain import parse_pretrain_params
 from fdsml.training.retrieval import parse_retrieval_params
 from fdsml.tuning.config import TuneConfig
@@ -65,11 +66,18 @@ def check_study(objective: TrialObjective) -> None:
         raise ConfigError(f"tune.metric: {config.metric} scores the start of retrieval.starts with checkpoint: {PRETRAINED}; there is none")
 
 
-def make_sampler(config: TuneConfig) -> optuna.samplers.BaseSampler:
+def make_sampler(config: TuneConfig, trials: int) -> optuna.samplers.BaseSampler:
+    """The sampler of the study's next trial, seeded by ``tune.sampler.seed`` and the ``trials`` the study holds.
+
+    A fresh seed per trial: a second run (or a resumed one) draws new parameters instead of
+    replaying the first run's, and one worker's study is reproducible. Workers started at the
+    same instant see the same count and would draw the same: give them ``seed: null``.
+    """
     settings = config.sampler
+    seed = None if settings.seed is None else int(stream(settings.seed, "tuning_sampler", trials).generate_state(1)[0])
     if settings.name == "grid":
-        return optuna.samplers.GridSampler({p.key: p.grid() for p in config.parameters}, seed=settings.seed)
-    return optuna.samplers.TPESampler(seed=settings.seed, n_startup_trials=settings.n_startup_trials)
+        return optuna.samplers.GridSampler({p.key: p.grid() for p in config.parameters}, seed=seed)
+    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=settings.n_startup_trials)
 
 
 def make_pruner(config: TuneConfig) -> optuna.pruners.BasePruner:
@@ -90,7 +98,7 @@ def load_study(config: TuneConfig) -> optuna.Study:
         storage=open_storage(location),
         study_name=config.study,
         direction="maximize",
-        sampler=make_sampler(config),
+        sampler=make_sampler(config, 0),
         pruner=make_pruner(config),
         load_if_exists=True,
     )
@@ -124,5 +132,6 @@ def run_study(objective: TrialObjective) -> optuna.Study:
     while (left := trials_left(study, config)) is None or left > 0:
         if deadline is not None and time.monotonic() >= deadline:
             break
+        study.sampler = make_sampler(config, len(study.get_trials(deepcopy=False)))
         study.optimize(objective, n_trials=1, catch=(DivergedError,))
     return study
