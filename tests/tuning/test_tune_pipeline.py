@@ -13,7 +13,11 @@ from optuna.trial import TrialState
 from fdsml.settings import CONFIG_LOADER_ARGS
 from tests.tuning.project import kedro_tune, tune_project
 
-PRUNED_TRIAL = {"sampler": {"n_startup_trials": 1, "seed": 3}}  # a seed whose third trial is pruned (checked below)
+UNTUNED = {"optimizer": {"base_lr": 0.0003}}  # too small to learn much in 4 steps
+PRUNED_TRIAL = {  # the untuned rate first (the baseline), then the seeded grid's 0.5 (the best) and 0.0001 (pruned)
+    "space": [{"key": "pretrain.optimizer.base_lr", "choices": [0.0003, 0.0001, 0.0002, 0.5]}],
+    "sampler": {"name": "grid"},
+}
 
 
 def _study(project, name="tiny"):
@@ -33,10 +37,11 @@ def _live_values(project, trial, column="val_probe_recall_at_1"):
 
 
 def test_a_tiny_study_prunes_on_the_validation_writes_its_best_overlay_and_a_second_run_adds_trials(tmp_path):
-    project = tune_project(tmp_path / "project", tune=PRUNED_TRIAL)
+    project = tune_project(tmp_path / "project", tune=PRUNED_TRIAL, pretrain=UNTUNED)
     _run(project)
     trials = _study(project).get_trials()
     assert [t.number for t in trials] == [0, 1, 2]
+    assert trials[0].params == {"pretrain.optimizer.base_lr": 0.0003} and trials[0].user_attrs["baseline"]  # the untuned run first
     states = [t.state for t in trials]
     assert TrialState.PRUNED in states and TrialState.COMPLETE in states, states
     for trial in trials:
@@ -44,11 +49,11 @@ def test_a_tiny_study_prunes_on_the_validation_writes_its_best_overlay_and_a_sec
         shared = sorted(set(live) & set(trial.intermediate_values))
         assert len(shared) >= 2 and all(abs(live[s] - trial.intermediate_values[s]) < 1e-6 for s in shared)
         assert trial.user_attrs["run_dir"] == f"data/06_models/tune/tiny/trial_{trial.number}"
-        assert list((project / trial.user_attrs["run_dir"] / "pretrain").glob("*/last.pt"))
     pruned = next(t for t in trials if t.state == TrialState.PRUNED)
     assert max(pruned.intermediate_values) < 4 and "steps" not in pruned.user_attrs  # stopped before its last step
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
     for trial in complete:
+        assert list((project / trial.user_attrs["run_dir"] / "pretrain").glob("*/last.pt"))
         assert trial.user_attrs["steps"] == 4 and trial.value == trial.intermediate_values[4] == _live_values(project, trial.number)[4]
     best = max(complete, key=lambda t: t.value)
 
@@ -60,11 +65,11 @@ def test_a_tiny_study_prunes_on_the_validation_writes_its_best_overlay_and_a_sec
     for picture in ("history", "importances", "slices"):
         assert (project / f"data/08_reporting/tune_{picture}.png").stat().st_size > 5000
 
-    (project / "conf/local/parameters_best.yml").write_text(yaml.safe_dump(overlay))  # copied into conf/<env>/
-    params = OmegaConfigLoader(str(project / "conf"), **CONFIG_LOADER_ARGS)["parameters"]
-    assert params["pretrain"]["optimizer"]["base_lr"] == best.params["pretrain.optimizer.base_lr"] != 0.5
-    assert params["pretrain"]["optimizer"]["momentum"] == 0.9 and params["pretrain"]["train"]["max_steps"] == 4  # the rest kept
-    (project / "conf/local/parameters_best.yml").unlink()
+    (project / "conf/tuned").mkdir()
+    (project / "conf/tuned/parameters_best.yml").write_text(yaml.safe_dump(overlay))  # copied into conf/<env>/
+    params = OmegaConfigLoader(str(project / "conf"), **CONFIG_LOADER_ARGS | {"default_run_env": "tuned"})["parameters"]
+    assert params["pretrain"]["optimizer"]["base_lr"] == best.params["pretrain.optimizer.base_lr"] != 0.5  # conf/base's
+    assert params["pretrain"]["optimizer"]["momentum"] == 0.9 and params["pretrain"]["objective"] == "pa_triplet"  # the rest kept
 
     _run(project, "--params=tune.budget.n_trials=4")
     again = _study(project).get_trials()

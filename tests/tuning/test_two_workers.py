@@ -22,7 +22,7 @@ def _read(journal):
 def test_two_workers_share_one_study_without_losing_or_repeating_a_trial(tmp_path):
     journal = tmp_path / "shared/tiny.log"
     journal.parent.mkdir()
-    tune = {"storage": f"journal:{journal}", "budget": {"n_trials": N_TRIALS}, "pruner": {"name": "none"}, "sampler": {"seed": None}}
+    tune = {"storage": f"journal:{journal}", "budget": {"n_trials": N_TRIALS}, "pruner": {"name": "none"}, "sampler": {"seed": None}, "baseline": False}
     pretrain = {"train": {"max_steps": 2}}
     projects = [tune_project(tmp_path / name, tune=tune, pretrain=pretrain) for name in ("a", "b")]  # two machines' checkouts
     workers = {process.pid: (project, process) for project in projects for process in [kedro_tune(project, wait=False)]}

@@ -72,6 +72,7 @@ class TuneConfig:
     storage: str | None = None  # None: SQLite file <storage_dir>/<study>.db
     metric: str = "pretrain.val_probe_recall_at_1"
     validation_dataset: str = "omniglot_validation"  # the probe's and the fine-tuning's dataset in every trial
+    baseline: bool = True  # the configuration's own values as the study's first trial: what tuning is measured against
     space: tuple[Any, ...] = ()  # [{key: pretrain.optimizer.base_lr, low: 0.05, high: 2.0, log: true}, ...]
     budget: BudgetSettings = field(default_factory=BudgetSettings)
     sampler: SamplerSettings = field(default_factory=SamplerSettings)

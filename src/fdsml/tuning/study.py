@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from typing import Any
 
 import optuna
 from optuna.trial import TrialState
@@ -52,6 +53,8 @@ def check_study(objective: TrialObjective) -> None:
     config = objective.config
     for parameter in config.parameters:
         _check_parameter(objective, parameter)
+    if config.baseline:
+        check_baseline(objective)
     base = objective.trial_configuration(0, {})
     validation = parse_pretrain_params(base["pretrain"]).validation
     if config.pruner.name != "none" or not config.fine_tunes:
@@ -64,6 +67,34 @@ def check_study(objective: TrialObjective) -> None:
             )
     if config.fine_tunes and not base["retrieval"]["starts"]:
         raise ConfigError(f"tune.metric: {config.metric} scores the start of retrieval.starts with checkpoint: {PRETRAINED}; there is none")
+
+
+def baseline_values(objective: TrialObjective) -> dict[str, Any]:
+    """The configuration's own values of the searched parameters (the untuned run)."""
+    values = {}
+    for parameter in objective.config.parameters:
+        node: Any = objective.configuration
+        for part in parameter.key.split("."):
+            node = node[part]
+        values[parameter.key] = node
+    return values
+
+
+def check_baseline(objective: TrialObjective) -> None:
+    """The baseline trial's values must lie in the space (Optuna would record them outside it)."""
+    for parameter in objective.config.parameters:
+        value = baseline_values(objective)[parameter.key]
+        if objective.config.sampler.name == "grid":
+            inside = value in parameter.grid()
+        elif parameter.choices is not None:
+            inside = value in parameter.choices
+        else:
+            inside = isinstance(value, (int, float)) and parameter.low <= value <= parameter.high
+        if not inside:
+            raise ConfigError(
+                f"tune.baseline: the configuration's {parameter.key} ({value!r}) lies outside tune.space.{parameter.key}; "
+                "widen the space or set tune.baseline: false"
+            )
 
 
 def make_sampler(config: TuneConfig, trials: int) -> optuna.samplers.BaseSampler:
@@ -128,6 +159,8 @@ def run_study(objective: TrialObjective) -> optuna.Study:
     failed = fail_trials_of_dead_workers(study)
     if failed:
         logger.warning("Trials %s of study %s were left running by a worker that ended: marked failed", failed, config.study)
+    if config.baseline:  # once per study (two workers starting at the same instant may both enqueue it)
+        study.enqueue_trial(baseline_values(objective), user_attrs={"baseline": True}, skip_if_exists=True)
     deadline = time.monotonic() + config.budget.timeout_s if config.budget.timeout_s else None
     while (left := trials_left(study, config)) is None or left > 0:
         if deadline is not None and time.monotonic() >= deadline:
