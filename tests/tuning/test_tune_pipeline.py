@@ -17,6 +17,7 @@ UNTUNED = {"optimizer": {"base_lr": 0.0003}}  # too small to learn much in 4 ste
 PRUNED_TRIAL = {  # the untuned rate first (the baseline), then the seeded grid's 0.5 (the best) and 0.0001 (pruned)
     "space": [{"key": "pretrain.optimizer.base_lr", "choices": [0.0003, 0.0001, 0.0002, 0.5]}],
     "sampler": {"name": "grid"},
+    "finish_pruned": 1,
 }
 
 
@@ -51,6 +52,9 @@ def test_a_tiny_study_prunes_on_the_validation_writes_its_best_overlay_and_a_sec
         assert trial.user_attrs["run_dir"] == f"data/06_models/tune/tiny/trial_{trial.number}"
     pruned = next(t for t in trials if t.state == TrialState.PRUNED)
     assert max(pruned.intermediate_values) < 4 and "steps" not in pruned.user_attrs  # stopped before its last step
+    top = max((t for t in trials if t.state == TrialState.PRUNED), key=lambda t: (t.value, -t.number))
+    finished = _study(project).user_attrs[f"finished_pruned_trial_{top.number}"]  # run to its end afterwards
+    assert finished == _live_values(project, top.number)[4] and len(_study(project).user_attrs) == 2  # metric + one
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
     for trial in complete:
         assert list((project / trial.user_attrs["run_dir"] / "pretrain").glob("*/last.pt"))
@@ -61,7 +65,10 @@ def test_a_tiny_study_prunes_on_the_validation_writes_its_best_overlay_and_a_sec
     assert overlay == {"pretrain": {"optimizer": {"base_lr": best.params["pretrain.optimizer.base_lr"]}}}
     table = pd.read_csv(project / "data/08_reporting/tune_trials.csv")
     assert table["state"].tolist() == [t.state.name for t in trials]
-    assert f"Best: trial {best.number}" in (project / "data/08_reporting/tune_study.md").read_text()
+    study_md = (project / "data/08_reporting/tune_study.md").read_text()
+    assert f"Best: trial {best.number}" in study_md
+    unrun = sum(4 - max(t.intermediate_values) for t in trials if t.state == TrialState.PRUNED)
+    assert f"Pruning stopped {len(trials) - len(complete)} trials: {unrun} of 12 planned pre-training steps" in study_md
     for picture in ("history", "importances", "slices"):
         assert (project / f"data/08_reporting/tune_{picture}.png").stat().st_size > 5000
 

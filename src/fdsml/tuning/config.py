@@ -77,6 +77,7 @@ class TuneConfig:
     budget: BudgetSettings = field(default_factory=BudgetSettings)
     sampler: SamplerSettings = field(default_factory=SamplerSettings)
     pruner: PrunerSettings = field(default_factory=PrunerSettings)
+    finish_pruned: int = 0  # after the budget, run the best this many pruned trials to their end: did pruning stop a winner?
     storage_dir: str = "data/07_model_output/tune"
     run_dir: str = "data/06_models/tune"  # trial n's runs: <run_dir>/<study>/trial_<n>/
     live_dir: str | None = "data/08_reporting/live/tune"

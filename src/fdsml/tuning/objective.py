@@ -91,8 +91,16 @@ class TrialObjective:
     def __call__(self, trial: optuna.Trial) -> float:
         trial.set_user_attr("worker", worker_name())
         values = {parameter.key: parameter.suggest(trial) for parameter in self.config.parameters}
-        configuration = self.trial_configuration(trial.number, values)
-        trial.set_user_attr("run_dir", str(Path(configuration["pretrain"]["run_dir"]).parent))
+        trial.set_user_attr("run_dir", str(Path(self.config.run_dir) / self.config.study / f"trial_{trial.number}"))
+        value, steps = self.run(trial.number, values, trial)
+        trial.set_user_attr("steps", steps)
+        return value
+
+    def run(self, number: int, values: dict[str, Any], trial: optuna.Trial | None = None) -> tuple[float, int]:
+        """Trial ``number``'s runs with ``values``: its metric and its pre-training steps. With ``trial``, the
+        validation's values are reported to it (and may prune it); without, the run goes to its end (resuming
+        a pruned trial's checkpoint)."""
+        configuration = self.trial_configuration(number, values)
         inputs = self.inputs
         payload, history = pretrain(
             inputs.table,
@@ -100,14 +108,14 @@ class TrialObjective:
             parse_pretrain_params(configuration["pretrain"]),
             shards=inputs.shards,
             split=inputs.split,
-            watch_validation=lambda validation: ReportingValidation(validation, trial, self.pruning_column),
+            watch_validation=None if trial is None else (lambda validation: ReportingValidation(validation, trial, self.pruning_column)),
         )
-        trial.set_user_attr("steps", int(payload["metadata"]["steps"]))
+        steps = int(payload["metadata"]["steps"])
         if not self.config.fine_tunes:
-            return final_value(history, self.pruning_column)
+            return final_value(history, self.pruning_column), steps
         metrics, _, _ = compare_starting_points(parse_retrieval_params(configuration["retrieval"]), payload)
         (scores,) = metrics.values()
-        return float(scores["mean"][self.config.metric.partition(".")[2]])
+        return float(scores["mean"][self.config.metric.partition(".")[2]]), steps
 
 
 def final_value(history: pd.DataFrame, column: str) -> float:

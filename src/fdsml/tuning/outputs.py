@@ -11,6 +11,7 @@ import pandas as pd
 from optuna.trial import TrialState
 
 from fdsml.tuning.space import nested
+from fdsml.tuning.study import FINISHED
 
 
 def trials_table(study: optuna.Study) -> pd.DataFrame:
@@ -25,6 +26,7 @@ def trials_table(study: optuna.Study) -> pd.DataFrame:
                 "value": trial.value,
                 **trial.params,
                 "last_step": max(trial.intermediate_values, default=None),
+                "value_if_finished": study.user_attrs.get(f"{FINISHED}{trial.number}"),
                 "steps": trial.user_attrs.get("steps"),
                 "run_dir": trial.user_attrs.get("run_dir"),
                 "worker": trial.user_attrs.get("worker"),
@@ -66,7 +68,29 @@ def study_markdown(study: optuna.Study, table: pd.DataFrame, overlay_path: str) 
             f"Best: trial {best.number}, {best.value:.4f}. Its parameters are in `{overlay_path}`: copy them into "
             f"`conf/<env>/` or pass `kedro run --params={params_option(study)}`.\n\n"
         )
-    return head + table.to_markdown(index=False, floatfmt=".4g") + "\n"
+    return head + pruning_summary(study, table) + table.to_markdown(index=False, floatfmt=".4g") + "\n"
+
+
+def pruning_summary(study: optuna.Study, table: pd.DataFrame) -> str:
+    """What pruning saved (pre-training steps not run, of all the trials' planned steps) and, for the pruned
+    trials run to their end, whether one would have beaten the best."""
+    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+    planned = sum(trial.user_attrs.get("total_steps", 0) for trial in trials)
+    pruned = [trial for trial in trials if trial.state == TrialState.PRUNED]
+    if not pruned or not planned:
+        return "No trial was pruned.\n\n"
+    unrun = sum(trial.user_attrs.get("total_steps", 0) - max(trial.intermediate_values, default=0) for trial in pruned)
+    text = f"Pruning stopped {len(pruned)} trials: {unrun} of {planned} planned pre-training steps ({unrun / planned:.0%}) not run.\n\n"
+    finished = table.dropna(subset=["value_if_finished"]) if "value_if_finished" in table else table.iloc[:0]
+    best = best_trial(study)
+    if len(finished) and best is not None:
+        beaten = finished[finished["value_if_finished"] > best.value]
+        text += f"Run to their end, the pruned trials {', '.join(map(str, finished['number']))} reached " + ", ".join(
+            f"{value:.4f}" for value in finished["value_if_finished"]
+        ) + (
+            f": trial {int(beaten['number'].iloc[0])} would have beaten the best.\n\n" if len(beaten) else f": none beats the best ({best.value:.4f}).\n\n"
+        )
+    return text
 
 
 def _figure(draw, study: optuna.Study, title: str):

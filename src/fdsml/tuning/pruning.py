@@ -28,6 +28,8 @@ class ReportingValidation:
         self.total_steps: int | None = None
 
     def due(self, step: int, total_steps: int) -> bool:
+        if self.total_steps is None:
+            self.trial.set_user_attr("total_steps", total_steps)  # what pruning saved: steps not run of these
         self.total_steps = total_steps
         return self.validation.due(step, total_steps)
 

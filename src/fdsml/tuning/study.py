@@ -167,4 +167,21 @@ def run_study(objective: TrialObjective) -> optuna.Study:
             break
         study.sampler = make_sampler(config, len(study.get_trials(deepcopy=False)))
         study.optimize(objective, n_trials=1, catch=(DivergedError,))
+    finish_pruned(study, objective)
     return study
+
+
+FINISHED = "finished_pruned_trial_"
+"""Study user attribute ``FINISHED<n>``: pruned trial n's metric once run to its end (a finished trial's own are frozen)."""
+
+
+def finish_pruned(study: optuna.Study, objective: TrialObjective) -> None:
+    """Run the ``tune.finish_pruned`` pruned trials with the best last values to their end (resuming their
+    checkpoints, no pruning), once each; their metrics go to the study's user attributes."""
+    pruned = study.get_trials(deepcopy=False, states=(TrialState.PRUNED,))
+    top = sorted(pruned, key=lambda trial: (-trial.value, trial.number))[: objective.config.finish_pruned]
+    for trial in top:
+        if f"{FINISHED}{trial.number}" not in study.user_attrs:
+            logger.info("Running pruned trial %d to its end: would it have won?", trial.number)
+            value, _ = objective.run(trial.number, trial.params)
+            study.set_user_attr(f"{FINISHED}{trial.number}", value)
