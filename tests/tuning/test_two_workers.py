@@ -3,6 +3,7 @@
 import time
 
 import optuna
+import pytest
 import pandas as pd
 import yaml
 from optuna.storages.journal import JournalFileBackend, JournalStorage
@@ -19,6 +20,7 @@ def _read(journal):
     return optuna.load_study(study_name="tiny", storage=JournalStorage(JournalFileBackend(str(journal))))
 
 
+@pytest.mark.slow  # two Kedro runs side by side and a third: about 70 s on 2 idle cores
 def test_two_workers_share_one_study_without_losing_or_repeating_a_trial(tmp_path):
     journal = tmp_path / "shared/tiny.log"
     journal.parent.mkdir()
