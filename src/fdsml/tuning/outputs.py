@@ -77,8 +77,10 @@ def pruning_summary(study: optuna.Study, table: pd.DataFrame) -> str:
     trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
     planned = sum(trial.user_attrs.get("total_steps", 0) for trial in trials)
     pruned = [trial for trial in trials if trial.state == TrialState.PRUNED]
-    if not pruned or not planned:
+    if not pruned:
         return "No trial was pruned.\n\n"
+    if not planned:  # trials recorded before their plans were
+        return ""
     unrun = sum(trial.user_attrs.get("total_steps", 0) - max(trial.intermediate_values, default=0) for trial in pruned)
     text = f"Pruning stopped {len(pruned)} trials: {unrun} of {planned} planned pre-training steps ({unrun / planned:.0%}) not run.\n\n"
     finished = table.dropna(subset=["value_if_finished"]) if "value_if_finished" in table else table.iloc[:0]
