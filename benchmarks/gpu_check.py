@@ -1,7 +1,12 @@
 """Ready for the first GPU: every CUDA path of the project in a few minutes, printed as one table.
 
-    python benchmarks/gpu_check.py            # on one GPU, under 5 minutes
-    python benchmarks/gpu_check.py --quick    # tiny sizes, a few seconds; runs on the CPU too
+    python benchmarks/gpu_check.py --quick-device  # a short GPU loan: the renderer, steps, resume; <= 8 minutes
+    python benchmarks/gpu_check.py                 # on one GPU, every row
+    python benchmarks/gpu_check.py --quick         # tiny sizes; runs on the CPU too
+
+Every row runs in a child process of its own with a timeout (``--quick-device`` also keeps to 8
+minutes in all: rows left when the budget is spent say so), its output in a file, and the table is
+rewritten to ``--table`` after every row, so a check killed part-way keeps its finished rows.
 
 Each row runs the project's own code: ``train`` (bf16 autocast, channels-last, cuDNN benchmark,
 TF32, optionally ``torch.compile``) for pre-training steps of ResNet-50 and ViT-Tiny, PA-Triplet
@@ -16,13 +21,14 @@ at tiny sizes (the test suite does that).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +37,10 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuB
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling modules, also when loaded by path
+import child_runs  # noqa: E402
+import gpu_render_checks as render_rows  # noqa: E402
+from fdsml.atomic import atomic_path  # noqa: E402
 from fdsml.losses.couce import CouCESettings, build_couce_objective  # noqa: E402
 from fdsml.losses.pa_triplet import mine_batch_triplets  # noqa: E402
 from fdsml.measure import Measured  # noqa: E402
@@ -41,6 +51,10 @@ from fdsml.training.objectives import CrossEntropyObjective, PATripletObjective 
 from fdsml.training.run_arithmetic import PlanKeys, plan_training  # noqa: E402
 
 TRIPLET_TARGET = 0.9
+QUICK_DEVICE_BUDGET_S = 480
+MIN_ROW_S = 20
+"""A row is not started with less of the budget left."""
+TORCHRUN_TIMEOUT_S = 300
 
 
 @dataclass(frozen=True)
@@ -183,36 +197,35 @@ def check_resume(device, sizes, folder):
 
 def check_torchrun_pretrain(device, sizes, folder):
     """The project's ``pretrain()`` under ``torchrun --nproc_per_node=2`` (NCCL on 2 GPUs, gloo on CPU replicas
-    otherwise): uint8 rendering converted on the device, validation with the probe, checkpoints, and a
-    run stopped after its first checkpoint then resumed, which must end with the uninterrupted run's weights."""
-    nccl = torch.cuda.device_count() >= 2
+    otherwise, which the row says): uint8 rendering converted on the device, validation with the probe,
+    checkpoints, and a run stopped after its first checkpoint then resumed, which must end with the
+    uninterrupted run's weights. Every launch has a timeout and its output in a file."""
+    gpus = torch.cuda.device_count()
+    nccl = gpus >= 2
     replica_device = "cuda" if nccl else "cpu"
 
-    def launch(out: Path) -> subprocess.Popen:
-        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", __file__,
-                   "--replica", str(out), "--replica-device", replica_device]
-        return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    def command(out: Path) -> list[str]:
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", __file__,
+                "--replica", str(out), "--replica-device", replica_device]
 
-    def finish(run: subprocess.Popen) -> str | None:
-        output = run.communicate(timeout=600)[0]
-        return None if run.returncode == 0 else output.strip().splitlines()[-1][:100]
+    def finish(out: Path) -> str | None:
+        status, child = child_runs.run(command(out), folder / f"{out.name}.log", TORCHRUN_TIMEOUT_S)
+        return None if status == 0 else f"{'timed out' if status is None else f'exit {status}'}: {child.last_line(100)}"
 
-    failure = finish(launch(folder / "straight"))
+    failure = finish(folder / "straight")
     if failure:
         return "FAIL", failure
-    stopped = launch(folder / "stopped")
-    while not any((folder / "stopped" / "run").glob("*/last.pt")) and stopped.poll() is None:  # one folder per run fingerprint
-        time.sleep(0.05)
-    stopped.terminate()  # torchrun ends both replicas
-    stopped.communicate(timeout=120)
-    if stopped.returncode == 0:
-        return "FAIL", "the run ended before it could be stopped after its first checkpoint"
-    failure = finish(launch(folder / "stopped"))
+    stopped = child_runs.start(command(folder / "stopped"), folder / "stopped-first.log")
+    first_checkpoint = lambda: any((folder / "stopped" / "run").glob("*/last.pt"))  # noqa: E731  one folder per run fingerprint
+    if stopped.wait(TORCHRUN_TIMEOUT_S, until=first_checkpoint) is not None:
+        return "FAIL", f"the run ended before it could be stopped after its first checkpoint: {stopped.last_line(100)}"
+    stopped.stop()  # torchrun ends both replicas
+    failure = finish(folder / "stopped")
     if failure:
         return "FAIL", failure
     whole, resumed = (torch.load(folder / part / "result.pt", weights_only=True) for part in ("straight", "stopped"))
     worst = max((whole["state_dict"][k].double() - resumed["state_dict"][k].double()).abs().max().item() for k in whole["state_dict"])
-    backend = "NCCL, 2 GPUs" if nccl else "gloo, 2 CPU replicas (fewer than 2 GPUs)"
+    backend = "NCCL, 2 GPUs" if nccl else f"gloo, 2 CPU replicas (NCCL not exercised: {gpus} GPU{'s' * (gpus != 1)})"
     status = "ok" if worst == 0 and len(whole["probe"]) == 3 else "FAIL"  # at initialisation, steps 2 and 4
     return status, f"{backend}: probe Recall@1 {whole['probe']}, resumed max |difference| {worst:.3g}"
 
@@ -245,136 +258,138 @@ def pretrain_replica(out: str, device: str) -> None:
     dist.destroy_process_group()
 
 
-# GPU rendering (issue 27): the Triton renderer's images/s on a batch of codes, and its bytes
-# against the Numba renderer's on the first images; pre-training images/s with the device source
-# against the render source fed by the node's cores.
+@dataclass(frozen=True)
+class Check:
+    """One row: its name, whether it needs CUDA, ``function(device, sizes, folder) -> (status, detail)``, and
+    the most seconds its child process may run."""
 
-GPU_RENDER_SETTINGS = ((64, 4_000), (256, 100_000))
-"""(size, points) of the GPU rendering rows: the embedded default and the published setting."""
-GPU_RENDER_BATCH = 4096
-GPU_RENDER_WALKERS = 64
-GPU_RENDER_COMPARED = 8
-
-
-def check_gpu_rendering(device, sizes, folder, size: int, points: int):
-    """images/s of ``render_batch`` (patch mode, best of 3 timed batches after a warm-up), and its
-    first images byte-compared with :func:`fdsml.ifs.render` at the same walkers."""
-    import numpy as np
-
-    from fdsml.ifs import determinant_probabilities, render, sample_sigma_factor_code
-    from fdsml.ifs.render_triton import render_batch
-
-    rng = np.random.default_rng(27)
-    codes = [sample_sigma_factor_code(rng, (2, 4), (5.0, 6.0), (-1.0, 1.0)) for _ in range(GPU_RENDER_BATCH)]
-    probabilities = [determinant_probabilities(code) for code in codes]
-    seeds = rng.integers(2**62, size=GPU_RENDER_BATCH)
-    arguments = dict(size=size, points=points, walkers=GPU_RENDER_WALKERS, device=device)
-    images = render_batch(codes, probabilities, seeds, **arguments)
-    seconds = []
-    for _ in range(3):
-        torch.cuda.synchronize()
-        started = time.perf_counter()
-        render_batch(codes, probabilities, seeds, **arguments)
-        torch.cuda.synchronize()
-        seconds.append(time.perf_counter() - started)
-    reference = np.stack([
-        render(c, p, size=size, points=points, seed=int(s), walkers=GPU_RENDER_WALKERS)
-        for c, p, s in zip(codes[:GPU_RENDER_COMPARED], probabilities, seeds)
-    ])
-    equal = np.array_equal(images[:GPU_RENDER_COMPARED].cpu().numpy(), reference)
-    detail = f"{GPU_RENDER_BATCH / min(seconds):,.0f} images/s, W = {GPU_RENDER_WALKERS}, bytes {'equal' if equal else 'DIFFER'}"
-    return ("ok" if equal else "FAIL"), detail
+    name: str
+    needs_cuda: bool
+    function: Callable
+    limit_s: float
 
 
-def check_device_source(device, sizes, folder):
-    """ViT-Tiny pre-training images/s at the published rendering (256 px, 100,000 points, shown to
-    the model at 224 px), ``source: device`` against ``source: render`` with a loader worker per core."""
-    from fdsml.families import family_spec
-    from fdsml.families.generation import generate_table
-    from fdsml.training.pretrain import parse_pretrain_params, pretrain
-
-    spec = family_spec({"n_classes": 32, "instances_per_class": 8, "class_filter": {"enabled": False}, "workers": os.cpu_count(),
-                        "render": {"size": 256, "points": 100_000, "walkers": GPU_RENDER_WALKERS}})
-    table, _ = generate_table(spec)
-    speeds = {}
-    for source in ("render", "device"):
-        config = parse_pretrain_params({
-            "objective": "pa_triplet",
-            "model": {"backbone": "vit_tiny_patch16_224", "img_size": 224},
-            "data": {"source": source, "classes_per_batch": 16, "instances_per_class": 8},
-            "optimizer": {"name": "adamw", "base_lr": 0.001, "schedule": "constant"},
-            "train": {"max_steps": 12, "device": device, "num_workers": os.cpu_count(), "checkpoint_every": 100, "log_every": 1},
-            "validation": {"every": 0},
-            "run_dir": str(folder / source),
-        })
-        _, history = pretrain(table, spec, config)
-        speeds[source] = statistics.median(history["images_per_s"].iloc[4:])
-    detail = f"device {speeds['device']:,.0f} img/s, render with {os.cpu_count()} workers {speeds['render']:,.0f} img/s"
-    return "ok", detail
-
-
-def rendering_checks() -> list[tuple[str, bool, callable]]:
-    """The GPU rendering rows (need CUDA; the bytes are checked on the CPU by the test suite)."""
-    rows = [
-        (f"GPU rendering {size} px / {points:,} points", True, lambda d, s, f, size=size, points=points: check_gpu_rendering(d, s, f, size, points))
-        for size, points in GPU_RENDER_SETTINGS
-    ]
-    return rows + [("pre-training img/s, source device vs render", True, check_device_source)]
-
-
-def checks(sizes: Sizes, cuda: bool) -> list[tuple[str, bool, callable]]:
-    """(row, needs CUDA, function(device, sizes, folder)); compiling on the CPU is not checked."""
-    backbones = ("resnet50", "vit_tiny_patch16_224") if sizes is FULL else ("resnet18", "vit_tiny_patch4")
-    rows = []
-    for backbone in backbones:
-        rows.append((f"pre-training {backbone}", False, lambda d, s, f, b=backbone: check_pretraining(d, s, f, b, False)))
-        rows.append((f"pre-training {backbone}, compiled", True, lambda d, s, f, b=backbone: check_pretraining(d, s, f, b, True)))
+def rendering_checks() -> list[Check]:
+    """The rendering rows (:mod:`gpu_render_checks`); the packing is the host's and runs anywhere."""
+    rows = [Check("renderer bytes = Numba, every specialisation", True, render_rows.check_renderer_bytes, 180)]
     rows += [
-        (f"PA-Triplet vs CE img/s, {backbones[0]}", False, lambda d, s, f: check_triplet_against_cross_entropy(d, s, f, backbones[0])),
-        (f"batch mining B = {sizes.mining_batch}", False, check_mining),
-        ("CouCE fine-tuning step", False, check_couce),
-        ("torchrun x2, pretrain()", False, check_torchrun_pretrain),
-        ("checkpoint + exact resume", False, check_resume),
+        Check(f"kernel alone, {size} px / {points:,} points", True,
+              lambda d, s, f, size=size, points=points: render_rows.check_kernel(d, s, f, size, points), 90)
+        for size, points in render_rows.KERNEL_SETTINGS
     ]
-    return rows + rendering_checks()
+    return rows + [
+        Check("host packing per image", False, render_rows.check_packing, 60),
+        Check("pre-training img/s, source device vs render", True, render_rows.check_device_source, 240),
+    ]
+
+
+def model_checks(sizes: Sizes, quick_device: bool) -> list[Check]:
+    """Pre-training steps plain and compiled, and with the full check the objectives, mining, CouCE and torchrun."""
+    backbones = ("resnet50", "vit_tiny_patch16_224") if sizes is FULL else ("resnet18", "vit_tiny_patch4")
+    plain = [Check(f"pre-training {b}", False, lambda d, s, f, b=b: check_pretraining(d, s, f, b, False), 120) for b in backbones]
+    compiled = [Check(f"pre-training {b}, compiled", True, lambda d, s, f, b=b: check_pretraining(d, s, f, b, True), 240) for b in backbones]
+    resume = Check("checkpoint + exact resume", False, check_resume, 120)
+    if quick_device:
+        return plain + [resume] + compiled
+    return plain + compiled + [
+        Check(f"PA-Triplet vs CE img/s, {backbones[0]}", False,
+              lambda d, s, f: check_triplet_against_cross_entropy(d, s, f, backbones[0]), 240),
+        Check(f"batch mining B = {sizes.mining_batch}", False, check_mining, 60),
+        Check("CouCE fine-tuning step", False, check_couce, 120),
+        Check("torchrun x2, pretrain()", False, check_torchrun_pretrain, 4 * TORCHRUN_TIMEOUT_S),
+        resume,
+    ]
+
+
+def checks(mode: str) -> list[Check]:
+    """The rows of ``mode`` in the order they run: for ``quick-device`` the renderer first (what a short loan is for)."""
+    sizes = QUICK if mode == "quick" else FULL
+    if mode == "quick-device":
+        return rendering_checks() + model_checks(sizes, True)
+    return model_checks(sizes, False) + rendering_checks()
+
+
+MODES = {"quick": None, "quick-device": QUICK_DEVICE_BUDGET_S, "full": None}
+"""Each mode's budget in seconds for all its rows (None: each row's own limit only)."""
+
+
+def run_row(mode: str, index: int, folder: Path, result: Path) -> None:
+    """Child process: row ``index`` of ``mode``, its (status, detail, seconds) written to ``result``."""
+    check = checks(mode)[index]
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    with Measured(device) as measured:
+        try:
+            status, detail = check.function(device, QUICK if mode == "quick" else FULL, folder)
+        except Exception as error:  # the row fails with its reason; the parent goes on with the others
+            traceback.print_exc()
+            status, detail = "FAIL", f"{type(error).__name__}: {error}"[:160]
+    with atomic_path(result) as temporary:
+        temporary.write_text(json.dumps([status, detail, measured.seconds]))
+
+
+def row_in_child(mode: str, index: int, folder: Path, timeout_s: float) -> tuple[str, str]:
+    """Row ``index`` in a child process of its own (a CUDA fault or a hang costs one row), with a timeout."""
+    folder.mkdir(parents=True, exist_ok=True)
+    result = folder / "result.json"
+    command = [sys.executable, __file__, "--row", str(index), "--mode", mode, "--scratch", str(folder), "--result", str(result)]
+    status, child = child_runs.run(command, folder / "row.log", timeout_s)
+    if status is None:
+        return "TIMEOUT", f"stopped after {timeout_s:.0f} s; last output: {child.last_line(100)}"
+    if not result.exists():
+        return "FAIL", f"exit {status} without a result: {child.last_line(100)}"
+    outcome, detail, seconds = json.loads(result.read_text())
+    return outcome, f"{detail} [{seconds:.1f} s]"
 
 
 def main(argv: list[str] | None = None) -> list[tuple[str, str, str]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="tiny sizes; on a CPU-only machine the non-CUDA rows run on the CPU")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--quick", action="store_true", help="tiny sizes; on a CPU-only machine the non-CUDA rows run on the CPU")
+    group.add_argument("--quick-device", action="store_true", help=f"the rows a short GPU loan needs, within {QUICK_DEVICE_BUDGET_S // 60} minutes")
+    parser.add_argument("--table", type=Path, default=Path(__file__).resolve().parent / "results" / "gpu_check.txt", help="the table, rewritten after every row")
     parser.add_argument("--replica", help=argparse.SUPPRESS)
     parser.add_argument("--replica-device", help=argparse.SUPPRESS)
+    parser.add_argument("--row", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--mode", help=argparse.SUPPRESS)
+    parser.add_argument("--scratch", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.replica:
         pretrain_replica(args.replica, args.replica_device)
         return []
+    if args.row is not None:
+        run_row(args.mode, args.row, args.scratch, args.result)
+        return []
+    mode = "quick" if args.quick else "quick-device" if args.quick_device else "full"
+    return run_checks(mode, list(enumerate(checks(mode))), args.table)
+
+
+def run_checks(mode: str, rows: list[tuple[int, Check]], table_path: Path) -> list[tuple[str, str, str]]:
+    """Each row (its index in ``checks(mode)``, the check) in a child process within its limit and what is
+    left of the mode's budget, the table rewritten after each."""
     cuda = torch.cuda.is_available()
-    sizes = QUICK if args.quick else FULL
-    device = "cuda" if cuda else "cpu"
+    gpus = torch.cuda.get_device_name(0) if cuda else "none"
+    table = child_runs.TableFile(table_path, f"gpu_check --{mode}: device {'cuda' if cuda else 'cpu'} ({gpus}), {time.strftime('%Y-%m-%d %H:%M')}")
     if not cuda:
         print("No CUDA device (torch.cuda.is_available() is False): the CUDA rows are skipped.")
-        if not args.quick:
+        if mode != "quick":
             print("Only --quick runs the other rows on the CPU (at tiny sizes).")
-    results = []
+    budget = MODES[mode]
+    deadline = time.monotonic() + budget if budget else float("inf")
     with tempfile.TemporaryDirectory() as scratch:
-        for index, (name, needs_cuda, function) in enumerate(checks(sizes, cuda)):
-            if not cuda and (needs_cuda or not args.quick):
-                results.append((name, "skipped", "needs a CUDA device" if needs_cuda else "no CUDA device; use --quick on the CPU"))
-                continue
-            with Measured(device) as measured:
-                try:
-                    status, detail = function(device, sizes, Path(scratch) / str(index))
-                except Exception as error:  # one broken path must not hide the others
-                    traceback.print_exc()
-                    status, detail = "FAIL", f"{type(error).__name__}: {error}"[:100]
-            results.append((name, status, f"{detail} [{measured.seconds:.1f} s]"))
-    width = max(len(name) for name, _, _ in results)
-    print(f"\n{'check':<{width}}  {'status':<12}  detail   (device {device}, {'quick' if args.quick else 'full'} sizes)")
-    for name, status, detail in results:
-        print(f"{name:<{width}}  {status:<12}  {detail}")
-    return results
+        for index, check in rows:
+            left = deadline - time.monotonic()
+            if not cuda and (check.needs_cuda or mode != "quick"):
+                table.add(check.name, "skipped", "needs a CUDA device" if check.needs_cuda else "no CUDA device; use --quick on the CPU")
+            elif left < MIN_ROW_S:
+                table.add(check.name, "not run", f"the {budget // 60}-minute budget is spent")
+            else:
+                table.add(check.name, *row_in_child(mode, index, Path(scratch) / str(index), min(check.limit_s, left)))
+            print(table.text().splitlines()[-1], flush=True)
+    print(f"\n{table.text()}table in {table_path}")
+    return table.rows
 
 
 if __name__ == "__main__":
     outcome = main()
-    sys.exit(1 if any(status == "FAIL" for _, status, _ in outcome) else 0)
+    sys.exit(1 if any(status in ("FAIL", "TIMEOUT") for _, status, _ in outcome) else 0)

@@ -1,35 +1,106 @@
-"""benchmarks/gpu_check.py on a CPU-only machine: the CUDA rows are skipped with the reason, the rest run."""
+"""benchmarks/gpu_check.py on a CPU-only machine: the CUDA rows are skipped with the reason, the rest
+run, each in a child process with a timeout whose output is read, the table written row by row."""
 
+import dataclasses
 import importlib.util
+import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.py"
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def load(name, monkeypatch):
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def gpu_check(monkeypatch):
+    return load("gpu_check", monkeypatch)
 
 
 @pytest.mark.slow  # three two-process torchrun launches
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU-only behaviour")
-def test_gpu_check_skips_cuda_rows_and_runs_the_rest_on_the_cpu(capsys, monkeypatch):
-    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
-    gpu_check = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, gpu_check)  # its dataclasses look their module up
-    spec.loader.exec_module(gpu_check)
-    results = {name: (status, detail) for name, status, detail in gpu_check.main(["--quick"])}
+def test_gpu_check_skips_cuda_rows_and_runs_the_rest_on_the_cpu(gpu_check, capsys, tmp_path):
+    results = {name: (status, detail) for name, status, detail in gpu_check.main(["--quick", "--table", str(tmp_path / "table.txt")])}
     printed = capsys.readouterr().out
     assert "No CUDA device" in printed and "checkpoint + exact resume" in printed
     skipped = {name for name, (status, _) in results.items() if status == "skipped"}
     assert skipped == {
         "pre-training resnet18, compiled",
         "pre-training vit_tiny_patch4, compiled",
-        "GPU rendering 64 px / 4,000 points",
-        "GPU rendering 256 px / 100,000 points",
+        "renderer bytes = Numba, every specialisation",
+        "kernel alone, 64 px / 4,000 points",
+        "kernel alone, 256 px / 100,000 points",
         "pre-training img/s, source device vs render",
     }
     assert all(results[name][1] == "needs a CUDA device" for name in skipped)
     assert not any(status == "FAIL" for status, _ in results.values()), results
     assert results["checkpoint + exact resume"][1].startswith("max |difference| 0 ")
-    assert results["torchrun x2, pretrain()"][1].startswith("gloo, 2 CPU replicas (fewer than 2 GPUs): probe Recall@1 [")
-    assert "resumed max |difference| 0 " in results["torchrun x2, pretrain()"][1]
+    torchrun = results["torchrun x2, pretrain()"][1]
+    assert torchrun.startswith("gloo, 2 CPU replicas (NCCL not exercised: 0 GPUs): probe Recall@1 [")
+    assert "resumed max |difference| 0 " in torchrun
+    assert (tmp_path / "table.txt").read_text().count("\n") == len(results) + 2
+
+
+def test_the_quick_device_check_has_the_rows_a_short_loan_needs_renderer_first(gpu_check):
+    names = [check.name for check in gpu_check.checks("quick-device")]
+    assert names[0] == "renderer bytes = Numba, every specialisation"
+    assert {"kernel alone, 64 px / 4,000 points", "kernel alone, 256 px / 100,000 points", "host packing per image",
+            "pre-training img/s, source device vs render", "pre-training resnet50", "pre-training resnet50, compiled",
+            "pre-training vit_tiny_patch16_224", "pre-training vit_tiny_patch16_224, compiled", "checkpoint + exact resume"} == set(names[1:])
+    assert gpu_check.QUICK_DEVICE_BUDGET_S <= 8 * 60
+
+
+def test_rows_run_in_children_with_timeouts_and_the_table_is_written_as_they_go(gpu_check, monkeypatch, tmp_path):
+    table = tmp_path / "table.txt"
+    seen_before = []
+    row_in_child = gpu_check.row_in_child
+
+    def watched(mode, index, folder, timeout_s):
+        seen_before.append(table.read_text() if table.exists() else "")
+        return row_in_child(mode, index, folder, timeout_s)
+
+    monkeypatch.setattr(gpu_check, "row_in_child", watched)
+    rows = {check.name: (index, check) for index, check in enumerate(gpu_check.checks("quick"))}
+    packing = rows["host packing per image"]
+    resume = (rows["checkpoint + exact resume"][0], dataclasses.replace(rows["checkpoint + exact resume"][1], limit_s=1.0))
+    started = time.monotonic()
+    results = gpu_check.run_checks("quick", [packing, resume], table)
+    assert time.monotonic() - started < 60
+    assert results[0][:2] == ("host packing per image", "ok") and "µs/image" in results[0][2]
+    assert results[1][:2] == ("checkpoint + exact resume", "TIMEOUT") and "stopped after 1 s" in results[1][2]
+    assert "host packing per image  ok" in seen_before[1]  # written before the next row began
+    assert "TIMEOUT" in table.read_text()
+
+
+def test_rows_left_when_the_budget_is_spent_are_written_as_not_run(gpu_check, monkeypatch, tmp_path):
+    monkeypatch.setitem(gpu_check.MODES, "quick", 60)
+    monkeypatch.setattr(gpu_check, "MIN_ROW_S", 61)
+    rows = [(index, check) for index, check in enumerate(gpu_check.checks("quick")) if not check.needs_cuda][:2]
+    results = gpu_check.run_checks("quick", rows, tmp_path / "table.txt")
+    assert [status for _, status, _ in results] == ["not run", "not run"]
+    assert "the 1-minute budget is spent" in (tmp_path / "table.txt").read_text()
+
+
+def test_a_child_with_a_flood_of_output_finishes_and_a_hung_one_is_killed_with_its_children(monkeypatch, tmp_path):
+    child_runs = load("child_runs", monkeypatch)
+    flood = "import sys\nfor _ in range(4000): sys.stdout.write('x' * 1000 + '\\n')\nprint('done')"
+    status, child = child_runs.run([sys.executable, "-c", flood], tmp_path / "flood.log", timeout_s=60)
+    assert status == 0 and child.last_line() == "done" and len(child.output()) > 4_000_000  # more than a pipe holds
+    hung = "import subprocess, time\nprint(subprocess.Popen(['sleep', '60']).pid, flush=True)\ntime.sleep(60)"
+    started = time.monotonic()
+    status, child = child_runs.run([sys.executable, "-c", hung], tmp_path / "hung.log", timeout_s=1.5)
+    assert status is None and time.monotonic() - started < 20
+    grandchild = int(child.output().split()[0])
+    time.sleep(0.2)
+    assert not Path(f"/proc/{grandchild}").exists() or "Z" in Path(f"/proc/{grandchild}/stat").read_text().split()[2]
+    assert child.process.poll() is not None and os.getpgid(os.getpid()) != child.process.pid

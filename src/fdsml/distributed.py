@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 
 from fdsml.config import ConfigError
+from fdsml.gpu_presence import cuda_unusable_reason, nvidia_gpu_evidence
 
 logger = logging.getLogger(__name__)
 
@@ -44,12 +45,24 @@ def launched_by_torchrun() -> bool:
     return int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
-def resolve_device(preference: Literal["auto", "cpu", "cuda"], local_rank: int = 0) -> torch.device:
-    """CUDA when asked for or available (``auto``), the CPU otherwise; asking for CUDA without one fails."""
-    if preference == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("device: cuda was asked for but torch sees no CUDA device; use device: auto or cpu")
-    if preference in ("cuda", "auto") and torch.cuda.is_available():
+def resolve_device(
+    preference: Literal["auto", "cpu", "cuda"], local_rank: int = 0, gpu_evidence: Callable[[], str | None] = nvidia_gpu_evidence
+) -> torch.device:
+    """CUDA when asked for or available (``auto``), the CPU when asked for or when the machine has no
+    GPU (``gpu_evidence``, :func:`fdsml.gpu_presence.nvidia_gpu_evidence`); ``auto`` on a machine
+    whose GPU torch cannot use stops, as does ``cuda`` without one."""
+    if preference == "cpu":
+        return torch.device("cpu")
+    if torch.cuda.is_available():
         return torch.device("cuda", local_rank % torch.cuda.device_count())
+    if preference == "cuda":
+        raise ConfigError(f"device: cuda was asked for but torch cannot use CUDA ({cuda_unusable_reason()}); set device: cpu to train on the CPU")
+    evidence = gpu_evidence()
+    if evidence is not None:
+        raise ConfigError(
+            f"device: auto found an NVIDIA GPU ({evidence}) that torch cannot use: {cuda_unusable_reason()}. "
+            "Install a torch build this driver supports (or a newer driver), or set device: cpu to train on the CPU"
+        )
     return torch.device("cpu")
 
 

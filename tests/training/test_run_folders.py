@@ -21,9 +21,12 @@ def test_a_changed_setting_trains_beside_the_old_run_and_going_back_resumes_it(t
     assert history["step"].tolist() == [1, 2]  # a run of its own, from the start
     assert len(list_runs(tmp_path)) == 2 and (old.path / "last.pt").read_bytes() == stored
 
+    caplog.clear()
     with caplog.at_level(logging.INFO, logger="fdsml.training.loop"):
         _, history = pretrain(tiny_table, TINY_SPEC, first)
-    assert f"Resuming from {old.path / 'last.pt'} at step 2 of 2" in caplog.text
+    said = [record.getMessage() for record in caplog.records if record.name == "fdsml.training.loop"]
+    assert said[0].startswith("Training on cpu in float32, world size 1: 2 steps")  # first: where and how it trains
+    assert said[1] == f"Resuming from {old.path / 'last.pt'} at step 2 of 2"
     assert history["step"].tolist() == [1, 2]
 
 

@@ -2,7 +2,8 @@
 
 Each item's "image" is its code packed into one int64 row, ``[seed, number of maps, thresholds
 (M), coefficients as float64 bits (6 M)]`` with M the table's largest number of maps; the
-dataset's ``model_input``, which the training step calls on the device, renders the batch there
+dataset's ``model_input``, which the loop calls on the device (a batch ahead,
+:mod:`fdsml.training.prefetch`), renders the batch there
 (:func:`fdsml.ifs.render_triton.render_tensors` on a CUDA device, the Numba renderer on the CPU:
 the same bytes) and converts it as every source does (:func:`fractal_input`).
 """
@@ -17,7 +18,7 @@ import torch
 
 from fdsml.data.fractal_dataset import FractalCodesDataset, fractal_input
 from fdsml.families import FamilySpec
-from fdsml.ifs.render import RenderSettings, map_thresholds, render_thresholds
+from fdsml.ifs.render import RenderSettings, map_thresholds, padded_maps, render_thresholds
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ class DeviceRenderedCodes(FractalCodesDataset):
 
     def __init__(self, table: pd.DataFrame, spec: FamilySpec, **kwargs):
         super().__init__(table, spec, instances="table", **kwargs)
-        self.max_maps = int(table["n_maps"].max())
+        self.max_maps = padded_maps(int(table["n_maps"].max()))  # a power of two, as the kernels are compiled for
 
     def _image(self, index: int) -> tuple[np.ndarray, None]:
         instance = self.spec.instance(self.rows.row(index))
@@ -58,9 +59,10 @@ class DeviceRenderedCodes(FractalCodesDataset):
         packed = np.stack([self._image(int(index))[0] for index in indices])[:, None]
         return self._table.batch(indices, packed, self._table.psi[indices])
 
-    def model_input(self, packed: torch.Tensor) -> torch.Tensor:
-        """The batch's packed codes, on any device, rendered there and converted (:func:`fractal_input`)."""
-        images = render_packed(packed.reshape(packed.shape[0], -1), self.max_maps, self.spec.settings.render)
+    def model_input(self, packed: torch.Tensor, kernel: bool | None = None) -> torch.Tensor:
+        """The batch's packed codes, on any device, rendered there and converted (:func:`fractal_input`);
+        ``kernel``: render with the Triton kernel (default: on a CUDA device; on the CPU it needs ``TRITON_INTERPRET=1``)."""
+        images = render_packed(packed.reshape(packed.shape[0], -1), self.max_maps, self.spec.settings.render, kernel)
         return fractal_input(images[:, None], self.img_size, self.channels)
 
 
@@ -71,11 +73,12 @@ def unpacked(packed: torch.Tensor, max_maps: int) -> tuple[torch.Tensor, ...]:
     return coefficients, packed[:, 2 : 2 + max_maps].contiguous(), packed[:, 1].contiguous(), packed[:, 0].contiguous()
 
 
-def render_packed(packed: torch.Tensor, max_maps: int, settings: RenderSettings) -> torch.Tensor:
-    """``(n, 2 + 7 M)`` packed codes rendered into ``(n, S, S)`` uint8 images on their device."""
+def render_packed(packed: torch.Tensor, max_maps: int, settings: RenderSettings, kernel: bool | None = None) -> torch.Tensor:
+    """``(n, 2 + 7 M)`` packed codes rendered into ``(n, S, S)`` uint8 images on their device: by the
+    Triton kernel (``kernel``, by default on a CUDA device; it reads nothing back to the host) or Numba."""
     coefficients, thresholds, n_maps, seeds = unpacked(packed, max_maps)
     arguments = dict(size=settings.size, points=settings.points, mode=settings.mode, margin=settings.margin, burn_in=settings.burn_in, walkers=settings.walkers)
-    if packed.is_cuda:
+    if packed.is_cuda if kernel is None else kernel:
         from fdsml.ifs.render_triton import render_tensors
 
         return render_tensors(coefficients, thresholds, n_maps, seeds, **arguments)

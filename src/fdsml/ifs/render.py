@@ -301,6 +301,12 @@ def map_thresholds(probabilities: np.ndarray) -> np.ndarray:
     return np.minimum(np.round(cumulative * 2.0**32), 2.0**32).astype(np.uint64)
 
 
+def padded_maps(maps: int) -> int:
+    """The count of maps a batch of codes of at most ``maps`` maps is padded to on the device: the
+    next power of two (:mod:`fdsml.ifs.render_triton` is compiled for those)."""
+    return 1 << (maps - 1).bit_length()
+
+
 def _validated(coefficients, probabilities):
     coefficients = np.ascontiguousarray(coefficients, dtype=np.float64)
     probabilities = np.asarray(probabilities, dtype=np.float64)

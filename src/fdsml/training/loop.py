@@ -16,6 +16,7 @@ import math
 import os
 import time
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -34,21 +35,12 @@ from fdsml.seeds import replica_rank, step_seed
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
 from fdsml.training.model_setup import freeze_batchnorm, prepare_model, wrap_model
 from fdsml.training.optimizer import build_optimizer, build_scheduler
+from fdsml.training.prefetch import Prefetcher, Staged
 from fdsml.training.resume import Resumable, resume_state
 from fdsml.training.run_arithmetic import TrainingPlan
 from fdsml.training.run_folders import precision
 
 logger = logging.getLogger(__name__)
-
-
-def _to_device(batch: dict[str, Any], device: torch.device, channels_last: bool, model_input=None) -> dict[str, Any]:
-    """The batch on ``device``; ``model_input`` (a dataset's) turns its shipped images into the model's input there."""
-    moved = {k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for k, v in batch.items()}
-    if model_input is not None:
-        moved["image"] = model_input(moved["image"])
-    if channels_last:
-        moved["image"] = moved["image"].contiguous(memory_format=torch.channels_last)
-    return moved
 
 
 def configure_cuda(deterministic: bool) -> None:
@@ -169,15 +161,19 @@ class _Run:
         if self.live is not None:
             self.live(self.history)
 
-    def start(self) -> None:
-        """Say what is trained (main rank) and open the progress bar."""
+    def announce(self) -> None:
+        """Say, first and in one line (main rank), where and how it trains: device, precision, world size."""
         plan, context = self.plan, self.context
         if context.is_main:
             logger.info(
-                "Training %d steps (%d per epoch) on %s x%d, global batch %d, lr %.3g",
-                plan.total_steps, plan.batches_per_replica, context.device, context.world_size, plan.global_batch,
-                self.parts.optimizer.param_groups[1]["lr"],
+                "Training on %s in %s, world size %d: %d steps (%d per epoch), global batch %d, lr %.3g",
+                context.device, str(precision(self.loop.amp, context.device)).removeprefix("torch."), context.world_size,
+                plan.total_steps, plan.batches_per_replica, plan.global_batch, self.parts.optimizer.param_groups[1]["lr"],
             )
+
+    def start(self) -> None:
+        """Open the progress bar."""
+        plan, context = self.plan, self.context
         self.progress = tqdm(total=plan.total_steps, initial=self.step, desc="train", unit="step", disable=not context.is_main)
 
     def validated(self, at: int) -> dict[str, float]:
@@ -192,8 +188,8 @@ class _Run:
             if self.live is not None:
                 self.live(self.history[-1:])
 
-    def train_step(self, wrapped: nn.Module, batch: dict[str, Any], epoch: int, data_s: float, model_input=None) -> float:
-        """One step: seed, batch to the device, forward and loss, backward, optimiser step, schedule.
+    def train_step(self, wrapped: nn.Module, staged: Staged, epoch: int, data_s: float) -> float:
+        """One step: seed, take the staged batch, forward and loss, backward, optimiser step, schedule.
 
         Its row waits in ``pending``, with the validation's metrics when one is due. Returns the
         learning rate the step took.
@@ -201,8 +197,7 @@ class _Run:
         parts, context, loop = self.parts, self.context, self.loop
         watch = Stopwatch(context.device)
         torch.manual_seed(step_seed(loop.seed, self.step, replica_rank()))
-        cuda = context.device.type == "cuda"
-        batch = _to_device(batch, context.device, loop.channels_last and cuda, model_input)
+        batch = staged.take()  # on CUDA the device waits here, inside step_s, for a batch still rendering
         autocast = precision(loop.amp, context.device)
         with torch.autocast(device_type=context.device.type, dtype=autocast, enabled=autocast != torch.float32):
             loss, metrics = parts.objective(wrapped, batch, self.step)
@@ -287,8 +282,8 @@ def train(
     ``plan`` (checked) gives every count: steps per epoch and in total, warm-up, global batch, learning rate.
     ``dataset`` and ``batch_sampler`` may offer ``set_epoch``; the sampler must already be sharded for this rank
     and yield the plan's batches. ``dataset`` may offer ``model_input``, applied to each batch's images on the
-    device (e.g. uint8 renderings to float). DataLoader workers persist across epochs: each index carries its
-    epoch to them. A checkpoint is resumed only when its ``fingerprint`` (what defines the run) matches; a stale
+    device (e.g. uint8 renderings to float) while the batch before it trains (:mod:`fdsml.training.prefetch`).
+    DataLoader workers persist across epochs: each index carries its epoch to them. A checkpoint is resumed only when its ``fingerprint`` (what defines the run) matches; a stale
     one from another configuration is started over, not continued. ``validation`` (given on the main rank only)
     adds its metrics to the history row of every step it is due at, and to a row of its own at step 0 (the
     initialisation; no loss) when the run starts afresh. ``live`` (main rank only,
@@ -303,12 +298,14 @@ def train(
     optimizer = build_optimizer(model, objective, optimizer_config, plan.learning_rate)
     parts = Resumable(model, objective, optimizer, build_scheduler(optimizer, optimizer_config, plan, loop.freeze_backbone_steps))
     run = _Run(parts, loop, optimizer_config, plan, context, Path(checkpoint_path), fingerprint, validation, live)
+    run.announce()
     run.resume()  # before DDP wraps the model: every replica starts from the resumed weights
     wrapped = wrap_model(model, loop, context)
     run.start()
     batches = EpochBatches(batch_sampler)
-    loader = epoch_loader(dataset, batches, num_workers=loop.num_workers, pin_memory=context.device.type == "cuda")
-    model_input = getattr(dataset, "model_input", None)
+    cuda = context.device.type == "cuda"
+    loader = epoch_loader(dataset, batches, num_workers=loop.num_workers, pin_memory=cuda)
+    prefetch = Prefetcher(context.device, channels_last=loop.channels_last and cuda, model_input=getattr(dataset, "model_input", None))
     run.validate_initialisation()
     model.train()
     if loop.freeze_batchnorm:
@@ -317,13 +314,11 @@ def train(
         epoch, offset = divmod(run.step, plan.batches_per_replica)
         batches.start(epoch, offset)
         fetched = time.perf_counter()
-        for batch in loader:
-            lr = run.train_step(wrapped, batch, epoch, time.perf_counter() - fetched, model_input)
+        for staged in prefetch(islice(loader, min(len(batches), plan.total_steps - run.step))):
+            lr = run.train_step(wrapped, staged, epoch, time.perf_counter() - fetched)
             if run.step % loop.log_every == 0 or run.step == plan.total_steps:
                 run.log(lr)
             if run.step % loop.checkpoint_every == 0 or run.step == plan.total_steps:
                 run.checkpoint()
-            if run.step >= plan.total_steps:
-                break
             fetched = time.perf_counter()
     return run.finish()
