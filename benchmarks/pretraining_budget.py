@@ -45,6 +45,10 @@ METHOD_OVERRIDES = {
     "same": {"objective": "pa_triplet", "pa_triplet": {"filter": "same"}},
     "diff": {"objective": "pa_triplet", "pa_triplet": {"filter": "diff"}},
     "fresh_each": {"objective": "pa_triplet", "pa_triplet": {"filter": "each"}, "data": {"instances": "fresh"}},
+    # issue 38's parameter-aware objective and controls (docs/studies.md, "Fair comparison protocol"): not in the defaults
+    "fdsl_pa": {"objective": "fdsl_pa"},
+    "label_triplet": {"objective": "label_triplet"},
+    "pml": {"objective": "pml"},
 }
 CODE_MODULES = ("fdsml.training.pretrain", "fdsml.training.retrieval", "fdsml.evaluation.frozen_probe", "fdsml.families.generation")
 

@@ -12,10 +12,18 @@ import torch
 from torch import nn
 
 from fdsml.losses.couce import CouCE, CouCESettings, build_couce_objective
+from fdsml.losses.pair import PAIR_LOSSES, build_pair_loss
 from fdsml.losses.pa_triplet import PATripletLoss, mine_batch_triplets
 from fdsml.losses.proxy import PROXY_LOSSES, build_proxy_loss
 from fdsml.training.classification import MixupObjective, MixupSettings
-from fdsml.training.objectives import CrossEntropyObjective, PATripletObjective, ProxyObjective
+from fdsml.training.objectives import (
+    CrossEntropyObjective,
+    CrossEntropyPATripletObjective,
+    LabelTripletObjective,
+    PairLossObjective,
+    PATripletObjective,
+    ProxyObjective,
+)
 
 EMBEDDING, CLASSES, BATCH = 32, 4, 16
 RELATIVE = 1e-3
@@ -52,6 +60,13 @@ def test_pa_triplet_loss_is_float32_under_autocast():
 def test_each_proxy_loss_is_float32_under_autocast(name):
     torch.manual_seed(0)
     loss = build_proxy_loss(name, CLASSES, EMBEDDING)
+    actual, expected = bf16_and_float32(lambda: loss(embeddings(), LABELS))
+    assert_float32_value(actual, expected)
+
+
+@pytest.mark.parametrize("name", sorted(PAIR_LOSSES))
+def test_each_pair_loss_is_float32_under_autocast(name):
+    loss = build_pair_loss(name)
     actual, expected = bf16_and_float32(lambda: loss(embeddings(), LABELS))
     assert_float32_value(actual, expected)
 
@@ -96,6 +111,10 @@ class Probe(nn.Module):
 
 OBJECTIVES = {
     "pa_triplet": lambda: PATripletObjective("all"),
+    "graded_pa_triplet": lambda: PATripletObjective("all", graded_margin=True),
+    "fdsl_pa": lambda: CrossEntropyPATripletObjective(PATripletObjective("same"), CLASSES, EMBEDDING, weight=0.5),
+    "label_triplet": lambda: LabelTripletObjective(),
+    "pml": lambda: PairLossObjective(build_pair_loss("multi_similarity")),
     "cross_entropy": lambda: CrossEntropyObjective(label_smoothing=0.1),
     "mixup": lambda: MixupObjective(EMBEDDING, MixupSettings(mixup_alpha=0.5, cutmix_alpha=1.0), label_smoothing=0.1),
     "proxy": lambda: ProxyObjective(build_proxy_loss("soft_triple", CLASSES, EMBEDDING)),

@@ -1,5 +1,6 @@
 """The proxy-loss registry: by name, in the losses package, every entry computed in float32."""
 
+import copy
 import os
 import subprocess
 import sys
@@ -21,7 +22,7 @@ def test_a_loss_is_built_by_name_and_stays_the_library_class():
 
 
 def test_registering_one_class_adds_a_float32_loss(monkeypatch):
-    monkeypatch.setattr(proxy, "PROXY_LOSSES", dict(proxy.PROXY_LOSSES))
+    monkeypatch.setattr(proxy, "PROXY_LOSSES", copy.copy(proxy.PROXY_LOSSES))
     proxy.register_proxy_loss("normalized_softmax", NormalizedSoftmaxLoss)
     loss = proxy.build_proxy_loss("normalized_softmax", 3, 8)
     embeddings, labels = torch.randn(6, 8), torch.arange(6) % 3

@@ -146,6 +146,17 @@ def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_one(tiny_table,
         ({"train": {"max_steps": 0}}, r"pretrain.train.max_steps: must be positive"),
         ({"optimizer": {"name": "lamb"}}, r"pretrain.optimizer.name: 'lamb' is not accepted"),
         ({"trian": {}}, r"pretrain: unknown key\(s\) trian"),
+        ({"objective": "fdsl_pa", "fdsl_pa": {"weight": -1}}, r"^pretrain.fdsl_pa.weight: must be >= 0"),
+        ({"objective": "fdsl_pa", "fdsl_pa": {"filter": "some"}}, r"^pretrain.fdsl_pa.filter: 'some' is not accepted"),
+        ({"objective": "fdsl_pa", "fdsl_pa": {"batches": "shuffled"}}, r"^pretrain.fdsl_pa.batches: plain shuffled batches .*filter 'same'"),
+        ({"fdsl_pa": {"margin": -0.1}}, r"^pretrain.fdsl_pa.margin: must be >= 0"),
+        ({"fdsl_pa": {"reducer": "sum"}}, r"^pretrain.fdsl_pa.reducer: 'sum' is not accepted"),
+        ({"pa_triplet": {"min_relative_gap": 1.0}}, r"^pretrain.pa_triplet.min_relative_gap: must lie in \[0, 1\)"),
+        ({"objective": "fdsl_pa", "data": {"instances_per_class": 2}}, r"pretrain.data.instances_per_class: filter 'same' needs at least 3"),
+        ({"objective": "label_triplet", "data": {"classes_per_batch": 1}}, r"pretrain.data.classes_per_batch: filter 'each' needs at least 2"),
+        ({"objective": "pml", "data": {"instances_per_class": 1}}, r"pretrain.data.instances_per_class: the pml loss needs positive pairs"),
+        ({"pml": {"loss": "arcface"}}, r"^pretrain.pml.loss: unknown pair loss 'arcface'"),
+        ({"pml": {"options": {"alpah": 2}}}, r"^pretrain.pml.options: multi_similarity does not take"),
     ],
 )
 def test_bad_configuration_fails_at_start_naming_the_key(params, message):
@@ -195,6 +206,42 @@ def test_fdsl_batch_options_are_validated(params, message):
         parse_pretrain_params(params)
 
 
+def test_fdsl_pa_takes_shuffled_batches_with_a_filter_that_needs_no_classmate(tmp_path):
+    config = tiny_config(tmp_path, objective="fdsl_pa", fdsl_pa={"batches": "shuffled", "filter": "diff"})
+    assert config.shuffled_batches
+
+
+@pytest.mark.parametrize(
+    "objective, parts",
+    [
+        ("fdsl_pa", {"cross_entropy", "triplet_loss", "accuracy", "triplet_accuracy_same", "nonzero_fraction_same", "triplets"}),
+        ("label_triplet", {"triplet_accuracy_labels", "nonzero_fraction_labels", "triplets"}),
+        ("pml", set()),
+    ],
+)
+def test_new_objectives_pretrain_validate_and_hand_their_trunk_on(tiny_table, tmp_path, objective, parts):
+    """An embedding model comes out (its checkpoint, its held-out agreement, its trunk for fine-tuning and export)."""
+    from fdsml.models.export import ExportConfig, export_trunk
+    from fdsml.models.starting_points import StartingPoint, build_from_start, trunk_state_dict
+
+    from fdsml.data.holdout import HoldoutSettings, split_table
+
+    split = split_table(tiny_table, HoldoutSettings(instance_fraction=0.2, class_fraction=0.34), seed=0)
+    config = tiny_config(
+        tmp_path, objective=objective, data={"classes_per_batch": 2}, train={"max_steps": 3}, validation={"every": 3, "triplets": 50}
+    )
+    payload, history = pretrain(tiny_table, TINY_SPEC, config, split=split)
+    assert payload["model"]["head"] == "embedding" and payload["metadata"]["objective"] == objective
+    assert set(history.columns) >= parts | {"loss", "val_unseen_agreement_same"}
+    validated = history[history["validation_s"].notna()]
+    assert validated["step"].tolist() == [0, 3] and validated["val_unseen_agreement_same"].notna().all()
+    assert np.isfinite(history["loss"].dropna()).all() and len(history["loss"].dropna()) == 3
+    model = build_from_start(StartingPoint("pre", checkpoint="x.pt"), seed=0, payload=payload, head="embedding", embedding_dim=8)
+    for name, tensor in trunk_state_dict(payload).items():
+        torch.testing.assert_close(model.backbone.state_dict()[name], tensor)
+    assert export_trunk(payload, ExportConfig(), "card").trunk is not None
+
+
 def test_workers_kept_across_epochs_train_the_weights_of_no_workers(tiny_table, tmp_path, monkeypatch):
     """Fresh noise over two epochs: workers started once must still render each epoch's images."""
     loaders = []
@@ -218,3 +265,36 @@ def test_workers_kept_across_epochs_train_the_weights_of_no_workers(tiny_table, 
     assert len(loaders) == 2 and loaders[1].persistent_workers  # one loader, its workers kept, for both epochs
     for name, value in _weights(payloads[0]).items():
         assert torch.equal(value, _weights(payloads[2])[name]), name
+
+
+def test_an_interrupted_fdsl_pa_run_resumes_its_class_head_to_the_uninterrupted_weights(tiny_table, tmp_path, monkeypatch):
+    """The class head is the objective's, not the model's: it must travel in the checkpoint, or a resumed run
+    would start the head over from its initial weights and end elsewhere."""
+    import fdsml.training.pretrain as pretrain_module
+    from fdsml.training.objectives import CrossEntropyPATripletObjective
+
+    class Interrupted(CrossEntropyPATripletObjective):
+        def forward(self, model, batch, step=0):
+            if step == 3:
+                raise KeyboardInterrupt("killed after the checkpoint at step 2")
+            return super().forward(model, batch, step)
+
+    def config(run_dir):
+        return tiny_config(run_dir, objective="fdsl_pa", train={"max_steps": 5, "checkpoint_every": 2})
+
+    build = pretrain_module.build_objective
+    with monkeypatch.context() as patched:
+        patched.setattr(pretrain_module, "build_objective", lambda c, *sizes: _interrupted(build(c, *sizes), Interrupted))
+        with pytest.raises(KeyboardInterrupt):
+            pretrain(tiny_table, TINY_SPEC, config(tmp_path / "killed"))
+    resumed, history = pretrain(tiny_table, TINY_SPEC, config(tmp_path / "killed"))
+    assert history["step"].tolist() == [1, 2, 3, 4, 5]
+    uninterrupted, _ = pretrain(tiny_table, TINY_SPEC, config(tmp_path / "straight"))
+    for name, tensor in _weights(uninterrupted).items():
+        torch.testing.assert_close(_weights(resumed)[name], tensor, rtol=0, atol=0, msg=name)
+
+
+def _interrupted(objective, cls):
+    """``objective`` as an instance of its subclass ``cls`` (same state)."""
+    objective.__class__ = cls
+    return objective

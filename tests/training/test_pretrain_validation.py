@@ -85,7 +85,7 @@ def agreement_gain(table, run_dir, monkeypatch, swapped: bool) -> float:
         validation={"every": 40, "triplets": 500},
     )
     if swapped:
-        monkeypatch.setattr(pretrain_module, "build_objective", lambda c: SwappedPATriplet(c.pa_triplet.filter, seed=c.train.seed))
+        monkeypatch.setattr(pretrain_module, "build_objective", lambda c, *sizes: SwappedPATriplet(c.pa_triplet.filter, seed=c.train.seed))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.train.seed)  # the initial model pretrain builds
         initial = pretrain_module.build_pretrain_model(config, len(split.training_classes), LEARNING_SPEC.size)

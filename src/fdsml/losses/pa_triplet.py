@@ -1,7 +1,8 @@
 """PA-Triplet: triplets ordered by the IFS descriptor, fed to pytorch-metric-learning (METHOD.md section 3).
 
 Triplet construction is a miner in spirit: it only produces ``(anchors, positives, negatives)``
-indices; :class:`PATripletLoss` hands them to the library's ``TripletMarginLoss``. Two ways
+indices; :class:`PATripletLoss` scores them with the library's distance and reducers (the
+``TripletMarginLoss`` hinge, with a margin that may differ per triplet: :func:`graded_margins`). Two ways
 to build the triplets share the filters (``FILTER_RULES``) and the ordering
 (``first_is_positive``) of :mod:`fdsml.losses.candidates`:
 
@@ -17,7 +18,6 @@ from typing import Literal
 
 import torch
 from pytorch_metric_learning.distances import LpDistance
-from pytorch_metric_learning.losses import TripletMarginLoss
 from pytorch_metric_learning.reducers import AvgNonZeroReducer, MeanReducer
 from torch import nn
 
@@ -52,6 +52,17 @@ def without_near_ties(psi: torch.Tensor, triplets: IndicesTuple, min_relative_ga
     distances = descriptor_distances(psi)
     kept = decisive(distances[anchors, positives], distances[anchors, negatives], min_relative_gap)
     return anchors[kept], positives[kept], negatives[kept]
+
+
+def graded_margins(psi: torch.Tensor, triplets: IndicesTuple, margin: float) -> torch.Tensor:
+    """Per triplet, ``margin`` x its relative descriptor gap ``(d_an - d_ap) / max(d_ap, d_an)`` (0 where both are 0):
+    the full margin where the descriptor puts the negative far beyond the positive, almost none for a near-tie."""
+    anchors, positives, negatives = triplets
+    distances = descriptor_distances(psi)
+    near, far = distances[anchors, positives], distances[anchors, negatives]
+    larger = torch.maximum(near, far)
+    gap = torch.where(larger > 0, (far - near).abs() / larger.clamp_min(torch.finfo(larger.dtype).tiny), 0.0)
+    return (margin * gap).to(torch.float32)
 
 
 def ordered_fraction(distances: torch.Tensor, triplets: IndicesTuple) -> torch.Tensor:
@@ -221,17 +232,19 @@ class PATripletLoss(nn.Module):
             raise ValueError(f"margin must be >= 0, got {margin}")
         if reducer not in REDUCERS:
             raise ValueError(f"unknown reducer {reducer!r}; choose one of {', '.join(REDUCERS)}")
-        self.triplet = TripletMarginLoss(
-            margin=margin,
-            distance=LpDistance(normalize_embeddings=normalize_embeddings, p=2, power=1),
-            reducer=REDUCERS[reducer](),
-        )
+        self.margin = margin
+        self.distance = LpDistance(normalize_embeddings=normalize_embeddings, p=2, power=1)
+        self.reducer = REDUCERS[reducer]()
 
     @full_precision
     def forward(
-        self, embeddings: torch.Tensor, indices_tuple: IndicesTuple, scored: IndicesTuple | None = None
+        self,
+        embeddings: torch.Tensor,
+        indices_tuple: IndicesTuple,
+        scored: IndicesTuple | None = None,
+        margins: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, dict]:
-        """The reduced loss over ``indices_tuple`` and its parts.
+        """The reduced loss over ``indices_tuple`` and its parts; ``margins``: one per triplet (default: ``margin`` for all).
 
         Parts: ``triplets`` (int); ``triplet_accuracy``, the fraction of the ``scored`` triplets
         (default: ``indices_tuple``) the embedding already orders as the descriptor does (the
@@ -240,13 +253,15 @@ class PATripletLoss(nn.Module):
         ``.item()`` only when logging, to avoid device syncs). Computed in float32 whatever the
         forward pass used, so bf16 does not blur small margins.
         """
-        parts = self.triplet.compute_loss(embeddings, None, indices_tuple, embeddings, None)
-        loss = self.triplet.reducer(parts, embeddings, None)
-        losses = parts["loss"]["losses"]
-        n_triplets = int(indices_tuple[0].shape[0])
+        anchors, positives, negatives = indices_tuple
+        n_triplets = int(anchors.shape[0])
+        distances = self.distance(embeddings)
+        margin = self.margin if margins is None else margins
+        losses = torch.relu(distances[anchors, positives] - distances[anchors, negatives] + margin) if n_triplets else 0
+        loss = self.reducer({"loss": {"losses": losses, "indices": indices_tuple, "reduction_type": "triplet"}}, embeddings, None)
         scored = indices_tuple if scored is None else scored
         zero = embeddings.new_zeros(())
-        accuracy = ordered_fraction(self.triplet.distance(embeddings.detach()), scored) if scored[0].numel() else zero
+        accuracy = ordered_fraction(distances.detach(), scored) if scored[0].numel() else zero
         if n_triplets == 0:
             return loss, {"triplets": 0, "triplet_accuracy": accuracy, "nonzero_fraction": zero, "mean_violation": zero}
         detached = losses.detach()

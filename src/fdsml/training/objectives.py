@@ -16,7 +16,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from fdsml.losses.candidates import check_filter
-from fdsml.losses.pa_triplet import PATripletLoss, explicit_indices_tuple, mine_batch_triplets, without_near_ties
+from fdsml.losses.pa_triplet import (
+    PATripletLoss,
+    allowed_triplets,
+    explicit_indices_tuple,
+    graded_margins,
+    mine_batch_triplets,
+    without_near_ties,
+)
 from fdsml.losses.precision import full_precision
 from fdsml.measure import Stopwatch
 from fdsml.seeds import replica_rank, step_seed
@@ -41,6 +48,8 @@ class PATripletObjective(nn.Module):
     ``[anchors | first | second]`` from the explicit sampler, one triplet per three images.
     ``min_relative_gap`` > 0 leaves near-ties (:func:`~fdsml.losses.pa_triplet.without_near_ties`)
     out of the loss; the training triplet accuracy is still scored on every mined triplet.
+    ``graded_margin``: each triplet's margin is ``margin`` x its relative descriptor gap
+    (:func:`~fdsml.losses.pa_triplet.graded_margins`) rather than ``margin`` for all.
     """
 
     def __init__(
@@ -53,6 +62,7 @@ class PATripletObjective(nn.Module):
         reducer: Literal["mean", "avg_nonzero"] = "mean",
         max_triplets: int | None = None,
         min_relative_gap: float = 0.0,
+        graded_margin: bool = False,
         seed: int = 0,
     ):
         super().__init__()
@@ -63,27 +73,106 @@ class PATripletObjective(nn.Module):
         self.mode = mode
         self.max_triplets = max_triplets
         self.min_relative_gap = min_relative_gap
+        self.graded_margin = graded_margin
         self.seed = seed
         self.loss = PATripletLoss(margin, normalize_embeddings, reducer)
+
+    @property
+    def parts_suffix(self) -> str:
+        """What the per-filter parts are logged under (``triplet_accuracy_same``)."""
+        return self.filter_name
+
+    def subsampling(self, labels: torch.Tensor, step: int) -> torch.Generator | None:
+        """The generator of this step's subset of the mined triplets (None: all are kept)."""
+        if self.max_triplets is None:
+            return None
+        return torch.Generator(device=labels.device).manual_seed(step_seed(self.seed, step, replica_rank(), "triplet_subsample"))
 
     def indices(self, labels: torch.Tensor, psi: torch.Tensor, step: int):
         """The ordered triplets of this batch (positions in the batch)."""
         if self.mode == "explicit":
             return explicit_indices_tuple(psi)
-        generator = None
-        if self.max_triplets is not None:
-            generator = torch.Generator(device=labels.device).manual_seed(step_seed(self.seed, step, replica_rank(), "triplet_subsample"))
-        return mine_batch_triplets(labels, psi, self.filter_name, max_triplets=self.max_triplets, generator=generator)
+        return mine_batch_triplets(
+            labels, psi, self.filter_name, max_triplets=self.max_triplets, generator=self.subsampling(labels, step)
+        )
 
-    def forward(self, model: nn.Module, batch: dict[str, Any], step: int = 0):
-        embeddings = model(batch["image"])
+    def term(self, embeddings: torch.Tensor, batch: dict[str, Any], step: int):
+        """The reduced triplet loss of ``embeddings`` (the batch's, in its order) and its parts."""
         mining = Stopwatch(embeddings.device)
         indices = self.indices(batch["label"], batch["psi"], step)
         trained = without_near_ties(batch["psi"], indices, self.min_relative_gap)
+        margins = graded_margins(batch["psi"], trained, self.loss.margin) if self.graded_margin else None
         mining.stop()
-        loss, parts = self.loss(embeddings, trained, scored=indices)
-        per_filter = {f"{name}_{self.filter_name}": parts.pop(name) for name in PER_FILTER_PARTS}
+        loss, parts = self.loss(embeddings, trained, scored=indices, margins=margins)
+        per_filter = {f"{name}_{self.parts_suffix}": parts.pop(name) for name in PER_FILTER_PARTS}
         return loss, {**parts, **per_filter, "mining_s": mining}
+
+    def forward(self, model: nn.Module, batch: dict[str, Any], step: int = 0):
+        return self.term(model(batch["image"]), batch, step)
+
+    def param_groups(self) -> list[dict]:
+        return []
+
+
+class LabelTripletObjective(PATripletObjective):
+    """Control: a triplet loss whose class labels alone decide, no descriptor: the positive from the anchor's
+    class, the negative from another, every such triplet of a P x K class-balanced batch (``each``'s
+    candidates, never reordered). Its parts are logged under ``labels`` (``triplet_accuracy_labels``)."""
+
+    def __init__(self, **loss_settings):
+        super().__init__("each", "batch", **loss_settings)
+
+    @property
+    def parts_suffix(self) -> str:
+        return "labels"
+
+    def indices(self, labels: torch.Tensor, psi: torch.Tensor, step: int):
+        return allowed_triplets(labels, "each", self.max_triplets, self.subsampling(labels, step))
+
+
+class CrossEntropyPATripletObjective(nn.Module):
+    """Cross-entropy over the fractal classes plus ``weight`` x a PA-Triplet term, both on the same batch's embeddings.
+
+    The class contrast cross-entropy learns fast, and the triplet term adds the descriptor's
+    order. The class head (a linear layer on the embedding) is the objective's own, like proxies:
+    the model stays an embedding model, so its checkpoints, validation, export and fine-tuning
+    starting points are PA-Triplet's; the head trains at the model's rate with its weight decay
+    and, like proxies, runs in float32 with the loss.
+    """
+
+    def __init__(
+        self, triplet: PATripletObjective, num_classes: int, embedding_dim: int, *, weight: float = 1.0, label_smoothing: float = 0.0
+    ):
+        super().__init__()
+        if weight < 0:
+            raise ValueError(f"the triplet term's weight must be >= 0, got {weight}")
+        self.triplet = triplet
+        self.classifier = nn.Linear(embedding_dim, num_classes)
+        self.weight = weight
+        self.label_smoothing = label_smoothing
+
+    def forward(self, model: nn.Module, batch: dict[str, Any], step: int = 0):
+        embeddings = model(batch["image"])
+        logits = full_precision(self.classifier)(embeddings)
+        class_loss = cross_entropy(logits, batch["label"], label_smoothing=self.label_smoothing)
+        triplet_loss, parts = self.triplet.term(embeddings, batch, step)
+        accuracy = (logits.detach().argmax(dim=1) == batch["label"]).float().mean()
+        loss = class_loss + self.weight * triplet_loss
+        return loss, {**parts, "cross_entropy": class_loss.detach(), "triplet_loss": triplet_loss.detach(), "accuracy": accuracy}
+
+    def param_groups(self) -> list[dict]:
+        return [{"params": list(self.classifier.parameters())}]
+
+
+class PairLossObjective(nn.Module):
+    """A pair-based metric-learning loss (:mod:`fdsml.losses.pair`) on the class labels of the embeddings."""
+
+    def __init__(self, loss: nn.Module):
+        super().__init__()
+        self.loss = loss
+
+    def forward(self, model: nn.Module, batch: dict[str, Any], step: int = 0):
+        return self.loss(model(batch["image"]), batch["label"]), {}
 
     def param_groups(self) -> list[dict]:
         return []

@@ -25,7 +25,6 @@ from fdsml.evaluation.pretrain_validation import PretrainValidation
 from fdsml.evaluation.validation_settings import ValidationSettings
 from fdsml.families import FamilySpec
 from fdsml.families.generation import shards_fingerprint
-from fdsml.losses.candidates import needs_class_balance
 from fdsml.models import build_model, model_payload
 from fdsml.models.backbones import MODEL_REGISTRY
 from fdsml import distributed
@@ -33,38 +32,20 @@ from fdsml.distributed import DistContext
 from fdsml.training.live import live_metrics
 from fdsml.training.loop import train
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
-from fdsml.training.objectives import CrossEntropyObjective, PATripletObjective
+from fdsml.training.pretrain_objectives import (
+    FDSLPASettings,
+    FDSLSettings,
+    LabelTripletSettings,
+    Objective,
+    PairLossSettings,
+    PATripletSettings,
+    batch_triplets,
+    build_objective,
+    check_batch_composition,
+    shuffled_batches,
+)
 from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, mined_triplets, plan_training
 from fdsml.training.run_folders import RunDefinition, run_fingerprint, run_folder
-
-
-@dataclass(frozen=True)
-class PATripletSettings:
-    """PA-Triplet: candidate filter, triplet mode and the margin loss (choices the method leaves open)."""
-
-    filter: Literal["all", "each", "same", "diff"] = "same"
-    mode: Literal["batch", "explicit"] = "batch"
-    margin: float = 0.2
-    normalize_embeddings: bool = True
-    reducer: Literal["mean", "avg_nonzero"] = "mean"
-    max_triplets: int | None = None
-    min_relative_gap: float = 0.0
-
-    def __post_init__(self):
-        if self.margin < 0:
-            raise ConfigError(f"pretrain.pa_triplet.margin: must be >= 0, got {self.margin}")
-        if not 0 <= self.min_relative_gap < 1:
-            raise ConfigError(f"pretrain.pa_triplet.min_relative_gap: must lie in [0, 1) (0 keeps every triplet), got {self.min_relative_gap}")
-        if self.max_triplets is not None:
-            require_positive("pretrain.pa_triplet.max_triplets", self.max_triplets)
-
-
-@dataclass(frozen=True)
-class FDSLSettings:
-    """The cross-entropy baseline: FractalDB's plain shuffled batches, or PA-Triplet's P x K ones to compare like with like."""
-
-    label_smoothing: float = 0.0
-    batches: Literal["shuffled", "class_balanced"] = "shuffled"
 
 
 @dataclass(frozen=True)
@@ -112,9 +93,12 @@ class DataSettings:
 class PretrainConfig:
     """``params:pretrain``."""
 
-    objective: Literal["pa_triplet", "fdsl"] = "pa_triplet"
+    objective: Objective = "pa_triplet"  # fdsml.training.pretrain_objectives
     pa_triplet: PATripletSettings = field(default_factory=PATripletSettings)
     fdsl: FDSLSettings = field(default_factory=FDSLSettings)
+    fdsl_pa: FDSLPASettings = field(default_factory=FDSLPASettings)
+    label_triplet: LabelTripletSettings = field(default_factory=LabelTripletSettings)
+    pml: PairLossSettings = field(default_factory=PairLossSettings)
     model: ModelSettings = field(default_factory=ModelSettings)
     data: DataSettings = field(default_factory=DataSettings)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
@@ -125,33 +109,19 @@ class PretrainConfig:
     live_dir: str | None = reuse.non_defining(default=None)
 
     def __post_init__(self):
-        batch = self.data
-        if self.objective == "pa_triplet" and self.pa_triplet.mode == "batch":
-            if self.pa_triplet.filter in ("each", "same") and batch.instances_per_class < 3 - (self.pa_triplet.filter == "each"):
-                raise ConfigError(
-                    f"pretrain.data.instances_per_class: filter {self.pa_triplet.filter!r} needs at least "
-                    f"{3 - (self.pa_triplet.filter == 'each')} instances of the anchor's class per batch, "
-                    f"got {batch.instances_per_class}"
-                )
-            if self.pa_triplet.filter == "each" and batch.classes_per_batch < 2:
-                raise ConfigError(
-                    f"pretrain.data.classes_per_batch: filter {self.pa_triplet.filter!r} needs at least 2 classes per batch, "
-                    f"got {batch.classes_per_batch}"
-                )
-        if self.shuffled_batches and batch.batches_per_epoch is not None:
+        check_batch_composition(self)
+        if self.shuffled_batches and self.data.batches_per_epoch is not None:
             raise ConfigError(
-                "pretrain.data.batches_per_epoch: plain shuffled batches (pretrain.fdsl.batches: shuffled, or PA-Triplet's "
-                "all and diff filters in batch mode) make one pass over the images per epoch; set it to null"
+                "pretrain.data.batches_per_epoch: plain shuffled batches (pretrain.fdsl.batches or pretrain.fdsl_pa.batches: "
+                "shuffled, or PA-Triplet's all and diff filters in batch mode) make one pass over the images per epoch; set it to null"
             )
 
     @property
     def shuffled_batches(self) -> bool:
         """Plain shuffled batches of P x K images (each image once per epoch, the dataset's class mix), not
-        class-balanced ones: FDSL by default, and PA-Triplet's batch mode for the filters without a
-        same-class candidate (``all``, ``diff``: :func:`fdsml.losses.candidates.needs_class_balance`)."""
-        if self.objective == "fdsl":
-            return self.fdsl.batches == "shuffled"
-        return self.pa_triplet.mode == "batch" and not needs_class_balance(self.pa_triplet.filter)
+        class-balanced ones: FDSL by default, ``fdsl_pa`` when asked, and PA-Triplet's batch mode for the filters
+        without a same-class candidate (``all``, ``diff``: :func:`fdsml.losses.candidates.needs_class_balance`)."""
+        return shuffled_batches(self)
 
 
 def parse_pretrain_params(params: dict[str, Any]) -> PretrainConfig:
@@ -227,12 +197,12 @@ def plan_pretrain(config: PretrainConfig, images: int, world_size: int) -> Train
     """
     data, explicit = config.data, config.objective == "pa_triplet" and config.pa_triplet.mode == "explicit"
     batch = 3 * data.triplets_per_batch if explicit else data.classes_per_batch * data.instances_per_class
-    triplets = None
-    if config.objective == "pa_triplet" and not explicit:
+    triplets, mining = None, batch_triplets(config)
+    if mining is not None:
         # Shuffled batches (all, diff): at most all's count, reached by diff when every image is of its own class.
-        counted = "all" if config.shuffled_batches else config.pa_triplet.filter
+        counted = "all" if config.shuffled_batches else mining[0]
         mined = mined_triplets(counted, data.classes_per_batch, data.instances_per_class)
-        triplets = (mined, min(mined, config.pa_triplet.max_triplets or mined))
+        triplets = (mined, min(mined, mining[1].max_triplets or mined))
     if data.batches_per_epoch is not None:
         batch_key = "pretrain.data.batches_per_epoch"
     else:
@@ -275,28 +245,13 @@ def build_batch_sampler(labels: np.ndarray, config: PretrainConfig, context: Dis
 
 
 def build_pretrain_model(config: PretrainConfig, n_classes: int, img_size: int):
-    """The backbone with an embedding head (PA-Triplet) or a classifier over the fractal classes (FDSL)."""
+    """The backbone with a classifier over the fractal classes (FDSL) or an embedding head (every other objective;
+    ``fdsl_pa``'s class head is the objective's own)."""
     model = config.model
     head = dict(head="classifier", num_classes=n_classes) if config.objective == "fdsl" else dict(
         head="embedding", embedding_dim=model.embedding_dim, hidden_dim=model.hidden_dim
     )
     return build_model(model.backbone, img_size=model.img_size or img_size, **head, **model.overrides)
-
-
-def build_objective(config: PretrainConfig):
-    if config.objective == "fdsl":
-        return CrossEntropyObjective(config.fdsl.label_smoothing)
-    settings = config.pa_triplet
-    return PATripletObjective(
-        settings.filter,
-        settings.mode,
-        margin=settings.margin,
-        normalize_embeddings=settings.normalize_embeddings,
-        reducer=settings.reducer,
-        max_triplets=settings.max_triplets,
-        min_relative_gap=settings.min_relative_gap,
-        seed=config.train.seed,
-    )
 
 
 def check_training_rows(config: PretrainConfig, table: pd.DataFrame, split: HoldoutSplit) -> None:
@@ -366,7 +321,7 @@ def pretrain(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.train.seed)
         model = build_pretrain_model(config, len(split.training_classes), spec.size)
-    objective = build_objective(config)
+        objective = build_objective(config, len(split.training_classes), model.output_dim)
     fingerprint = run_fingerprint(defining_run(config, spec, codes, shards, split), config.train, context)
     validation = build_validation(config, table, spec, shards, split) if context.is_main else None
     live = live_metrics(config.live_dir, config, context)
@@ -385,7 +340,7 @@ def pretrain(
     )
     metadata = {
         "objective": config.objective,
-        "filter": config.pa_triplet.filter if config.objective == "pa_triplet" else None,
+        "filter": getattr(config, config.objective).filter if config.objective in ("pa_triplet", "fdsl_pa") else None,
         "mode": config.pa_triplet.mode if config.objective == "pa_triplet" else None,
         "steps": result.steps,
         "training_classes": split.training_classes.tolist(),
