@@ -7,7 +7,7 @@ from kedro.io import DataCatalog
 
 import pytest
 
-from fdsml.reporting.report import generator_variants_section, pa_triplet_study_section, pretraining_budget_section
+from fdsml.reporting.report import generator_variants_section, pa_triplet_study_section, pretraining_budget_section, tuning_section
 from fdsml.validation.report import variants_markdown
 
 CATALOG = Path(__file__).resolve().parents[2] / "conf/base/catalog_report.yml"
@@ -24,6 +24,7 @@ STUDIES = [
     (generator_variants_section, "generator_variants", "python benchmarks/generator_variants.py"),
     (pretraining_budget_section, "pretraining_budget", "python benchmarks/pretraining_budget.py"),
     (pa_triplet_study_section, "pa_triplet_study", "python benchmarks/pa_triplet_study.py"),
+    (tuning_section, "tune_study", "kedro run --pipelines=tune"),
 ]
 
 
@@ -47,3 +48,10 @@ def test_the_catalog_reads_the_table_when_present_and_none_before(tmp_path, sect
     assert catalog.load(f"{name}_table") is None
     (tmp_path / f"{name}.md").write_text("# table\n")
     assert catalog.load(f"{name}_table") == "# table\n"
+
+
+def test_the_tuning_section_shows_the_study_and_its_three_pictures():
+    text = tuning_section("# Tuning study `pretrain`\n\nBest: trial 3, 0.2571.\n")
+    assert text.startswith("## Tuning study\n") and "Best: trial 3, 0.2571." in text and "\n# " not in text
+    assert all(f"({name})" in text for name in ("tune_history.png", "tune_importances.png", "tune_slices.png"))
+    assert "tune_history.png" not in tuning_section(None)

@@ -82,6 +82,12 @@ def _check_export(params: Any) -> None:
     parse_export_params(params)
 
 
+def _check_tune(params: Any) -> None:
+    from fdsml.tuning import parse_tune_params
+
+    parse_tune_params(params)  # its space against pretrain and retrieval: by the study, before any trial
+
+
 CHECKS: dict[str, Callable[[Any], None]] = {
     "fractals": _check_fractals,
     "pretrain": _check_pretrain,
@@ -91,6 +97,7 @@ CHECKS: dict[str, Callable[[Any], None]] = {
     "robustness": _check_robustness,
     "analysis": _check_analysis,
     "export": _check_export,
+    "tune": _check_tune,
 }
 """What each ``params:<key>`` a pipeline reads is checked with: its parser, then the folders it names."""
 

@@ -144,6 +144,27 @@ def pa_triplet_study_section(table: str | None) -> str:
     )
 
 
+def tuning_section(table: str | None) -> str:
+    """The last tuning study (``kedro run --pipelines=tune``, docs/tuning.md): its trials, best parameters and Optuna's pictures."""
+    section = _study_section(
+        "Tuning study",
+        table,
+        "Not run yet: `kedro run --pipelines=tune` runs the study of conf/base/parameters_tune.yml and writes "
+        "`data/08_reporting/tune_study.md`, the best parameters and the study's pictures (docs/tuning.md), then run "
+        "the report again.\n",
+    )
+    if table is None:
+        return section
+    return section + "\n" + "".join(
+        _picture(title, name)
+        for title, name in (
+            ("optimisation history", "tune_history.png"),
+            ("parameter importances", "tune_importances.png"),
+            ("each parameter against the metric", "tune_slices.png"),
+        )
+    )
+
+
 def retrieval_section(table: str) -> str:
     return "## Retrieval\n\n" + _strip_title(table) + "\n" + _picture("top-5 retrievals", "retrieval_examples.png")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -30,7 +31,7 @@ from fdsml.models.backbones import MODEL_REGISTRY
 from fdsml import distributed
 from fdsml.distributed import DistContext
 from fdsml.training.live import live_metrics
-from fdsml.training.loop import train
+from fdsml.training.loop import Validation, train
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
 from fdsml.training.pretrain_objectives import (
     FDSLPASettings,
@@ -297,6 +298,7 @@ def pretrain(
     *,
     shards: dict | None = None,
     split: HoldoutSplit | None = None,
+    watch_validation: Callable[[Validation], Validation] | None = None,
 ) -> tuple[dict, pd.DataFrame]:
     """Pre-train on the training rows of the family's ``table`` (rendered through ``spec``); returns the model
     file payload and the per-step history.
@@ -308,7 +310,8 @@ def pretrain(
     ``data.source`` is ``shards``. The table enters the run's fingerprint by the content digest of
     the rows given (about a second per million rows), never by a digest recorded beside it. The run lives in its own
     folder under ``run_dir``, named by its fingerprint (:mod:`fdsml.training.run_folders`). The rows go live to ``live_dir``
-    as they settle (:mod:`fdsml.training.live`).
+    as they settle (:mod:`fdsml.training.live`). ``watch_validation`` wraps the validation (a study's
+    pruning: :class:`fdsml.tuning.pruning.ReportingValidation`); it cannot change what the run computes.
     """
     split = split if split is not None else split_table(table, HoldoutSettings(), seed=0)
     check_training_rows(config, table, split)
@@ -324,6 +327,8 @@ def pretrain(
         objective = build_objective(config, len(split.training_classes), model.output_dim)
     fingerprint = run_fingerprint(defining_run(config, spec, codes, shards, split), config.train, context)
     validation = build_validation(config, table, spec, shards, split) if context.is_main else None
+    if validation is not None and watch_validation is not None:
+        validation = watch_validation(validation)
     live = live_metrics(config.live_dir, config, context)
     result = train(
         model,

@@ -15,6 +15,7 @@ from fdsml.reporting.report import (
     pretraining_budget_section,
     retrieval_section,
     training_curves,
+    tuning_section,
     validation_section,
 )
 
@@ -31,14 +32,15 @@ def write_report(
     generator_variants_table: str | None,
     pretraining_budget_table: str | None,
     pa_triplet_study_table: str | None,
+    tune_study_table: str | None,
     retrieval_table: str,
     classification_table: str,
     robustness_table: str,
     analysis_metrics: dict,
 ) -> str:
     """The report (``report``): FineFractalDB, pre-training, descriptor validation, the generator
-    variants, the pre-training budget study and the PA-Triplet study (their tables when their benchmarks
-    have written them, else how to make them), retrieval, classification and robustness, and pictures of the embeddings."""
+    variants, the pre-training budget study, the PA-Triplet study and the last tuning study (their tables
+    when their benchmarks or the tune pipeline have written them, else how to make them), retrieval, classification and robustness, and pictures of the embeddings."""
     return assemble(
         [
             fractals_section(fractal_summary),
@@ -47,6 +49,7 @@ def write_report(
             generator_variants_section(generator_variants_table),
             pretraining_budget_section(pretraining_budget_table),
             pa_triplet_study_section(pa_triplet_study_table),
+            tuning_section(tune_study_table),
             retrieval_section(retrieval_table),
             classification_section(classification_table, robustness_table),
             analysis_section(analysis_metrics),

@@ -18,6 +18,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "generator_variants_table",
                     "pretraining_budget_table",
                     "pa_triplet_study_table",
+                    "tune_study_table",
                     "retrieval_table",
                     "classification_table",
                     "robustness_table",

@@ -1,0 +1,116 @@
+"""``params:tune``: the search space, the metric, the budget, the sampler, the pruner and the storage of a study."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from fdsml.config import ConfigError, parse, require_positive, require_seed
+from fdsml.tuning.space import SearchParameter, parse_space
+
+PRETRAIN_METRICS = (
+    "val_probe_recall_at_1",
+    "val_unseen_agreement_all",
+    "val_unseen_agreement_each",
+    "val_unseen_agreement_same",
+    "val_unseen_agreement_diff",
+    "val_unseen_region_top1",
+    "val_unseen_class_recall_at_1",
+)
+"""Columns of the pre-training validation a study may maximise (``pretrain.<column>``), at the last step."""
+RETRIEVAL_METRICS = ("recall@1", "recall@2", "recall@4", "recall@8", "map@r")
+"""Fine-tuned retrieval metrics on the validation split a study may maximise (``retrieval.<name>``)."""
+TEST_DATASETS = ("omniglot",)
+"""Datasets whose test part would be read: a study must never choose settings on them."""
+
+
+@dataclass(frozen=True)
+class BudgetSettings:
+    """``tune.budget``: trials in the study in all (complete or pruned, any worker) and this worker's wall time."""
+
+    n_trials: int | None = 12
+    timeout_s: float | None = None
+
+    def __post_init__(self):
+        if self.n_trials is None and self.timeout_s is None:
+            raise ConfigError("tune.budget: give n_trials, timeout_s or both; with neither a study never ends")
+        for key in ("n_trials", "timeout_s"):
+            if getattr(self, key) is not None:
+                require_positive(f"tune.budget.{key}", getattr(self, key))
+
+
+@dataclass(frozen=True)
+class SamplerSettings:
+    """``tune.sampler``: Optuna's TPE (seeded), or its grid over every combination of the choices."""
+
+    name: Literal["tpe", "grid"] = "tpe"
+    seed: int | None = 0  # None: each worker draws its own (several workers started at once)
+    n_startup_trials: int = 5  # TPE: random trials before the model of good and bad ones
+
+    def __post_init__(self):
+        if self.seed is not None:
+            require_seed("tune.sampler.seed", self.seed)
+        require_positive("tune.sampler.n_startup_trials", self.n_startup_trials)
+
+
+@dataclass(frozen=True)
+class PrunerSettings:
+    """``tune.pruner``: Optuna's median or successive-halving pruner over the validation's values, or none."""
+
+    name: Literal["median", "successive_halving", "none"] = "median"
+    n_startup_trials: int = 3  # median: trials that finish before any is pruned
+    n_warmup_steps: int = 0  # median: steps before a trial may be pruned
+    min_resource: int | None = None  # successive halving: steps of the first rung (None: Optuna's "auto")
+    reduction_factor: int = 3  # successive halving
+
+
+@dataclass(frozen=True)
+class TuneConfig:
+    """``params:tune``."""
+
+    study: str = "pretrain"
+    storage: str | None = None  # None: SQLite file <storage_dir>/<study>.db
+    metric: str = "pretrain.val_probe_recall_at_1"
+    validation_dataset: str = "omniglot_validation"  # the probe's and the fine-tuning's dataset in every trial
+    baseline: bool = True  # the configuration's own values as the study's first trial: what tuning is measured against
+    space: tuple[Any, ...] = ()  # [{key: pretrain.optimizer.base_lr, low: 0.05, high: 2.0, log: true}, ...]
+    budget: BudgetSettings = field(default_factory=BudgetSettings)
+    sampler: SamplerSettings = field(default_factory=SamplerSettings)
+    pruner: PrunerSettings = field(default_factory=PrunerSettings)
+    finish_pruned: int = 0  # after the budget, run the best this many pruned trials to their end: did pruning stop a winner?
+    storage_dir: str = "data/07_model_output/tune"
+    run_dir: str = "data/06_models/tune"  # trial n's runs: <run_dir>/<study>/trial_<n>/
+    live_dir: str | None = "data/08_reporting/live/tune"
+
+    def __post_init__(self):
+        if not self.study or "/" in self.study:
+            raise ConfigError(f"tune.study: a name without '/' (it names files and folders), got {self.study!r}")
+        if self.validation_dataset in TEST_DATASETS:
+            raise ConfigError(
+                f"tune.validation_dataset: {self.validation_dataset!r} is a test split; choose settings on a validation "
+                "split (omniglot_validation)"
+            )
+        stage, _, name = self.metric.partition(".")
+        if (stage, name) not in {("pretrain", m) for m in PRETRAIN_METRICS} | {("retrieval", m) for m in RETRIEVAL_METRICS}:
+            raise ConfigError(
+                f"tune.metric: no selected pipeline writes {self.metric!r}; choose pretrain.<{'|'.join(PRETRAIN_METRICS)}> "
+                f"or retrieval.<{'|'.join(RETRIEVAL_METRICS)}>"
+            )
+        if not self.space:
+            raise ConfigError("tune.space: empty; give at least one pretrain.* or retrieval.* parameter to search")
+
+    @property
+    def parameters(self) -> tuple[SearchParameter, ...]:
+        return parse_space(self.space, grid=self.sampler.name == "grid")
+
+    @property
+    def fine_tunes(self) -> bool:
+        """Whether each trial fine-tunes on retrieval after pre-training (the metric is retrieval's)."""
+        return self.metric.startswith("retrieval.")
+
+
+def parse_tune_params(params: dict[str, Any]) -> TuneConfig:
+    """Validate ``params:tune`` on its own (its space's keys are checked against the configuration by the study)."""
+    config = parse(TuneConfig, params, "tune")
+    config.parameters  # ranges and choices: ConfigError naming tune.space.<key>
+    return config

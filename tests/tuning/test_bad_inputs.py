@@ -1,0 +1,92 @@
+"""Bad ``params:tune`` stops before any trial, with one message naming the key."""
+
+import pytest
+import yaml
+
+from fdsml.config import ConfigError
+from fdsml.tuning import TrialObjective, parse_tune_params
+from fdsml.tuning.study import check_study, load_study
+from tests.faults.kill_harness import ROOT
+
+BASE = {name: yaml.safe_load((ROOT / f"conf/base/parameters_{name}.yml").read_text())[name] for name in ("pretrain", "retrieval", "tune")}
+LR = {"key": "pretrain.optimizer.base_lr", "low": 0.05, "high": 2.0, "log": True}
+
+
+def _tune(tmp_path, **changes):
+    return BASE["tune"] | {"storage_dir": str(tmp_path / "storage"), "space": [LR]} | changes
+
+
+def _check(tmp_path, pretrain=None, **changes):
+    """Parse ``params:tune``, check the study against the configuration and open its storage, as a run does first."""
+    config = parse_tune_params(_tune(tmp_path, **changes))
+    check_study(TrialObjective(config, {"pretrain": pretrain or BASE["pretrain"], "retrieval": BASE["retrieval"]}, inputs=None))
+    load_study(config)
+
+
+def test_the_shipped_study_passes_its_checks_and_opens_its_sqlite_file(tmp_path):
+    _check(tmp_path, space=BASE["tune"]["space"])
+    assert (tmp_path / "storage/pretrain.db").is_file()
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"space": [LR | {"key": "pretrain.optimizer.base_rate"}]}, "tune.space.pretrain.optimizer.base_rate: not a parameter of the configuration"),
+        ({"space": [LR | {"key": "fractals.n_classes"}]}, "tune.space.fractals.n_classes: a study searches pretrain or retrieval"),
+        ({"space": [LR | {"low": 0.5, "high": 0.5}]}, "tune.space.pretrain.optimizer.base_lr: range [0.5, 0.5] is empty or inverted"),
+        ({"space": [LR | {"low": 2.0, "high": 0.05}]}, "tune.space.pretrain.optimizer.base_lr: range [2.0, 0.05] is empty or inverted"),
+        ({"space": [LR | {"low": 0.0}]}, "tune.space.pretrain.optimizer.base_lr: a log range must lie above zero"),
+        ({"space": [LR | {"low": -1.0, "high": 1.0}]}, "tune.space.pretrain.optimizer.base_lr: a log range must lie above zero"),
+        ({"space": [{"key": "pretrain.pa_triplet.margin", "low": -0.5, "high": 0.5}]}, "tune.space.pretrain.pa_triplet.margin: -0.5 is refused"),
+        ({"space": [{"key": "pretrain.pa_triplet.reducer", "choices": ["mean", "median"]}]}, "tune.space.pretrain.pa_triplet.reducer: 'median' is refused"),
+        ({"space": [{"key": "pretrain.validation.probe.dataset", "choices": ["omniglot"]}]}, "tune.space.pretrain.validation.probe.dataset: set by the study"),
+        ({"space": [LR, LR]}, "tune.space.pretrain.optimizer.base_lr: listed more than once"),
+        ({"space": []}, "tune.space: empty"),
+        ({"sampler": {"name": "grid"}}, "tune.space.pretrain.optimizer.base_lr: the grid sampler visits listed values"),
+        ({"metric": "pretrain.val_probe_recall_at_5"}, "tune.metric: no selected pipeline writes 'pretrain.val_probe_recall_at_5'"),
+        ({"metric": "classification.top1"}, "tune.metric: no selected pipeline writes 'classification.top1'"),
+        ({"validation_dataset": "omniglot"}, "tune.validation_dataset: 'omniglot' is a test split"),
+        ({"space": [{"key": "retrieval.optimizer.base_lr", "low": 1e-4, "high": 1e-2, "log": True}]}, "tune.space.retrieval.optimizer.base_lr: the metric pretrain.val_probe_recall_at_1 runs no fine-tuning"),
+        ({"storage": "postgresql://tuner@127.0.0.1:9/studies"}, "tune.storage: cannot open 'postgresql://tuner@127.0.0.1:9/studies'"),
+        ({"storage": "sqlite:////proc/no/such/study.db"}, "tune.storage: cannot open 'sqlite:////proc/no/such/study.db'"),
+        ({"storage": "journal:/no/such/folder/study.log"}, "tune.storage: the journal file's folder /no/such/folder does not exist"),
+        ({"space": [LR | {"low": 0.6}]}, "tune.baseline: the configuration's pretrain.optimizer.base_lr (0.5) lies outside tune.space"),
+        ({"storage": "studies.txt"}, "tune.storage: 'studies.txt' is neither a database URL"),
+    ],
+)
+def test_a_bad_study_is_refused_naming_the_key(tmp_path, changes, message):
+    with pytest.raises(ConfigError) as error:
+        _check(tmp_path, **changes)
+    assert message in str(error.value)
+    assert not (tmp_path / "storage").exists() or "storage" in changes or not list((tmp_path / "storage").iterdir())
+
+
+@pytest.mark.parametrize(
+    "validation, message",
+    [
+        ({"every": 0}, "tune.metric: pre-training writes no val_probe_recall_at_1 (pretrain.validation.every: 0"),
+        ({"probe": None}, "tune.metric: pre-training writes no val_probe_recall_at_1 (pretrain.validation.every: 18, probe: none)"),
+    ],
+)
+def test_a_metric_the_pre_training_does_not_write_is_refused(tmp_path, validation, message):
+    pretrain = BASE["pretrain"] | {"validation": BASE["pretrain"]["validation"] | validation}
+    with pytest.raises(ConfigError, match="tune.metric") as error:
+        _check(tmp_path, pretrain=pretrain)
+    assert message in str(error.value)
+
+
+def test_a_study_keeps_its_metric(tmp_path):
+    _check(tmp_path)
+    with pytest.raises(ConfigError, match="tune.metric: study 'pretrain' .* maximises pretrain.val_probe_recall_at_1; name a new tune.study"):
+        _check(tmp_path, metric="pretrain.val_unseen_agreement_same")
+
+
+def test_the_probe_reads_the_validation_split_and_each_trial_its_own_folders(tmp_path):
+    config = parse_tune_params(_tune(tmp_path, metric="retrieval.map@r"))
+    objective = TrialObjective(config, {"pretrain": BASE["pretrain"], "retrieval": BASE["retrieval"]}, inputs=None)
+    trial = objective.trial_configuration(7, {"pretrain.optimizer.base_lr": 0.3})
+    assert trial["pretrain"]["validation"]["probe"]["dataset"] == trial["retrieval"]["data"]["dataset"] == "omniglot_validation"
+    assert trial["pretrain"]["optimizer"]["base_lr"] == 0.3 and BASE["pretrain"]["optimizer"]["base_lr"] == 0.5
+    assert trial["pretrain"]["run_dir"] == "data/06_models/tune/pretrain/trial_7/pretrain"
+    assert trial["retrieval"]["run_dir"] == "data/06_models/tune/pretrain/trial_7/retrieval"
+    assert [start["name"] for start in trial["retrieval"]["starts"]] == ["fdsml"]
