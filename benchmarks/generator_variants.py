@@ -185,9 +185,10 @@ def run_variant(jobs: dict[str, tuple[dict, dict]], name: str) -> tuple[float, d
     ``same`` agreement (-inf when the generator cannot complete it) and its entry.
 
     The entry records the CPU seconds of each stage (``cpu_seconds``: generation, triplets,
-    sweeps, statistics) beside the wall ``seconds``. Its process's Numba kernels run on one thread
-    (parallel variants share the cores).
+    sweeps, statistics) beside the wall ``seconds``. Its process logs as the main one does and its
+    Numba kernels run on one thread (parallel variants share the cores).
     """
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     numba.set_num_threads(1)
     overrides, params = jobs[name]
     started = time.perf_counter()
