@@ -16,19 +16,26 @@ own nodes generate the table and validate the descriptor; the sweeps run over tw
 Writes ``generator_variants.json`` (one entry per variant: overrides, figures, wall and CPU
 seconds per stage; the run's wall and CPU seconds) and ``.md``. ``--workers``/``--jobs N``
 measures N variants at a time in processes of one Numba thread each.
+
+Each variant is a trial of the Optuna study ``generator_variants_<scale>`` (``generator_grid_<scale>`` for
+``--grid``; :mod:`fdsml.tuning.arms`, by default ``data/07_model_output/studies/<study>.db``, ``--storage``
+for a database or journal file), keyed by the digest of its parameters and of the code that measures it:
+a COMPLETE variant is reused while both are unchanged, a failed one runs again. A variant the generator
+cannot complete is a result too (its error, in the table).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import json
 import logging
+import math
 import resource
 import time
 from contextlib import contextmanager
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
+from functools import partial
 from pathlib import Path
 
 import numba
@@ -38,6 +45,7 @@ from fdsml import experiment_queue
 from fdsml.errors import GenerationError
 from fdsml.pipelines.fractals.nodes import generate_fractal_codes
 from fdsml.pipelines.validate_descriptor.nodes import measure_sweeps, measure_triplet_agreement
+from fdsml.tuning.arms import STUDIES_DIR, arm_results, open_arms_study, run_arms
 from fdsml.validation.agreement import summarise_agreement
 from fdsml.validation.report import variants_markdown
 from fdsml.validation.sweeps import summarise_sweeps
@@ -158,13 +166,31 @@ def _cpu_time(seconds: dict[str, float], stage: str):
         seconds[stage] = round(seconds.get(stage, 0.0) + time.process_time() - started, 2)
 
 
-def run_variant(job: tuple[str, dict, dict]) -> dict:
-    """Generate one variant's table with the fractals node, validate it with the validate_descriptor nodes.
+CODE_MODULES = ("fdsml.pipelines.fractals.nodes", "fdsml.pipelines.validate_descriptor.nodes", "fdsml.validation.variants")
+
+
+def variant_fingerprints(jobs: dict[str, tuple[dict, dict]]) -> dict[str, str]:
+    """Each variant's name and the digest of its parameters, the sweep ranges and the code that measures it."""
+    from fdsml import reuse
+
+    code = reuse.code_digest(*CODE_MODULES)
+    return {
+        name: hashlib.sha256(json.dumps([overrides, params, SWEEP_RANGES, code], sort_keys=True).encode()).hexdigest()[:16]
+        for name, (overrides, params) in jobs.items()
+    }
+
+
+def run_variant(jobs: dict[str, tuple[dict, dict]], name: str) -> tuple[float, dict]:
+    """Generate one variant's table with the fractals node, validate it with the validate_descriptor nodes; its
+    ``same`` agreement (-inf when the generator cannot complete it) and its entry.
 
     The entry records the CPU seconds of each stage (``cpu_seconds``: generation, triplets,
-    sweeps, statistics) beside the wall ``seconds``.
+    sweeps, statistics) beside the wall ``seconds``. Its process logs as the main one does and its
+    Numba kernels run on one thread (parallel variants share the cores).
     """
-    name, overrides, params = job
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    numba.set_num_threads(1)
+    overrides, params = jobs[name]
     started = time.perf_counter()
     fractals = params["fractals"]
     cpu: dict[str, float] = {}
@@ -173,7 +199,7 @@ def run_variant(job: tuple[str, dict, dict]) -> dict:
             table, fractal_summary = generate_fractal_codes(fractals, None, None)
     except GenerationError as error:  # a variant the generator cannot complete is a result too
         logger.warning("variant %r: %s", name, error)
-        return {"name": name, "overrides": overrides, "error": str(error), "cpu_seconds": cpu}
+        return -math.inf, {"name": name, "overrides": overrides, "error": str(error), "cpu_seconds": cpu}
     with _cpu_time(cpu, "triplets"):
         triplets = measure_triplet_agreement(table, fractals, params["validate_descriptor"])
     ranged = [with_overrides(params, {"validate_descriptor.sweep.factor_range": list(r)})["validate_descriptor"] for r in SWEEP_RANGES]
@@ -186,13 +212,7 @@ def run_variant(job: tuple[str, dict, dict]) -> dict:
     entry["seconds"] = round(time.perf_counter() - started, 1)
     entry["cpu_seconds"] = cpu
     logger.info("variant %r done in %.0f s (%.0f CPU s)", name, entry["seconds"], sum(cpu.values()))
-    return entry
-
-
-def _worker_setup() -> None:
-    """A worker process logs as the main one does, and its Numba kernels run on one thread (the processes share the cores)."""
-    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
-    numba.set_num_threads(1)
+    return entry["agreement"]["same"], entry
 
 
 def cpu_seconds() -> float:
@@ -223,6 +243,7 @@ def main() -> None:
     parser.add_argument("--grid", action="store_true", help="the choices in combination (GRID), at the same scale")
     parser.add_argument("--only", nargs="+", help="measure these variants (or grid combinations) only")
     parser.add_argument("--output-dir", type=Path, default=ROOT / "data/08_reporting")
+    parser.add_argument("--storage", help=f"the variants' Optuna storage: a database URL or journal file (default: {STUDIES_DIR}/<study>.db)")
     parser.add_argument("--print-dvc", action="store_true", help="print the grid as dvc exp run commands and stop")
     parser.add_argument("--queue", action="store_true", help="queue the grid as DVC experiments (dvc queue start runs them)")
     args = parser.parse_args()
@@ -244,13 +265,12 @@ def main() -> None:
             print("\n".join(experiment_queue.printed(grid)))
         return
     base = with_overrides(base_parameters(), SCALES[scale_name])
-    jobs = [(name, overrides, with_overrides(base, overrides)) for name, overrides in variants.items()]
+    jobs = {name: (overrides, with_overrides(base, overrides)) for name, overrides in variants.items()}
+    stem = "generator_grid" if args.grid else "generator_variants"
+    study, fingerprints = f"{stem}_{scale_name}", variant_fingerprints(jobs)
     started, cpu_started = time.perf_counter(), cpu_seconds()
-    if args.workers == 1:
-        entries = [run_variant(job) for job in jobs]
-    else:
-        with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn"), initializer=_worker_setup) as pool:
-            entries = list(pool.map(run_variant, jobs))
+    failed = run_arms(study, fingerprints, partial(run_variant, jobs), args.workers, args.storage, str(ROOT / STUDIES_DIR))
+    entries = arm_results(open_arms_study(study, args.storage, str(ROOT / STUDIES_DIR)), fingerprints)["result"].tolist()
     result = {
         "mode": "grid" if args.grid else "variants",
         "scale": scale_name,
@@ -262,13 +282,14 @@ def main() -> None:
         "variants": entries,
     }
     args.output_dir.mkdir(parents=True, exist_ok=True)
-    stem = "generator_grid" if args.grid else "generator_variants"
     (args.output_dir / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
     (args.output_dir / f"{stem}.md").write_text(variants_markdown(entries))
     logger.info(
         "%d variants (%s scale, %d processes) in %.0f s wall, %.0f CPU s (%.1f core-minutes) -> %s",
         len(entries), scale_name, args.workers, result["seconds"], result["cpu_seconds"], result["cpu_seconds"] / 60, args.output_dir,
     )
+    if failed:
+        raise SystemExit(f"variant(s) {', '.join(failed)} failed (logged above); run the command again to rerun them")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
     python benchmarks/normalisation_effect.py --arms before --seeds 0              # one arm, one seed
     python benchmarks/normalisation_effect.py --arms scratch                       # the reference: no pre-training
     python benchmarks/normalisation_effect.py --finetune-steps 100                 # a cut fine-tuning
-    python benchmarks/normalisation_effect.py --summarise-only                     # the table of the stored runs
+    python benchmarks/normalisation_effect.py --summarise-only                     # the table of the complete runs
 
 Each arm runs `make run`'s pre-training (conf/base, through the pipeline's own nodes: the
 fractals pipeline's table, ``pretrain_model``), then (1) the frozen trunk's k-NN metrics on all
@@ -33,14 +33,17 @@ inputs are in [0, 1] and the trunk got them normalised with the arm's values for
 (``before``: mean 0 / std 1 in pre-training, ImageNet's in the probe and fine-tuning; ``after``:
 ImageNet's throughout). The table prints what the trunk saw.
 
-Each (arm, seed) result is stored in ``<out>/runs/<arm>_seed<seed>.json`` and reused while its
-definition is unchanged; the table goes to ``<out>/normalisation_effect.md``. A run's work folder
+Each (arm, seed) run is a trial of the Optuna study ``normalisation_effect`` (:mod:`fdsml.tuning.arms`; by
+default ``data/07_model_output/studies/normalisation_effect.db``, ``--storage`` for a database or journal
+file), keyed by the digest of its definition: a COMPLETE run is reused while its definition is unchanged, a
+failed one runs again. The table goes to ``<out>/normalisation_effect.md``. A run's work folder
 (``<out>/work/<arm>_seed<seed>``: its checkpoints, about 190 MB) is deleted once its result is stored.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import math
@@ -49,7 +52,10 @@ import statistics
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+
+from fdsml.tuning.arms import arm_results, open_arms_study, run_arms
 
 ARMS = ("before", "after", "scratch")
 METRICS = ("recall@1", "recall@2", "recall@4", "recall@8", "map@r", "r_precision")
@@ -257,6 +263,25 @@ def definition(chosen: Arm, seed: int, steps: int | None, freeze_steps: int | No
     return {"arm": chosen.name, "pretrain": chosen.pretrain, "consumers": chosen.consumers, "seed": seed, "finetune_steps": steps, "finetune_freeze_steps": freeze_steps}
 
 
+def run_fingerprints(names: list[str], seeds: list[int], steps: int | None, freeze_steps: int | None) -> dict[str, str]:
+    """Each run's name (``<arm>_seed<seed>``) and the digest of its definition."""
+    return {
+        f"{name}_seed{seed}": hashlib.sha256(json.dumps(definition(arm(name), seed, steps, freeze_steps), sort_keys=True).encode()).hexdigest()[:16]
+        for name in names
+        for seed in seeds
+    }
+
+
+def run_one(out: Path, steps: int | None, freeze_steps: int | None, run_name: str) -> tuple[float, dict]:
+    """One (arm, seed) run, its work folder deleted after; its fine-tuned Recall@1 and its result."""
+    name, seed = run_name.rsplit("_seed", 1)[0], int(run_name.rsplit("_seed", 1)[1])
+    chosen, started = arm(name), time.perf_counter()
+    result = json.loads(json.dumps((run_scratch if chosen.pretrain is None else run_chain)(chosen, seed, out, steps, freeze_steps)))
+    shutil.rmtree(work_folder(out, name, seed))
+    logging.info("%s seed %d: %.1f min", name, seed, (time.perf_counter() - started) / 60)
+    return result["finetuned"]["recall@1"], result
+
+
 def _write(path: Path, text: str) -> None:
     from fdsml.atomic import atomic_path
 
@@ -316,8 +341,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds of pre-training and fine-tuning, the same in both arms")
     parser.add_argument("--finetune-steps", type=int, help="cut every fine-tuning to this many steps (default: the recipe's epochs)")
     parser.add_argument("--finetune-freeze-steps", type=int, help="head-only steps of a cut fine-tuning (default: the recipe's)")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/normalisation_effect"), help="stored runs, their work folders, the table")
-    parser.add_argument("--summarise-only", action="store_true", help="print the table of the stored runs, run nothing")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/normalisation_effect"), help="the runs' work folders, the table")
+    parser.add_argument("--storage", help="the runs' Optuna storage: a database URL or journal file (default: data/07_model_output/studies/normalisation_effect.db)")
+    parser.add_argument("--summarise-only", action="store_true", help="print the table of the complete runs, run nothing")
     args = parser.parse_args(argv)
     for flag in ("finetune_steps", "finetune_freeze_steps"):
         if getattr(args, flag) is not None and getattr(args, flag) < 0:
@@ -330,26 +356,15 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     for noisy in ("kedro", "pytorch_metric_learning", "faiss"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    runs = args.out / "runs"
-    for name in [] if args.summarise_only else args.arms:
-        chosen = arm(name)
-        for seed in args.seeds:
-            path = runs / f"{name}_seed{seed}.json"
-            wanted = json.loads(json.dumps(definition(chosen, seed, args.finetune_steps, args.finetune_freeze_steps)))
-            if path.exists() and json.loads(path.read_text())["definition"] == wanted:
-                logging.info("%s seed %d: stored, reused", name, seed)
-                continue
-            started = time.perf_counter()
-            run = run_scratch if chosen.pretrain is None else run_chain
-            _write(path, json.dumps(run(chosen, seed, args.out, args.finetune_steps, args.finetune_freeze_steps), indent=2))
-            shutil.rmtree(work_folder(args.out, name, seed))
-            logging.info("%s seed %d: %.1f min", name, seed, (time.perf_counter() - started) / 60)
-    cut = {"finetune_steps": args.finetune_steps, "finetune_freeze_steps": args.finetune_freeze_steps}
-    stored = [json.loads(path.read_text()) for path in runs.glob("*.json")]
-    stored = sorted((r for r in stored if all(r["definition"][k] == v for k, v in cut.items())), key=lambda r: (r["definition"]["arm"], r["definition"]["seed"]))
-    table = summarise(stored)
+    cut = (args.finetune_steps, args.finetune_freeze_steps)
+    wanted = run_fingerprints(args.arms, args.seeds, *cut)
+    failed = [] if args.summarise_only else run_arms("normalisation_effect", wanted, partial(run_one, args.out, *cut), storage=args.storage)
+    every = run_fingerprints(sorted(ARMS), args.seeds, *cut)  # the table: every arm complete with these seeds and this fine-tuning
+    table = summarise(arm_results(open_arms_study("normalisation_effect", args.storage), every)["result"].tolist())
     _write(args.out / "normalisation_effect.md", table)
     print(table)
+    if failed:
+        raise SystemExit(f"run(s) {', '.join(failed)} failed (logged above); run the command again to rerun them")
 
 
 if __name__ == "__main__":

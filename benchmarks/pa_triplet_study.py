@@ -3,7 +3,7 @@
     python benchmarks/pa_triplet_study.py                          # every arm, seeds 0 1 2 (about 2 h on 2 loaded CPU cores)
     python benchmarks/pa_triplet_study.py --arms default method    # some arms
     python benchmarks/pa_triplet_study.py --seeds 0                # one seed
-    python benchmarks/pa_triplet_study.py --summarise-only         # the table from the stored arms
+    python benchmarks/pa_triplet_study.py --summarise-only         # the table from the complete runs
 
 Every arm pre-trains the embedded default (conf/base: 10 x 20 fractals at 64 px) with its
 overrides and nothing else changed, on the same table and split, once per seed
@@ -18,8 +18,10 @@ triplets per filter for a tighter estimate): ``same`` and ``each`` agreement and
 trunk's probe Recall@1 on the embedded real retrieval set (Omniglot), at initialisation (the
 history's step 0) and at the last step.
 
-Each run is stored in ``<out>/arms/<arm>_seed<seed>.json`` with the digest of the code that
-computed it; a stored run is reused only while its definition and that code are unchanged.
+Each run (arm and seed) is a trial of the Optuna study ``pa_triplet_study`` (:mod:`fdsml.tuning.arms`; by
+default ``data/07_model_output/studies/pa_triplet_study.db``, ``--storage`` for a database or journal file
+that several machines share), keyed by the digest of its definition and of the code that computes it: a
+COMPLETE run is reused only while both are unchanged, a failed one runs again.
 """
 
 from __future__ import annotations
@@ -29,11 +31,13 @@ import hashlib
 import json
 import logging
 import math
-import multiprocessing
 import time
+from functools import partial
 from pathlib import Path
 
-from pretraining_budget import _git_commit, _merge, _write_json  # the budget study's helpers (same folder)
+from pretraining_budget import _git_commit, _merge  # the budget study's helpers (same folder)
+
+from fdsml.tuning.arms import arm_results, open_arms_study, run_arms
 
 ARMS = {
     "default": {},
@@ -86,9 +90,20 @@ def arm_definition(params: dict, arm: str, seed: int) -> dict:
     return {"arm": arm, "seed": seed, "overrides": ARMS[arm], "pretrain": pretrain, "fractals": params["fractals"]}
 
 
-def run_arm(task: tuple[str, int, str]) -> dict:
-    """Pre-train one arm with one seed (the history's step 0 is the initialisation's validation); store the result."""
-    arm, seed, out = task
+def run_fingerprints(params: dict, arms: list[str], seeds: list[int]) -> dict[str, str]:
+    """Each run's name (``<arm>_seed<seed>``) and the digest of its definition and code."""
+    code = code_version()
+    return {
+        f"{arm}_seed{seed}": hashlib.sha256(json.dumps([arm_definition(params, arm, seed), code], sort_keys=True).encode()).hexdigest()[:16]
+        for seed in seeds
+        for arm in arms
+    }
+
+
+def run_arm(out: str, name: str) -> tuple[float, dict]:
+    """Pre-train one arm with one seed (the history's step 0 is the initialisation's validation); its held-out
+    ``same`` agreement at the end, and its result."""
+    arm, seed = name.rsplit("_seed", 1)[0], int(name.rsplit("_seed", 1)[1])
     import torch
 
     torch.set_num_threads(1)
@@ -103,34 +118,19 @@ def run_arm(task: tuple[str, int, str]) -> dict:
     spec = fractals.spec
     table, _ = generate_table(spec)
     split = split_table(table, fractals.holdout, spec.settings.seed)
-    run_dir = Path(out) / "runs" / f"{arm}_seed{seed}"
+    run_dir = Path(out) / "runs" / name
     config = pretraining.parse_pretrain_params(definition["pretrain"] | {"run_dir": str(run_dir)})
     started = time.perf_counter()
     _, history = pretraining.pretrain(table, spec, config, split=split)
     result = {
         "definition": definition,
-        "code": code_version(),
         "commit": _git_commit(),
         "seconds": round(time.perf_counter() - started, 1),
         "history": json.loads(history.to_json(orient="records")),
     }
-    _write_json(Path(out) / "arms" / f"{arm}_seed{seed}.json", result)
-    logging.info("%s seed %d: %s", arm, seed, run_summary(result))
-    return result
-
-
-def is_current(result: dict, params: dict, code: str) -> bool:
-    """Whether a stored run is still the one its arm and seed would give: same configuration, same code."""
-    definition = result["definition"]
-    return definition["arm"] in ARMS and definition == arm_definition(params, definition["arm"], definition["seed"]) and result["code"] == code
-
-
-def stored_arm(out: Path, params: dict, arm: str, seed: int, code: str) -> dict | None:
-    path = out / "arms" / f"{arm}_seed{seed}.json"
-    if not path.exists():
-        return None
-    result = json.loads(path.read_text())
-    return result if is_current(result, params, code) else None
+    summary = run_summary(result)
+    logging.info("%s seed %d: %s", arm, seed, summary)
+    return summary["val_unseen_agreement_same"][1], result
 
 
 def run_summary(result: dict) -> dict:
@@ -215,7 +215,7 @@ def report_markdown(table: str) -> str:
         "errors of the end's estimate (above 1: every seed clearly above its start). `min`: minutes per run on one "
         "thread of a shared, loaded 2-core machine.\n\n"
         + table
-        + "\nReproduce: `python benchmarks/pa_triplet_study.py` (runs already stored with the same code are reused).\n"
+        + "\nReproduce: `python benchmarks/pa_triplet_study.py` (runs already complete with the same definition and code are reused).\n"
     )
 
 
@@ -224,27 +224,26 @@ def main() -> None:
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="pretrain.train.seed values")
     parser.add_argument("--jobs", type=int, default=2, help="runs in parallel, one torch thread each")
-    parser.add_argument("--out", default="benchmarks/results/pa_triplet_study", help="the stored runs")
+    parser.add_argument("--storage", help="the runs' Optuna storage: a database URL or journal file (default: data/07_model_output/studies/pa_triplet_study.db)")
+    parser.add_argument("--out", default="benchmarks/results/pa_triplet_study", help="the runs' folders")
     parser.add_argument("--report-dir", default="data/08_reporting", help="where the table goes (the report reads it)")
-    parser.add_argument("--summarise-only", action="store_true", help="write the table from the stored runs, run nothing")
+    parser.add_argument("--summarise-only", action="store_true", help="write the table from the complete runs, run nothing")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(processName)s %(message)s")
     for noisy in ("fdsml", "kedro", "pytorch_metric_learning", "faiss"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    out, code, params = Path(args.out), code_version(), conf_base()
-    wanted = [(arm, seed) for seed in args.seeds for arm in args.arms]
-    todo = [] if args.summarise_only else [task for task in wanted if stored_arm(out, params, *task, code) is None]
-    logging.info("%d run(s) to do: %s", len(todo), todo)
-    with multiprocessing.get_context("spawn").Pool(args.jobs, maxtasksperchild=1) as pool:
-        for _ in pool.imap_unordered(run_arm, [(arm, seed, str(out)) for arm, seed in todo]):
-            pass
-    stored = [json.loads(path.read_text()) for path in sorted((out / "arms").glob("*_seed*.json"))]
-    table = summarise([result for result in stored if is_current(result, params, code)])
+    params = conf_base()
+    wanted = run_fingerprints(params, args.arms, args.seeds)
+    failed = [] if args.summarise_only else run_arms("pa_triplet_study", wanted, partial(run_arm, args.out), args.jobs, args.storage)
+    every = run_fingerprints(params, list(ARMS), args.seeds)  # the table: every arm complete with these seeds
+    table = summarise(arm_results(open_arms_study("pa_triplet_study", args.storage), every)["result"].tolist())
     from fdsml.atomic import atomic_path
 
     with atomic_path(Path(args.report_dir) / "pa_triplet_study.md") as temporary:
         temporary.write_text(report_markdown(table))
     print(table)
+    if failed:
+        raise SystemExit(f"run(s) {', '.join(failed)} failed (logged above); run the command again to rerun them")
 
 
 if __name__ == "__main__":

@@ -14,12 +14,12 @@ setting is chosen on them): (a) the frozen trunk's k-NN Recall@1 / MAP@R
 recipe (conf/base ``retrieval`` at the same image size, ``--finetune-steps`` steps when the
 machine cannot afford its epochs) with 3 seeds.
 
-Each arm's result is stored in ``<out>/arms/<method>_<budget>.json`` with the digest of the
-code that computed it; a stored arm is reused only while its definition (overrides, study
-settings) and that code are unchanged. The table and the picture are drawn from the stored
-arms and name the code each one ran with. An arm's run folder (``<out>/runs/<method>_<budget>``:
-its checkpoints, for a resume of that arm) is removed once its result is stored: the study's runs otherwise
-keep several GB.
+Each arm is a trial of the Optuna study ``pretraining_budget`` (:mod:`fdsml.tuning.arms`; by default
+``data/07_model_output/studies/pretraining_budget.db``, ``--storage`` for a database or journal file that
+several machines share), keyed by the digest of its definition (overrides, study settings) and of the code
+that computes it: a COMPLETE arm is reused only while both are unchanged, a failed one runs again. The table
+and the picture are drawn from the study's complete trials. An arm's run folder (``<out>/runs/<method>_<budget>``:
+its checkpoints) is removed once its result is stored: the study's runs otherwise keep several GB.
 """
 
 from __future__ import annotations
@@ -28,14 +28,15 @@ import argparse
 import hashlib
 import json
 import logging
-import multiprocessing
 import shutil
 import subprocess
 import time
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from fdsml import experiment_queue
+from fdsml.tuning.arms import arm_results, open_arms_study, run_arms
 
 DEFAULT_METHODS = ("fdsl", "all", "each", "same", "diff", "fresh_each")
 METHOD_OVERRIDES = {
@@ -130,9 +131,22 @@ def arm_definition(study: Study, method: str, budget: int) -> dict:
     return {"study": {**study.__dict__, "seeds": list(study.seeds)}, "method": method, "budget": budget}
 
 
-def run_arm(task: tuple[Study, str, int, str, int]) -> dict:
-    """Pre-train one arm (none for scratch), probe it frozen, fine-tune it with every seed; store the result."""
-    study, method, budget, out, threads = task
+def arm_name(method: str, budget: int) -> str:
+    return f"{method}:{budget}"
+
+
+def arm_fingerprints(study: Study, arms: list[tuple[str, int]]) -> dict[str, str]:
+    """Each arm's name and the digest of its definition and code, longest first (parallel workers then end together)."""
+    code = code_version()
+    return {
+        arm_name(method, budget): hashlib.sha256(json.dumps([arm_definition(study, method, budget), code], sort_keys=True).encode()).hexdigest()[:16]
+        for method, budget in sorted(arms, key=lambda arm: -arm[1])
+    }
+
+
+def run_arm(study: Study, out: str, threads: int, arm: str) -> tuple[float, dict]:
+    """Pre-train one arm (none for scratch), probe it frozen, fine-tune it with every seed; its fine-tuned Recall@1 and result."""
+    method, budget = arm.split(":")[0], int(arm.split(":")[1])
     import torch
 
     torch.set_num_threads(threads)
@@ -172,7 +186,6 @@ def run_arm(task: tuple[Study, str, int, str, int]) -> dict:
     metrics, _, _ = compare_starting_points(replace(retrieval, starts=(start,)))
     result = {
         "definition": arm_definition(study, method, budget),
-        "code": code_version(),
         "commit": _git_commit(),
         "pretrain_steps": steps,
         "pretrain_seconds": round(pretrain_seconds, 1),
@@ -180,10 +193,9 @@ def run_arm(task: tuple[Study, str, int, str, int]) -> dict:
         "frozen": frozen,
         "finetuned": metrics[start.name],
     }
-    _write_json(Path(out) / "arms" / f"{method}_{budget}.json", result)
-    shutil.rmtree(work, ignore_errors=True)  # its checkpoints (about 190 MB a run) serve only a resume of this arm, which is stored now
+    shutil.rmtree(work, ignore_errors=True)  # its checkpoints (about 190 MB a run) are of no use once its result is stored
     logging.info("%s %d: frozen R@1 %.3f, fine-tuned R@1 %.3f", method, budget, frozen["recall@1"], metrics[start.name]["mean"]["recall@1"])
-    return result
+    return metrics[start.name]["mean"]["recall@1"], result
 
 
 def _git_commit() -> str:
@@ -191,23 +203,7 @@ def _git_commit() -> str:
     return found.stdout.strip() or "unknown"
 
 
-def _write_json(path: Path, value: dict) -> None:
-    from fdsml.atomic import atomic_path
-
-    with atomic_path(path) as temporary:
-        temporary.write_text(json.dumps(value, indent=2))
-
-
-def stored_arm(out: Path, study: Study, method: str, budget: int, code: str) -> dict | None:
-    """The stored result of an arm, when its definition and code are this run's."""
-    path = out / "arms" / f"{method}_{budget}.json"
-    if not path.exists():
-        return None
-    result = json.loads(path.read_text())
-    return result if result["definition"] == arm_definition(study, method, budget) and result["code"] == code else None
-
-
-def summarise(results: list[dict], code: str) -> tuple[str, list[dict]]:
+def summarise(results: list[dict]) -> tuple[str, list[dict]]:
     """The Markdown table of every arm (mean ± std over fine-tuning seeds, in %), and its rows."""
     rows = []
     for result in sorted(results, key=lambda r: (r["definition"]["method"] != "scratch", r["definition"]["method"], r["definition"]["budget"])):
@@ -224,7 +220,7 @@ def summarise(results: list[dict], code: str) -> tuple[str, list[dict]]:
                 "map@r_std": tuned["std"]["map@r"],
                 "seeds": len(tuned["seeds"]),
                 "pretrain_minutes": result["pretrain_seconds"] / 60,
-                "commit": result["commit"] + ("" if result["code"] == code else " (older code)"),
+                "commit": result["commit"],
             }
         )
     lines = [
@@ -250,7 +246,7 @@ def report_markdown(study: Study, table: str) -> str:
         f"retrieval recipe (conf/base) at {study.size} px{_steps_note(study)}, mean ± std over seeds {list(study.seeds)}. In %.\n\n"
         + table
         + "\n![Recall@1 against pre-training steps](pretraining_budget.png)\n\n"
-        f"Reproduce: `python benchmarks/pretraining_budget.py{_flags(study)}` (arms already stored with the same code are reused); "
+        f"Reproduce: `python benchmarks/pretraining_budget.py{_flags(study)}` (arms already complete with the same definition and code are reused); "
         "`--print-dvc` prints the same arms as DVC experiments.\n"
     )
 
@@ -322,9 +318,10 @@ def main() -> None:
     parser.add_argument("--finetune-steps", type=int, help="cut every fine-tuning to this many steps (default: the recipe's epochs)")
     parser.add_argument("--finetune-freeze-steps", type=int, help="head-only steps of a cut fine-tuning (default: the recipe's)")
     parser.add_argument("--jobs", type=int, default=2, help="arms run in parallel, one torch thread each")
-    parser.add_argument("--out", default="benchmarks/results/pretraining_budget", help="the stored arms (an arm's run folder, its checkpoints, is removed once its result is stored)")
+    parser.add_argument("--storage", help="the arms' Optuna storage: a database URL or journal file (default: data/07_model_output/studies/pretraining_budget.db)")
+    parser.add_argument("--out", default="benchmarks/results/pretraining_budget", help="the arms' run folders (an arm's is removed once its result is stored)")
     parser.add_argument("--report-dir", default="data/08_reporting", help="where the table and picture go (the report reads them)")
-    parser.add_argument("--summarise-only", action="store_true", help="draw the table and picture from the stored arms, run nothing")
+    parser.add_argument("--summarise-only", action="store_true", help="draw the table and picture from the complete arms, run nothing")
     parser.add_argument("--print-dvc", action="store_true", help="print the arms as DVC experiments instead of running them")
     parser.add_argument("--queue", action="store_true", help="queue the arms as DVC experiments (dvc queue start runs them)")
     args = parser.parse_args()
@@ -341,21 +338,18 @@ def main() -> None:
         print("\n".join([] if args.queue else experiment_queue.printed(grid, queue=True)))
         print("\n".join(experiment_queue.next_steps(args.jobs)))
         return
-    out, code = Path(args.out), code_version()
-    todo = [] if args.summarise_only else [arm for arm in arms if stored_arm(out, study, *arm, code) is None]
-    logging.info("%d arm(s) to run, %d stored: %s", len(todo), len(arms) - len(todo), todo)
-    todo.sort(key=lambda arm: -arm[1])  # longest first, so the parallel jobs end together
+    fingerprints = arm_fingerprints(study, arms)
     started = time.perf_counter()
-    with multiprocessing.get_context("spawn").Pool(args.jobs, maxtasksperchild=1) as pool:
-        for _ in pool.imap_unordered(run_arm, [(study, method, budget, str(out), 1) for method, budget in todo]):
-            pass
-    stored = [json.loads(path.read_text()) for path in sorted((out / "arms").glob("*.json"))]
-    table, rows = summarise(stored, code)
+    failed = [] if args.summarise_only else run_arms("pretraining_budget", fingerprints, partial(run_arm, study, args.out, 1), args.jobs, args.storage)
+    results = arm_results(open_arms_study("pretraining_budget", args.storage), fingerprints)
+    table, rows = summarise(results["result"].tolist())
     report = Path(args.report_dir)
     draw(rows, report / "pretraining_budget.png", study.dataset)
     (report / "pretraining_budget.md").write_text(report_markdown(study, table))
     print(table)
-    print(f"{len(todo)} arm(s) ran in {(time.perf_counter() - started) / 60:.1f} min; {report / 'pretraining_budget.md'}, {report / 'pretraining_budget.png'}")
+    print(f"{len(results)} of {len(arms)} arm(s) complete, {(time.perf_counter() - started) / 60:.1f} min; {report / 'pretraining_budget.md'}, {report / 'pretraining_budget.png'}")
+    if failed:
+        raise SystemExit(f"arm(s) {', '.join(failed)} failed (logged above); run the command again to rerun them")
 
 
 if __name__ == "__main__":

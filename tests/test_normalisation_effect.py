@@ -86,3 +86,26 @@ def test_the_table_pairs_after_with_before_seed_by_seed_and_leaves_scratch_witho
     tuned = next(line for line in table if line.startswith("| fine-tuned recall@1 |"))
     assert tuned.endswith("| 10.0 | 3.0 ± 2.8 |")  # scratch 10.0; after - before: +5 and +1 points, not the unpaired means
     assert next(line for line in table if line.startswith("| frozen probe recall@1, end")).split("|")[4].strip() == ""
+
+
+def test_a_runs_key_is_its_definition(benchmark):
+    base = benchmark.run_fingerprints(["before", "scratch"], [0, 1], None, None)
+    assert list(base) == ["before_seed0", "before_seed1", "scratch_seed0", "scratch_seed1"] and len(set(base.values())) == 4
+    assert benchmark.run_fingerprints(["before"], [1], None, None) == {"before_seed1": base["before_seed1"]}
+    assert benchmark.run_fingerprints(["before"], [1], 10, None)["before_seed1"] != base["before_seed1"]
+
+
+@pytest.mark.slow
+def test_a_second_invocation_reruns_nothing_and_writes_the_same_table(benchmark, tmp_path, monkeypatch, caplog):
+    monkeypatch.chdir(ROOT)
+    argv = ["--arms", "scratch", "--seeds", "0", "--finetune-steps", "1", "--finetune-freeze-steps", "0", "--out", str(tmp_path), "--storage", str(tmp_path / "runs.log")]
+    caplog.set_level("INFO")
+    benchmark.main(argv)
+    table = (tmp_path / "normalisation_effect.md").read_text()
+    assert "| seeds | 0 |" in table and "* scratch seed 0: fine-tuning" in table
+    assert "scratch seed 0: recall@1" in caplog.text
+    caplog.clear()
+    (tmp_path / "normalisation_effect.md").unlink()
+    benchmark.main(argv)
+    assert "scratch seed 0: recall@1" not in caplog.text
+    assert (tmp_path / "normalisation_effect.md").read_text() == table

@@ -53,7 +53,7 @@ def test_every_variant_names_existing_parameters_and_each_choice_changes_alone()
 
 def test_the_tiny_run_writes_every_figure_for_two_variants(tmp_path, monkeypatch):
     script = load_script()
-    monkeypatch.setattr(sys, "argv", ["generator_variants.py", "--tiny", "--output-dir", str(tmp_path)])
+    monkeypatch.setattr(sys, "argv", ["generator_variants.py", "--tiny", "--output-dir", str(tmp_path), "--storage", str(tmp_path / "arms.log")])
     script.main()
     result = json.loads((tmp_path / "generator_variants.json").read_text())
     entries = result["variants"]
@@ -72,6 +72,21 @@ def test_the_tiny_run_writes_every_figure_for_two_variants(tmp_path, monkeypatch
     table = (tmp_path / "generator_variants.md").read_text()
     assert "| one map | `fractals.perturbation.scope=one_map` |" in table
     assert "s in [0.2, 1.8]" in table
+
+
+def test_a_second_tiny_run_measures_nothing_again_and_writes_the_same_table(tmp_path, monkeypatch, caplog):
+    script = load_script()
+    caplog.set_level("INFO", logger="generator_variants")
+    for output in ("first", "second"):
+        monkeypatch.setattr(sys, "argv", ["generator_variants.py", "--tiny", "--output-dir", str(tmp_path / output), "--storage", str(tmp_path / "arms.log")])
+        script.main()
+        if output == "first":
+            assert caplog.text.count("done in") == 2
+            caplog.clear()
+    assert "done in" not in caplog.text
+    first, second = (json.loads((tmp_path / output / "generator_variants.json").read_text()) for output in ("first", "second"))
+    assert first["variants"] == second["variants"] and len(first["variants"]) == 2
+    assert (tmp_path / "first" / "generator_variants.md").read_text() == (tmp_path / "second" / "generator_variants.md").read_text()
 
 
 def test_the_grid_prints_as_dvc_experiments_on_the_validate_descriptor_stage():
@@ -102,7 +117,7 @@ def test_the_grid_combines_every_open_choice_and_starts_at_todays_default():
 
 def test_the_tiny_grid_writes_the_same_table_for_two_combinations(tmp_path, monkeypatch):
     script = load_script()
-    monkeypatch.setattr(sys, "argv", ["generator_variants.py", "--grid", "--tiny", "--output-dir", str(tmp_path)])
+    monkeypatch.setattr(sys, "argv", ["generator_variants.py", "--grid", "--tiny", "--output-dir", str(tmp_path), "--storage", str(tmp_path / "arms.log")])
     script.main()
     result = json.loads((tmp_path / "generator_grid.json").read_text())
     assert result["mode"] == "grid" and [entry["name"] for entry in result["variants"]] == list(script.grid_variants())[:2]

@@ -4,7 +4,8 @@
 overlay), :mod:`~fdsml.tuning.objective` (one trial), :mod:`~fdsml.tuning.pruning` (the validation's
 values as intermediate values), :mod:`~fdsml.tuning.storage` (SQLite, PostgreSQL or a journal file),
 :mod:`~fdsml.tuning.study` (checks, budget, resume) and :mod:`~fdsml.tuning.outputs` (table, overlay,
-pictures). docs/tuning.md says how to run one.
+pictures); :mod:`~fdsml.tuning.arms` runs a fixed set of arms (the benchmark studies) on the same storages.
+docs/tuning.md says how to run one.
 """
 
 from fdsml.tuning.config import TuneConfig, parse_tune_params

@@ -1,0 +1,136 @@
+"""A fixed set of arms (a study's configurations), each run once, as the trials of an Optuna study.
+
+The benchmark studies (docs/studies.md) run a known list of arms rather than a search. Each arm is
+a trial whose user attributes are ``arm`` (its name) and ``fingerprint`` (the digest of everything
+that defines its result: its configuration and the code computing it). Optuna's trial states are
+the reuse rule: an arm with a COMPLETE trial of the same fingerprint is never rerun; a FAILed one
+(an exception, a worker killed on this host: :func:`~fdsml.tuning.storage.fail_trials_of_dead_workers`)
+runs again, and so does one whose fingerprint changed. The arm's result is the trial's value and
+its ``result`` user attribute, from which the study draws its table (:func:`arm_results`).
+
+Several workers (``jobs`` processes, or processes on several machines sharing one RDB or journal
+storage) share the list. A worker claims an arm by creating its RUNNING trial, attributes and all,
+in one write; it keeps the arm only when its trial is the lowest-numbered live claim on it, so two
+workers claiming at the same instant run the arm once (the later one yields, its trial PRUNED).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+from collections.abc import Callable, Mapping
+from datetime import datetime
+
+import optuna
+import pandas as pd
+from optuna.trial import TrialState
+
+from fdsml.tuning.storage import fail_trials_of_dead_workers, open_storage, storage_location, worker_name
+
+logger = logging.getLogger(__name__)
+STUDIES_DIR = "data/07_model_output/studies"
+LIVE = (TrialState.COMPLETE, TrialState.RUNNING)
+
+ArmRun = Callable[[str], tuple[float, dict]]
+"""Runs the named arm; its value (the study's headline number) and its result (JSON: every number its table shows)."""
+
+
+def open_arms_study(name: str, storage: str | None = None, storage_dir: str = STUDIES_DIR) -> optuna.Study:
+    """The study ``name`` in ``storage`` (None: ``<storage_dir>/<name>.db``), created when new."""
+    location = storage_location(storage, storage_dir, name)
+    return optuna.create_study(storage=open_storage(location), study_name=name, direction="maximize", load_if_exists=True)
+
+
+def _claims(study: optuna.Study, arm: str, fingerprint: str, states=LIVE) -> list[optuna.trial.FrozenTrial]:
+    return [
+        trial
+        for trial in study.get_trials(deepcopy=False, states=states)
+        if trial.user_attrs.get("arm") == arm and trial.user_attrs.get("fingerprint") == fingerprint
+    ]
+
+
+def _claim(study: optuna.Study, arm: str, fingerprint: str) -> int | None:
+    """Create this worker's RUNNING trial for ``arm``; its number, or None when another worker holds (or finished) the arm."""
+    if _claims(study, arm, fingerprint):
+        return None
+    attrs = {"arm": arm, "fingerprint": fingerprint, "worker": worker_name()}
+    study.add_trial(
+        optuna.trial.FrozenTrial(
+            number=-1, state=TrialState.RUNNING, value=None, datetime_start=datetime.now(), datetime_complete=None,
+            params={}, distributions={}, user_attrs=attrs, system_attrs={}, intermediate_values={}, trial_id=-1,
+        )
+    )
+    mine = [trial for trial in _claims(study, arm, fingerprint) if trial.user_attrs == attrs and trial.state == TrialState.RUNNING]
+    number = max(trial.number for trial in mine)
+    if min(trial.number for trial in _claims(study, arm, fingerprint)) != number:
+        study.tell(number, state=TrialState.PRUNED)  # another worker claimed it first: never counted
+        return None
+    return number
+
+
+def _run_claimed(study: optuna.Study, number: int, arm: str, run: ArmRun) -> bool:
+    """Run the claimed arm; True when it completed (its trial COMPLETE with its result), False when it raised (FAIL)."""
+    trial_id = study.get_trials(deepcopy=False)[number]._trial_id
+    try:
+        value, result = run(arm)
+    except Exception:
+        logger.exception("Arm %s failed: its trial %d is marked FAIL and the next run reruns it", arm, number)
+        study.tell(number, state=TrialState.FAIL)
+        return False
+    except BaseException:  # interrupted: fail the trial so the next run reruns the arm
+        study.tell(number, state=TrialState.FAIL)
+        raise
+    optuna.trial.Trial(study, trial_id).set_user_attr("result", result)
+    study.tell(number, float(value))
+    return True
+
+
+def work(study: optuna.Study, arms: Mapping[str, str], run: ArmRun) -> list[str]:
+    """Claim and run, one after another, the arms no worker holds or has finished; the arms that failed."""
+    failed_dead = fail_trials_of_dead_workers(study)
+    if failed_dead:
+        logger.warning("Arms of study %s left running by a worker that ended were marked failed: trials %s", study.study_name, failed_dead)
+    failed = []
+    for arm, fingerprint in arms.items():
+        number = _claim(study, arm, fingerprint)
+        if number is not None and not _run_claimed(study, number, arm, run):
+            failed.append(arm)
+    return failed
+
+
+def _worker(task: tuple[str, str | None, str, dict[str, str], ArmRun]) -> list[str]:
+    name, storage, storage_dir, arms, run = task
+    return work(open_arms_study(name, storage, storage_dir), arms, run)
+
+
+def run_arms(
+    name: str, arms: Mapping[str, str], run: ArmRun, jobs: int = 1, storage: str | None = None, storage_dir: str = STUDIES_DIR
+) -> list[str]:
+    """Run every arm (name: fingerprint) of study ``name`` not yet COMPLETE, ``jobs`` at a time; the arms that failed.
+
+    ``run`` must be picklable when ``jobs`` > 1 (a module-level function, or a ``functools.partial`` of one).
+    """
+    if jobs <= 1:
+        return work(open_arms_study(name, storage, storage_dir), arms, run)
+    open_arms_study(name, storage, storage_dir)  # created once, before the workers race to create it
+    task = (name, storage, storage_dir, dict(arms), run)
+    with multiprocessing.get_context("spawn").Pool(jobs, maxtasksperchild=1) as pool:
+        return sorted({arm for failed in pool.map(_worker, [task] * jobs) for arm in failed})
+
+
+def arm_results(study: optuna.Study, arms: Mapping[str, str]) -> pd.DataFrame:
+    """The COMPLETE trial of each arm (name: fingerprint) with its current fingerprint: arm, number, value, result, worker, seconds."""
+    rows = []
+    for arm, fingerprint in arms.items():
+        for trial in _claims(study, arm, fingerprint, states=(TrialState.COMPLETE,))[:1]:
+            rows.append(
+                {
+                    "arm": arm,
+                    "number": trial.number,
+                    "value": trial.value,
+                    "result": trial.user_attrs["result"],
+                    "worker": trial.user_attrs.get("worker"),
+                    "seconds": (trial.datetime_complete - trial.datetime_start).total_seconds(),
+                }
+            )
+    return pd.DataFrame(rows, columns=["arm", "number", "value", "result", "worker", "seconds"])
