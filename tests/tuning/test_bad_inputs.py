@@ -65,7 +65,10 @@ def test_a_bad_study_is_refused_naming_the_key(tmp_path, changes, message):
     "validation, message",
     [
         ({"every": 0}, "tune.metric: pre-training writes no val_probe_recall_at_1 (pretrain.validation.every: 0"),
-        ({"probe": None}, "tune.metric: pre-training writes no val_probe_recall_at_1 (pretrain.validation.every: 18, probe: none)"),
+        (
+            {"probe": None},
+            f"tune.metric: pre-training writes no val_probe_recall_at_1 (pretrain.validation.every: {BASE['pretrain']['validation']['every']}, probe: none)",
+        ),
     ],
 )
 def test_a_metric_the_pre_training_does_not_write_is_refused(tmp_path, validation, message):
