@@ -1,14 +1,14 @@
 """conf/cpu, the hour-on-2-CPU-cores pre-training (docs/cpu.md): `--env cpu` selects it over conf/base, it passes
 the checks a run makes before its first node, and the pre-training budget study runs at its image size."""
 
-import importlib.util
-import sys
 from pathlib import Path
 
 from kedro.framework.session import KedroSession
 from kedro.framework.startup import bootstrap_project
 
 from fdsml.pipelines.run_checks import check_run
+
+from tests.benchmark_scripts import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,8 +34,5 @@ def test_env_cpu_overrides_base_where_it_says_and_keeps_the_rest():
 
 
 def test_the_budget_study_runs_at_conf_cpus_image_size(monkeypatch):
-    spec = importlib.util.spec_from_file_location("pretraining_budget", ROOT / "benchmarks" / "pretraining_budget.py")
-    study = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, study)
-    spec.loader.exec_module(study)
+    study = load_benchmark("pretraining_budget", monkeypatch)
     assert study.Study().size == _parameters("cpu")["fractals"]["render"]["size"]

@@ -2,7 +2,6 @@
 run, each in a child process with a timeout whose output is read, the table written row by row."""
 
 import dataclasses
-import importlib.util
 import os
 import sys
 import time
@@ -11,20 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-def load(name, monkeypatch):
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+from tests.benchmark_scripts import load_benchmark
 
 
 @pytest.fixture
 def gpu_check(monkeypatch):
-    return load("gpu_check", monkeypatch)
+    return load_benchmark("gpu_check", monkeypatch)
 
 
 @pytest.mark.slow  # three two-process torchrun launches
@@ -92,7 +83,7 @@ def test_rows_left_when_the_budget_is_spent_are_written_as_not_run(gpu_check, mo
 
 
 def test_a_child_with_a_flood_of_output_finishes_and_a_hung_one_is_killed_with_its_children(monkeypatch, tmp_path):
-    child_runs = load("child_runs", monkeypatch)
+    child_runs = load_benchmark("child_runs", monkeypatch)
     flood = "import sys\nfor _ in range(4000): sys.stdout.write('x' * 1000 + '\\n')\nprint('done')"
     status, child = child_runs.run([sys.executable, "-c", flood], tmp_path / "flood.log", timeout_s=60)
     assert status == 0 and child.last_line() == "done" and len(child.output()) > 4_000_000  # more than a pipe holds

@@ -1,8 +1,6 @@
 """benchmarks/normalisation_effect.py (docs/real-data.md): its arguments, and that its 'before' arm really pre-trains on
 pixels / 255 while its probe and fine-tuning feed the same weights ImageNet-normalised images, and 'after' one normalisation."""
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,16 +11,14 @@ from fdsml.models import model_payload
 from fdsml.models.normalisation import IMAGENET_MEAN, IMAGENET_STD, Normalise
 from fdsml.training.pretrain import build_pretrain_model, parse_pretrain_params
 
+from tests.benchmark_scripts import load_benchmark
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture()
 def benchmark(monkeypatch):
-    spec = importlib.util.spec_from_file_location("normalisation_effect", ROOT / "benchmarks" / "normalisation_effect.py")
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("normalisation_effect", monkeypatch)
 
 
 def test_arguments_default_to_both_arms_and_three_seeds_and_refuse_bad_values(benchmark):

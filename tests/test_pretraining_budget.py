@@ -1,6 +1,5 @@
 """The pre-training budget study's arms: keyed by their definition and code, run once through fdsml.tuning.arms."""
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -8,16 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.benchmark_scripts import load_benchmark
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
 def budget(monkeypatch):
-    spec = importlib.util.spec_from_file_location("pretraining_budget", ROOT / "benchmarks" / "pretraining_budget.py")
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("pretraining_budget", monkeypatch)
 
 
 def test_an_arms_fingerprint_changes_with_its_definition_and_code_only(budget, monkeypatch):
