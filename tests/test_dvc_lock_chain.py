@@ -72,7 +72,8 @@ def differences(committed: dict, regenerated: dict) -> list[str]:
 def test_the_default_chain_regenerates_the_committed_lock(tmp_path):
     copy = fresh_clone(tmp_path)
     committed = yaml.safe_load((copy / "dvc.lock").read_text())
-    _run(["git", "init", "-q"], copy)
+    for git in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "fresh clone"]):
+        _run(["git", *git], copy)  # a clone has a commit: dvclive reads it for the pre-training's experiment
     _run(["dvc", "repro"], copy)
     changed = json.loads(_run(["dvc", "status", "--json"], copy) or "{}")
     assert not changed, f"after dvc repro these stages still read as changed: {', '.join(changed)}"
