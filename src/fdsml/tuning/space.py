@@ -8,7 +8,6 @@ integers when ``low`` and ``high`` are) or a list of ``choices``.
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from typing import Any
 import optuna
 
 from fdsml.config import ConfigError
+from fdsml.validation.variants import with_overrides  # the dotted-key setter that refuses unknown keys
 
 STAGES = ("pretrain", "retrieval")
 """The configurations a study may search."""
@@ -110,17 +110,13 @@ def overlay(configuration: Mapping[str, Any], values: Mapping[str, Any]) -> dict
     A key the configuration does not hold raises ConfigError naming ``tune.space.<key>``: the
     study would otherwise tune a parameter no run reads.
     """
-    result = copy.deepcopy(dict(configuration))
+    result = dict(configuration)
     for key, value in values.items():
-        *path, last = key.split(".")
-        node = result
-        for part in path:
-            node = node.get(part) if isinstance(node, Mapping) else None
-            if node is None:
-                break
-        if not isinstance(node, dict) or last not in node:
-            raise ConfigError(f"tune.space.{key}: not a parameter of the configuration (conf/base/parameters_{path[0]}.yml)")
-        node[last] = value
+        try:
+            result = with_overrides(result, {key: value})
+        except KeyError:
+            section = key.split(".")[0]
+            raise ConfigError(f"tune.space.{key}: not a parameter of the configuration (conf/base/parameters_{section}.yml)") from None
     return result
 
 
