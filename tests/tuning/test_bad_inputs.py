@@ -93,3 +93,4 @@ def test_the_probe_reads_the_validation_split_and_each_trial_its_own_folders(tmp
     assert trial["pretrain"]["run_dir"] == "data/06_models/tune/pretrain/trial_7/pretrain"
     assert trial["retrieval"]["run_dir"] == "data/06_models/tune/pretrain/trial_7/retrieval"
     assert [start["name"] for start in trial["retrieval"]["starts"]] == ["fdsml"]
+

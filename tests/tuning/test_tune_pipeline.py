@@ -10,7 +10,9 @@ import yaml
 from kedro.config import OmegaConfigLoader
 from optuna.trial import TrialState
 
+from fdsml.config import ConfigError
 from fdsml.settings import CONFIG_LOADER_ARGS
+from fdsml.tuning.storage import open_storage, storage_location
 from tests.tuning.project import kedro_tune, tune_project
 
 UNTUNED = {"optimizer": {"base_lr": 0.0003}}  # too small to learn much in 4 steps
@@ -22,7 +24,9 @@ PRUNED_TRIAL = {  # the untuned rate first (the baseline), then the seeded grid'
 
 
 def _study(project, name="tiny"):
-    return optuna.load_study(study_name=name, storage=f"sqlite:///{project}/data/07_model_output/tune/{name}.db")
+    """The study as a worker opens it (a reader racing the worker to create the schema waits for it)."""
+    location = storage_location(None, f"{project}/data/07_model_output/tune", name)
+    return optuna.load_study(study_name=name, storage=open_storage(location))
 
 
 def _run(project, *extra):
@@ -89,7 +93,7 @@ def _validated_once(project) -> bool:
         return False
     try:
         running = _study(project).get_trials(states=(TrialState.RUNNING,))
-    except (KeyError, sqlalchemy.exc.OperationalError):  # the study is not created yet
+    except (KeyError, ConfigError, sqlalchemy.exc.OperationalError):  # the study is not created yet
         return False
     return bool(running and running[0].intermediate_values)
 

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 import warnings
 from pathlib import Path
 
 import optuna
+import sqlalchemy.exc
 from optuna.storages import RDBStorage
 from optuna.storages.journal import JournalFileBackend, JournalStorage
 from optuna.trial import TrialState
@@ -29,6 +31,9 @@ from fdsml.config import ConfigError
 
 HEARTBEAT_S = 60
 HEARTBEAT_GRACE_S = 180
+OPEN_ATTEMPTS = 5
+"""Tries at opening an RDB storage: workers (or a reader) started at once on a new database race to
+create its schema, and the losers' inserts of the same schema version fail; a later try finds it made."""
 JOURNAL_SUFFIXES = (".log", ".jsonl")
 
 
@@ -56,13 +61,37 @@ def open_storage(location: str) -> optuna.storages.BaseStorage:
             return JournalStorage(JournalFileBackend(str(path)))
         if location.startswith("sqlite:///"):
             Path(location.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # the heartbeat: in Optuna since 2.9
-            return RDBStorage(location, heartbeat_interval=HEARTBEAT_S, grace_period=HEARTBEAT_GRACE_S)
+        return _rdb_storage(location)
     except ConfigError:
         raise
     except Exception as error:  # SQLAlchemy, a missing driver, an unreachable server: all mean "cannot open"
         raise ConfigError(f"tune.storage: cannot open {location!r}: {type(error).__name__}: {error}") from error
+
+
+def _schema_race(error: Exception) -> bool:
+    """Whether ``error`` is another process creating the same schema at the same moment (not a lasting fault)."""
+    text = str(error).lower()
+    return isinstance(error, sqlalchemy.exc.IntegrityError) or (
+        isinstance(error, sqlalchemy.exc.OperationalError) and ("already exists" in text or "locked" in text)
+    )
+
+
+def _new_rdb_storage(location: str) -> RDBStorage:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # the heartbeat: in Optuna since 2.9
+        return RDBStorage(location, heartbeat_interval=HEARTBEAT_S, grace_period=HEARTBEAT_GRACE_S)
+
+
+def _rdb_storage(location: str) -> RDBStorage:
+    """Optuna's RDB storage at ``location``, with its heartbeat; tried again while another process creates its schema."""
+    for attempt in range(1, OPEN_ATTEMPTS):
+        try:
+            return _new_rdb_storage(location)
+        except sqlalchemy.exc.SQLAlchemyError as error:
+            if not _schema_race(error):
+                raise
+            time.sleep(0.2 * attempt)
+    return _new_rdb_storage(location)
 
 
 def worker_name() -> str:
