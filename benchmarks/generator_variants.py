@@ -163,7 +163,7 @@ def _cpu_time(seconds: dict[str, float], stage: str):
     try:
         yield
     finally:
-        seconds[stage] = round(seconds.get(stage, 0.0) + time.process_time() - started, 2)
+        seconds[stage] = round(seconds.get(stage, 0.0) + time.process_time() - started, 3)
 
 
 CODE_MODULES = ("fdsml.pipelines.fractals.nodes", "fdsml.pipelines.validate_descriptor.nodes", "fdsml.validation.variants")
@@ -277,7 +277,7 @@ def main() -> None:
         "scale_overrides": SCALES[scale_name],
         "sweep_factor_ranges": [list(r) for r in SWEEP_RANGES],
         "seconds": round(time.perf_counter() - started, 1),
-        "cpu_seconds": round(cpu_seconds() - cpu_started, 1),
+        "cpu_seconds": round(cpu_seconds() - cpu_started, 3),
         "workers": args.workers,
         "variants": entries,
     }
