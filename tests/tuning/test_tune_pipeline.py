@@ -102,8 +102,8 @@ def test_a_worker_killed_mid_trial_leaves_a_failed_trial_that_the_resumed_study_
     project = tune_project(
         tmp_path / "project",
         tune={"budget": {"n_trials": 2}, "pruner": {"name": "none"}},
-        pretrain={"train": {"max_steps": 30, "checkpoint_every": 5}, "validation": {"every": 5}},
-    )
+        pretrain={"train": {"max_steps": 3000, "checkpoint_every": 5}, "validation": {"every": 5}},
+    )  # trial 0 far longer than the wait for its first validation: it is killed mid-trial, never after it ended
     worker = kedro_tune(project, wait=False)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not _validated_once(project):  # mid-trial
