@@ -18,6 +18,7 @@ import optuna
 import pandas as pd
 
 from fdsml.config import ConfigError
+from fdsml.errors import DivergedError
 from fdsml.data.holdout import HoldoutSplit
 from fdsml.families import FamilySpec
 from fdsml.training.pretrain import parse_pretrain_params, pretrain
@@ -39,6 +40,8 @@ SET_BY_THE_STUDY = (
     "retrieval.starts",
 )
 """Keys each trial sets itself (folders, the validation split): not searchable."""
+DIVERGED = "diverged"
+"""Trial user attribute: why its loss diverged (the trial is PRUNED at that step, never run to its end)."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,11 @@ class TrialObjective:
         trial.set_user_attr("worker", worker_name())
         values = {parameter.key: parameter.suggest(trial) for parameter in self.config.parameters}
         trial.set_user_attr("run_dir", str(Path(self.config.run_dir) / self.config.study / f"trial_{trial.number}"))
-        value, steps = self.run(trial.number, values, trial)
+        try:
+            value, steps = self.run(trial.number, values, trial)
+        except DivergedError as error:  # its parameters' result, not a fault: it counts, and the sampler learns from it
+            trial.set_user_attr(DIVERGED, str(error))
+            raise optuna.TrialPruned(f"diverged: {error}") from error
         trial.set_user_attr("steps", steps)
         return value
 

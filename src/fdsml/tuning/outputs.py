@@ -10,6 +10,7 @@ import optuna
 import pandas as pd
 from optuna.trial import TrialState
 
+from fdsml.tuning.objective import DIVERGED
 from fdsml.tuning.space import nested
 from fdsml.tuning.study import FINISHED
 
@@ -30,6 +31,7 @@ def trials_table(study: optuna.Study) -> pd.DataFrame:
                 "steps": trial.user_attrs.get("steps"),
                 "run_dir": trial.user_attrs.get("run_dir"),
                 "worker": trial.user_attrs.get("worker"),
+                "diverged": DIVERGED in trial.user_attrs,
                 "seconds": seconds,
             }
         )

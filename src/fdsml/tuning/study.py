@@ -3,8 +3,9 @@
 Budget: ``tune.budget.n_trials`` counts the trials in the study, whichever run or worker made them:
 a worker starts a trial only while the study holds fewer complete, pruned or running ones, so a
 second ``kedro run --pipelines=tune`` adds trials up to the total (raise ``n_trials`` for more) and
-a killed study resumes where it stopped. Failed trials (a killed worker, a diverged loss) never
-count. Two workers checking at the same instant may each start one, so N workers can end up to
+a killed study resumes where it stopped. Failed trials (a killed worker) never count; a diverged
+loss is its parameters' result, so its trial is PRUNED at that step: it counts, and the sampler
+learns to avoid its region instead of drawing there again. Two workers checking at the same instant may each start one, so N workers can end up to
 N - 1 trials over. ``timeout_s`` bounds this worker's time: no trial starts after it.
 """
 
@@ -19,12 +20,11 @@ import optuna
 from optuna.trial import TrialState
 
 from fdsml.config import ConfigError
-from fdsml.errors import DivergedError
 from fdsml.seeds import stream
 from fdsml.training.pretrain import parse_pretrain_params
 from fdsml.training.retrieval import parse_retrieval_params
 from fdsml.tuning.config import TuneConfig
-from fdsml.tuning.objective import PRETRAINED, SET_BY_THE_STUDY, TrialObjective
+from fdsml.tuning.objective import DIVERGED, PRETRAINED, SET_BY_THE_STUDY, TrialObjective
 from fdsml.tuning.space import SearchParameter
 from fdsml.tuning.storage import fail_trials_of_dead_workers, open_storage, storage_location
 
@@ -166,7 +166,7 @@ def run_study(objective: TrialObjective) -> optuna.Study:
         if deadline is not None and time.monotonic() >= deadline:
             break
         study.sampler = make_sampler(config, len(study.get_trials(deepcopy=False)))
-        study.optimize(objective, n_trials=1, catch=(DivergedError,))
+        study.optimize(objective, n_trials=1)
     finish_pruned(study, objective)
     return study
 
@@ -178,7 +178,7 @@ FINISHED = "finished_pruned_trial_"
 def finish_pruned(study: optuna.Study, objective: TrialObjective) -> None:
     """Run the ``tune.finish_pruned`` pruned trials with the best last values to their end (resuming their
     checkpoints, no pruning), once each; their metrics go to the study's user attributes."""
-    pruned = study.get_trials(deepcopy=False, states=(TrialState.PRUNED,))
+    pruned = [trial for trial in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)) if DIVERGED not in trial.user_attrs]
     top = sorted(pruned, key=lambda trial: (-trial.value, trial.number))[: objective.config.finish_pruned]
     for trial in top:
         if f"{FINISHED}{trial.number}" not in study.user_attrs:

@@ -1,0 +1,184 @@
+"""Issue 38's fair comparison: every objective tuned with the same budget on the validation alphabet, then measured on the test alphabets.
+
+    python benchmarks/fair_comparison.py tune --arms fdsl pa_same       # each arm's study (the tune pipeline, --env fair)
+    python benchmarks/fair_comparison.py summary                        # the studies side by side (validation alphabet)
+    python benchmarks/fair_comparison.py measure --pretrain-seeds 0 1 2 # each arm's best recipe on the test alphabets
+
+``tune`` runs, per arm of ``conf/fair/parameters_fair.yml``, ``kedro run --pipelines=tune --env fair``
+with the arm's objective and its search space (the shared learning-rate range first) as runtime
+parameters: the study ``fair_<arm>``, the same trials, steps, sampler and pruner for every arm
+(``conf/fair/parameters_tune.yml``), every choice on ``omniglot_validation``. Invoked again it adds
+nothing to a study that has its trials (raise ``tune.budget.n_trials`` in conf/fair to extend every
+arm alike). One project folder runs one study at a time (its run lock): several workers take several
+checkouts, each its own arms, sharing ``--storage-dir``.
+
+``summary`` writes ``<out>/tuning.md``: each arm's untuned value (trial 0), its best trial and
+recipe, its trials by state and their seconds. ``measure`` writes each arm's recipe (its objective's
+overrides and its best trial's values) to ``<out>/recipes.yml`` and runs
+``benchmarks/pretraining_budget.py`` on them: pre-training with every ``--pretrain-seeds`` seed on the
+whole table, the frozen probe and the fine-tuning on Omniglot's test alphabets, with scratch (a random
+trunk per seed) as the reference row; the table in ``<out>``. Workers measuring different arms into one
+``--out`` share its arm storage, and the last one's table holds every arm it names.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = "fair"
+
+
+def parameters(env: str) -> dict:
+    """The parameters a ``kedro run --env <env>`` reads (the project's loader: the env overrides single keys of base)."""
+    from kedro.config import OmegaConfigLoader
+
+    from fdsml.settings import CONFIG_LOADER_ARGS
+
+    return OmegaConfigLoader(str(ROOT / "conf"), **CONFIG_LOADER_ARGS | {"default_run_env": env})["parameters"]
+
+
+def tune_params(settings: dict, arm: str, storage_dir: str | None) -> dict:
+    """The runtime parameters of ``arm``'s study: its name, its objective's overrides, its space."""
+    chosen = settings["arms"][arm]
+    tune = {"study": f"fair_{arm}", "space": [settings["learning_rate"], *chosen["space"]]}
+    return {"tune": tune | ({"storage_dir": storage_dir} if storage_dir else {}), "pretrain": chosen["pretrain"]}
+
+
+def tune_arm(env: str, arm: str, params: dict, out: Path) -> None:
+    """Run ``arm``'s study through the tune pipeline, then keep its page, best overlay, trials and history."""
+    from kedro.framework.session import KedroSession
+    from kedro.framework.startup import bootstrap_project
+
+    bootstrap_project(ROOT)
+    with KedroSession.create(project_path=ROOT, env=env, runtime_params=params) as session:
+        session.run(pipeline_names=["tune"])
+    keep = out / arm
+    keep.mkdir(parents=True, exist_ok=True)
+    for name in ("tune_study.md", "tune_best_params.yml", "tune_trials.csv", "tune_history.png"):
+        shutil.copy2(ROOT / "data/08_reporting" / name, keep / name)
+
+
+def arm_study(all_params: dict, arm: str, storage_dir: str | None):
+    """``arm``'s study as its storage holds it (every worker's trials)."""
+    from fdsml.tuning import load_study, parse_tune_params
+
+    tune = tune_params(all_params["fair_comparison"], arm, storage_dir)["tune"]
+    return load_study(parse_tune_params(all_params["tune"] | tune))
+
+
+def recipe(all_params: dict, arm: str, study) -> dict:
+    """The arm's pre-training overlay: its objective's overrides with its best trial's values on top."""
+    from fdsml.tuning.outputs import best_trial
+    from fdsml.tuning.space import nested
+
+    best = best_trial(study)
+    if best is None:
+        raise SystemExit(f"arm {arm}: study {study.study_name} has no complete trial; run `fair_comparison.py tune --arms {arm}` first")
+    return _merge({"pretrain": all_params["fair_comparison"]["arms"][arm]["pretrain"]}, nested(best.params))["pretrain"]
+
+
+def _merge(base: dict, extra: dict) -> dict:
+    merged = dict(base)
+    for key, value in extra.items():
+        merged[key] = _merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+    return merged
+
+
+def summary_row(arm: str, study) -> dict:
+    """One arm's study: its baseline (trial 0), its best trial, its trials by state, their pre-training seconds."""
+    from fdsml.tuning.outputs import best_trial, trials_table
+
+    table = trials_table(study)
+    best = best_trial(study)
+    baseline = table[table["number"] == 0]
+    counts = table["state"].value_counts()
+    searched = {key.split(".", 1)[1]: value for key, value in best.params.items()} if best else {}
+    return {
+        "arm": arm,
+        "trials": len(table),
+        "complete": int(counts.get("COMPLETE", 0)),
+        "pruned": int(counts.get("PRUNED", 0)),
+        "baseline R@1": float(baseline["value"].iloc[0]) if len(baseline) and pd.notna(baseline["value"].iloc[0]) else None,
+        "best R@1": best.value if best else None,
+        "best trial": best.number if best else None,
+        "study minutes": float(table["seconds"].sum()) / 60,
+        "best recipe": ", ".join(f"{key} {value:.3g}" if isinstance(value, float) else f"{key} {value}" for key, value in searched.items()),
+    }
+
+
+def summary(all_params: dict, arms: list[str], storage_dir: str | None, out: Path) -> pd.DataFrame:
+    rows = pd.DataFrame([summary_row(arm, arm_study(all_params, arm, storage_dir)) for arm in arms])
+    tune = all_params["tune"]
+    head = (
+        f"# Fair comparison: the studies on `{tune['validation_dataset']}`\n\n"
+        f"Maximising `{tune['metric']}` after {all_params['pretrain']['train']['max_steps']} steps, pre-training seed "
+        f"{all_params['pretrain']['train']['seed']}; {tune['budget']['n_trials']} trials an arm (trial 0 the arm at conf/base's "
+        f"values), sampler {tune['sampler']}, pruner {tune['pruner']}.\n\n"
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "tuning.md").write_text(head + rows.to_markdown(index=False, floatfmt=".3f") + "\n")
+    return rows
+
+
+def measure(all_params: dict, arms: list[str], storage_dir: str | None, out: Path, args: argparse.Namespace) -> None:
+    """Write every arm's recipe, then run the budget study on them with every pre-training seed."""
+    settings = all_params["fair_comparison"]["arms"]
+    recipes = {settings[arm]["method"]: recipe(all_params, arm, arm_study(all_params, arm, storage_dir)) for arm in arms}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "recipes.yml").write_text(yaml.safe_dump(recipes, sort_keys=True))
+    render = all_params["fractals"]["render"]
+    steps = args.steps or [all_params["pretrain"]["train"]["max_steps"]]
+    command = [
+        sys.executable, str(ROOT / "benchmarks/pretraining_budget.py"),
+        "--arms", "scratch:0", *[f"{settings[arm]['method']}:{budget}" for arm in arms for budget in steps],
+        "--pretrain-seeds", *map(str, args.pretrain_seeds), "--seeds", *map(str, args.finetune_seeds),
+        "--recipes", str(out / "recipes.yml"), "--size", str(render["size"]), "--points", str(render["points"]),
+        "--jobs", str(args.jobs), "--storage", str(out / "measure.db"), "--out", str(out / "runs"), "--report-dir", str(out),
+    ]
+    if args.finetune_steps:
+        command += ["--finetune-steps", str(args.finetune_steps), "--finetune-freeze-steps", str(args.finetune_freeze_steps)]
+    subprocess.run(command, cwd=ROOT, check=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("phase", choices=["tune", "summary", "measure"])
+    parser.add_argument("--arms", nargs="+", help="arms of conf/<env>/parameters_fair.yml (default: every arm)")
+    parser.add_argument("--env", default=ENV)
+    parser.add_argument("--storage-dir", help="the studies' SQLite folder (default: conf/<env>'s tune.storage_dir), shared by the workers")
+    parser.add_argument("--out", default="benchmarks/results/fair_comparison")
+    parser.add_argument("--steps", type=int, nargs="+", help="measure: pre-training steps (default: the env's pretrain.train.max_steps)")
+    parser.add_argument("--pretrain-seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--finetune-seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--finetune-steps", type=int, help="measure: cut the fine-tuning to this many steps (default: conf/base's recipe)")
+    parser.add_argument("--finetune-freeze-steps", type=int, default=0)
+    parser.add_argument("--jobs", type=int, default=2, help="measure: arms pre-trained in parallel, one thread each")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    all_params = parameters(args.env)
+    known = all_params["fair_comparison"]["arms"]
+    arms = args.arms or list(known)
+    unknown = sorted(set(arms) - set(known))
+    if unknown:
+        raise SystemExit(f"unknown arm(s) {', '.join(unknown)}; conf/{args.env}/parameters_fair.yml has {', '.join(known)}")
+    out = Path(args.out)
+    if args.phase == "tune":
+        for arm in arms:
+            tune_arm(args.env, arm, tune_params(all_params["fair_comparison"], arm, args.storage_dir), out)
+    elif args.phase == "summary":
+        print(summary(all_params, arms, args.storage_dir, out).to_markdown(index=False, floatfmt=".3f"))
+    else:
+        measure(all_params, arms, args.storage_dir, out, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""Issue 38's fair comparison (benchmarks/fair_comparison.py, conf/fair): one budget for every arm, recipes from the best trials."""
+
+import optuna
+import pytest
+from optuna.distributions import FloatDistribution
+from optuna.trial import TrialState, create_trial
+
+from fdsml.training.pretrain import parse_pretrain_params
+from fdsml.tuning import parse_tune_params
+from fdsml.tuning.space import overlay
+from tests.benchmark_scripts import load_benchmark
+
+
+@pytest.fixture
+def fair(monkeypatch):
+    return load_benchmark("fair_comparison", monkeypatch)
+
+
+@pytest.fixture
+def params(fair):
+    return fair.parameters("fair")
+
+
+def test_every_arm_shares_the_budget_and_tunes_keys_its_objective_reads(fair, params, monkeypatch):
+    budget = load_benchmark("pretraining_budget", monkeypatch)
+    settings = params["fair_comparison"]
+    assert params["tune"]["validation_dataset"] == "omniglot_validation"
+    assert params["pretrain"]["validation"]["probe"]["max_images"] is None  # all 440 validation images
+    assert params["fractals"]["render"]["size"] == budget.Study().size  # measured at the size it was tuned at
+    for arm, chosen in settings["arms"].items():
+        runtime = fair.tune_params(settings, arm, None)
+        config = parse_tune_params(params["tune"] | runtime["tune"])  # the shared budget, sampler and pruner; its own space
+        assert config.study == f"fair_{arm}" and config.parameters[0].key == "pretrain.optimizer.base_lr"
+        assert (config.budget.n_trials, config.sampler.seed, config.pruner.name) == (params["tune"]["budget"]["n_trials"], 0, "median")
+        pretrain = fair._merge(params["pretrain"], runtime["pretrain"])
+        drawn = {parameter.key: parameter.low if parameter.choices is None else parameter.choices[-1] for parameter in config.parameters}
+        tuned = overlay({"pretrain": pretrain}, drawn)["pretrain"]  # ConfigError for a key the configuration lacks
+        assert parse_pretrain_params(tuned | {"run_dir": "unused"}).objective == budget.METHOD_OVERRIDES[chosen["method"]]["objective"]
+
+
+def _study(tmp_path, values):
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'fair_fdsl.db'}", study_name="fair_fdsl", direction="maximize")
+    study.set_user_attr("metric", "pretrain.val_probe_recall_at_1")
+    space = {"pretrain.optimizer.base_lr": FloatDistribution(0.05, 5.0, log=True), "pretrain.fdsl.label_smoothing": FloatDistribution(0.0, 0.2)}
+    for (lr, smoothing), (value, state) in values:
+        study.add_trial(
+            create_trial(
+                params={"pretrain.optimizer.base_lr": lr, "pretrain.fdsl.label_smoothing": smoothing},
+                distributions=space,
+                value=value if state == TrialState.COMPLETE else None,
+                state=state,
+                intermediate_values={} if state == TrialState.COMPLETE else {100: value},
+            )
+        )
+    return study
+
+
+def test_an_arms_recipe_is_its_objective_with_its_best_complete_trial_on_top(fair, params, tmp_path):
+    study = _study(
+        tmp_path,
+        [((0.5, 0.0), (0.40, TrialState.COMPLETE)), ((2.0, 0.1), (0.55, TrialState.COMPLETE)), ((1.0, 0.2), (0.90, TrialState.PRUNED))],
+    )
+    assert fair.recipe(params, "fdsl", study) == {"objective": "fdsl", "optimizer": {"base_lr": 2.0}, "fdsl": {"label_smoothing": 0.1}}
+    row = fair.summary_row("fdsl", study)
+    assert (row["trials"], row["complete"], row["pruned"], row["best trial"]) == (3, 2, 1, 1)
+    assert (row["baseline R@1"], row["best R@1"]) == (0.40, 0.55)
+    assert row["best recipe"] == "optimizer.base_lr 2, fdsl.label_smoothing 0.1"  # in the order of the space
+
+
+def test_an_arm_without_a_complete_trial_has_no_recipe(fair, params, tmp_path):
+    study = _study(tmp_path, [((0.5, 0.0), (0.40, TrialState.PRUNED))])
+    with pytest.raises(SystemExit, match="no complete trial; run `fair_comparison.py tune --arms fdsl` first"):
+        fair.recipe(params, "fdsl", study)
+
+
+def test_the_studies_are_read_from_the_storage_folder_the_workers_share(fair, params, tmp_path):
+    _study(tmp_path, [((2.0, 0.1), (0.55, TrialState.COMPLETE))])
+    study = fair.arm_study(params, "fdsl", str(tmp_path))
+    assert study.study_name == "fair_fdsl" and study.best_value == 0.55
