@@ -76,13 +76,20 @@ def arm_study(all_params: dict, arm: str, storage_dir: str | None):
 
 
 def recipe(all_params: dict, arm: str, study) -> dict:
-    """The arm's pre-training overlay: its objective's overrides with its best trial's values on top."""
+    """The arm's pre-training overlay: its objective's overrides with its best trial's values on top.
+
+    Only from a study that has its whole budget: a best trial read while the study runs is not the arm's recipe."""
+    from optuna.trial import TrialState
+
     from fdsml.tuning.outputs import best_trial
     from fdsml.tuning.space import nested
 
+    done = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
+    budget = all_params["tune"]["budget"]["n_trials"]
     best = best_trial(study)
-    if best is None:
-        raise SystemExit(f"arm {arm}: study {study.study_name} has no complete trial; run `fair_comparison.py tune --arms {arm}` first")
+    if done < budget or best is None:
+        state = f"{done} of its {budget} trials done" if done < budget else "no complete trial"
+        raise SystemExit(f"arm {arm}: study {study.study_name} has {state}; run `fair_comparison.py tune --arms {arm}` first")
     return _merge({"pretrain": all_params["fair_comparison"]["arms"][arm]["pretrain"]}, nested(best.params))["pretrain"]
 
 

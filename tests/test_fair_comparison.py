@@ -39,6 +39,7 @@ def test_every_arm_shares_the_budget_and_tunes_keys_its_objective_reads(fair, pa
 
 
 def _study(tmp_path, values):
+    tmp_path.mkdir(exist_ok=True)
     study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'fair_fdsl.db'}", study_name="fair_fdsl", direction="maximize")
     study.set_user_attr("metric", "pretrain.val_probe_recall_at_1")
     space = {"pretrain.optimizer.base_lr": FloatDistribution(0.05, 5.0, log=True), "pretrain.fdsl.label_smoothing": FloatDistribution(0.0, 0.2)}
@@ -56,6 +57,7 @@ def _study(tmp_path, values):
 
 
 def test_an_arms_recipe_is_its_objective_with_its_best_complete_trial_on_top(fair, params, tmp_path):
+    params = params | {"tune": params["tune"] | {"budget": {"n_trials": 3}}}
     study = _study(
         tmp_path,
         [((0.5, 0.0), (0.40, TrialState.COMPLETE)), ((2.0, 0.1), (0.55, TrialState.COMPLETE)), ((1.0, 0.2), (0.90, TrialState.PRUNED))],
@@ -67,10 +69,14 @@ def test_an_arms_recipe_is_its_objective_with_its_best_complete_trial_on_top(fai
     assert row["best recipe"] == "optimizer.base_lr 2, fdsl.label_smoothing 0.1"  # in the order of the space
 
 
-def test_an_arm_without_a_complete_trial_has_no_recipe(fair, params, tmp_path):
-    study = _study(tmp_path, [((0.5, 0.0), (0.40, TrialState.PRUNED))])
-    with pytest.raises(SystemExit, match="no complete trial; run `fair_comparison.py tune --arms fdsl` first"):
-        fair.recipe(params, "fdsl", study)
+def test_an_arm_has_no_recipe_before_its_study_has_its_budget_and_a_complete_trial(fair, params, tmp_path):
+    study = _study(tmp_path, [((0.5, 0.0), (0.40, TrialState.COMPLETE)), ((0.7, 0.0), (0.30, TrialState.PRUNED))])
+    with pytest.raises(SystemExit, match="has 2 of its 3 trials done; run `fair_comparison.py tune --arms fdsl` first"):
+        fair.recipe(params | {"tune": params["tune"] | {"budget": {"n_trials": 3}}}, "fdsl", study)
+    assert fair.recipe(params | {"tune": params["tune"] | {"budget": {"n_trials": 2}}}, "fdsl", study)["optimizer"] == {"base_lr": 0.5}
+    pruned = _study(tmp_path / "pruned", [((0.5, 0.0), (0.40, TrialState.PRUNED))])
+    with pytest.raises(SystemExit, match="has no complete trial"):
+        fair.recipe(params | {"tune": params["tune"] | {"budget": {"n_trials": 1}}}, "fdsl", pruned)
 
 
 def test_the_studies_are_read_from_the_storage_folder_the_workers_share(fair, params, tmp_path):
