@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
+from pretraining_budget import _merge  # the budget study's helper (same folder)
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = "fair"
@@ -91,13 +92,6 @@ def recipe(all_params: dict, arm: str, study) -> dict:
         state = f"{done} of its {budget} trials done" if done < budget else "no complete trial"
         raise SystemExit(f"arm {arm}: study {study.study_name} has {state}; run `fair_comparison.py tune --arms {arm}` first")
     return _merge({"pretrain": all_params["fair_comparison"]["arms"][arm]["pretrain"]}, nested(best.params))["pretrain"]
-
-
-def _merge(base: dict, extra: dict) -> dict:
-    merged = dict(base)
-    for key, value in extra.items():
-        merged[key] = _merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
-    return merged
 
 
 def summary_row(arm: str, study) -> dict:
