@@ -2,6 +2,8 @@
 
     python benchmarks/fair_comparison.py tune --arms fdsl pa_same       # each arm's study (the tune pipeline, --env fair)
     python benchmarks/fair_comparison.py summary                        # the studies side by side (validation alphabet)
+    python benchmarks/fair_comparison.py seeds --arms fdsl --vary pretrain.fdsl.batches=class_balanced
+                                                                        # the best recipe with seeds 0-2 (and a contrast)
     python benchmarks/fair_comparison.py measure --pretrain-seeds 0 1 2 # each arm's best recipe on the test alphabets
 
 ``tune`` runs, per arm of ``conf/fair/parameters_fair.yml``, ``kedro run --pipelines=tune --env fair``
@@ -12,7 +14,10 @@ nothing to a study that has its trials (raise ``tune.budget.n_trials`` in conf/f
 arm alike). One project folder runs one study at a time (its run lock): several workers take several
 checkouts, each its own arms, sharing ``--storage-dir``.
 
-``summary`` writes ``<out>/tuning.md``: each arm's untuned value (trial 0), its best trial and
+``seeds`` runs each arm's best recipe again with every ``--pretrain-seeds`` seed on the validation
+alphabet (the spread the tuning's single seed does not show), and with each ``--vary KEY=VALUE`` in
+place of the recipe's value as a contrast: a grid study ``fair_<arm>_seeds`` through the same
+pipeline, written to ``<out>/<arm>_seeds.md``. ``summary`` writes ``<out>/tuning.md``: each arm's untuned value (trial 0), its best trial and
 recipe, its trials by state and their seconds. ``measure`` writes each arm's recipe (its objective's
 overrides and its best trial's values) to ``<out>/recipes.yml`` and runs
 ``benchmarks/pretraining_budget.py`` on them: pre-training with every ``--pretrain-seeds`` seed on the
@@ -68,12 +73,16 @@ def tune_arm(env: str, arm: str, params: dict, out: Path) -> None:
         shutil.copy2(ROOT / "data/08_reporting" / name, keep / name)
 
 
-def arm_study(all_params: dict, arm: str, storage_dir: str | None):
-    """``arm``'s study as its storage holds it (every worker's trials)."""
+def open_study(all_params: dict, name: str, storage_dir: str | None):
+    """The study ``name`` as its storage holds it (every worker's trials)."""
     from fdsml.tuning import load_study, parse_tune_params
 
-    tune = tune_params(all_params["fair_comparison"], arm, storage_dir)["tune"]
-    return load_study(parse_tune_params(all_params["tune"] | tune))
+    return load_study(parse_tune_params(all_params["tune"] | {"study": name} | ({"storage_dir": storage_dir} if storage_dir else {})))
+
+
+def arm_study(all_params: dict, arm: str, storage_dir: str | None):
+    """``arm``'s tuning study."""
+    return open_study(all_params, f"fair_{arm}", storage_dir)
 
 
 def recipe(all_params: dict, arm: str, study) -> dict:
@@ -92,6 +101,32 @@ def recipe(all_params: dict, arm: str, study) -> dict:
         state = f"{done} of its {budget} trials done" if done < budget else "no complete trial"
         raise SystemExit(f"arm {arm}: study {study.study_name} has {state}; run `fair_comparison.py tune --arms {arm}` first")
     return _merge({"pretrain": all_params["fair_comparison"]["arms"][arm]["pretrain"]}, nested(best.params))["pretrain"]
+
+
+def seeds_params(all_params: dict, arm: str, study, seeds: list[int], vary: dict[str, object], storage_dir: str | None) -> dict:
+    """The runtime parameters of ``arm``'s seed study: its recipe, a grid of the seeds and of the two values of each
+    varied key the arm searched (the others are not its parameters)."""
+    from fdsml.tuning.outputs import best_trial
+
+    best = best_trial(study)
+    vary = {key: value for key, value in vary.items() if key in best.params}
+    grid = [{"key": "pretrain.train.seed", "choices": list(seeds)}]
+    grid += [{"key": key, "choices": [best.params[key], value]} for key, value in vary.items()]
+    tune = {"study": f"fair_{arm}_seeds", "space": grid, "sampler": {"name": "grid", "seed": 0}, "pruner": {"name": "none"}}
+    tune |= {"baseline": False, "finish_pruned": 0, "budget": {"n_trials": len(seeds) * 2 ** len(vary), "timeout_s": None}}
+    return {"tune": tune | ({"storage_dir": storage_dir} if storage_dir else {}), "pretrain": recipe(all_params, arm, study)}
+
+
+def seeds_table(study) -> str:
+    """The seed study in Markdown: each setting's value per seed, mean and standard deviation over the seeds."""
+    from fdsml.tuning.outputs import trials_table
+
+    table = trials_table(study)
+    table = table[table["state"] == "COMPLETE"]
+    varied = [column for column in table.columns if column.startswith("pretrain.") and column != "pretrain.train.seed"]
+    grouped = table.groupby(varied, dropna=False)["value"] if varied else table.groupby(lambda _: "recipe")["value"]
+    rows = grouped.agg(mean="mean", std="std", seeds="count", values=lambda values: " ".join(f"{value:.4f}" for value in values))
+    return rows.reset_index().to_markdown(index=False, floatfmt=".4f") + "\n"
 
 
 def summary_row(arm: str, study) -> dict:
@@ -152,7 +187,8 @@ def measure(all_params: dict, arms: list[str], storage_dir: str | None, out: Pat
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("phase", choices=["tune", "summary", "measure"])
+    parser.add_argument("phase", choices=["tune", "seeds", "summary", "measure"])
+    parser.add_argument("--vary", nargs="+", default=[], help="seeds: KEY=VALUE contrasts to the recipe's value (VALUE read as YAML), for the arms that searched KEY")
     parser.add_argument("--arms", nargs="+", help="arms of conf/<env>/parameters_fair.yml (default: every arm)")
     parser.add_argument("--env", default=ENV)
     parser.add_argument("--storage-dir", help="the studies' SQLite folder (default: conf/<env>'s tune.storage_dir), shared by the workers")
@@ -175,6 +211,12 @@ def main() -> None:
     if args.phase == "tune":
         for arm in arms:
             tune_arm(args.env, arm, tune_params(all_params["fair_comparison"], arm, args.storage_dir), out)
+    elif args.phase == "seeds":
+        vary = {key: yaml.safe_load(value) for key, _, value in (item.partition("=") for item in args.vary)}
+        for arm in arms:
+            study = arm_study(all_params, arm, args.storage_dir)
+            tune_arm(args.env, f"{arm}_seeds", seeds_params(all_params, arm, study, args.pretrain_seeds, vary, args.storage_dir), out)
+            (out / f"{arm}_seeds.md").write_text(seeds_table(open_study(all_params, f"fair_{arm}_seeds", args.storage_dir)))
     elif args.phase == "summary":
         print(summary(all_params, arms, args.storage_dir, out).to_markdown(index=False, floatfmt=".3f"))
     else:

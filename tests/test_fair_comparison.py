@@ -2,7 +2,7 @@
 
 import optuna
 import pytest
-from optuna.distributions import FloatDistribution
+from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState, create_trial
 
 from fdsml.training.pretrain import parse_pretrain_params
@@ -83,3 +83,28 @@ def test_the_studies_are_read_from_the_storage_folder_the_workers_share(fair, pa
     _study(tmp_path, [((2.0, 0.1), (0.55, TrialState.COMPLETE))])
     study = fair.arm_study(params, "fdsl", str(tmp_path))
     assert study.study_name == "fair_fdsl" and study.best_value == 0.55
+
+
+def test_the_seed_study_is_a_grid_of_seeds_and_contrasts_around_the_recipe(fair, params, tmp_path):
+    params = params | {"tune": params["tune"] | {"budget": {"n_trials": 1}}}
+    study = _study(tmp_path, [((2.0, 0.1), (0.55, TrialState.COMPLETE))])
+    vary = {"pretrain.fdsl.label_smoothing": 0.0, "pretrain.fdsl_pa.weight": 0.0}  # the second is not fdsl's
+    runtime = fair.seeds_params(params, "fdsl", study, [0, 1, 2], vary, None)
+    config = parse_tune_params(params["tune"] | runtime["tune"])
+    assert config.study == "fair_fdsl_seeds" and config.sampler.name == "grid" and config.budget.n_trials == 6
+    assert [(parameter.key, parameter.choices) for parameter in config.parameters] == [
+        ("pretrain.train.seed", (0, 1, 2)),
+        ("pretrain.fdsl.label_smoothing", (0.1, 0.0)),
+    ]
+    assert runtime["pretrain"] == {"objective": "fdsl", "optimizer": {"base_lr": 2.0}, "fdsl": {"label_smoothing": 0.1}}
+    assert not config.baseline and config.pruner.name == "none"
+
+
+def test_the_seed_table_gives_each_settings_mean_and_spread_over_seeds(fair, tmp_path):
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'seeds.db'}", study_name="fair_fdsl_seeds", direction="maximize")
+    space = {"pretrain.train.seed": CategoricalDistribution([0, 1]), "pretrain.fdsl.batches": CategoricalDistribution(["shuffled", "class_balanced"])}
+    for seed, batches, value in ((0, "shuffled", 0.6), (1, "shuffled", 0.5), (0, "class_balanced", 0.4), (1, "class_balanced", 0.2)):
+        study.add_trial(create_trial(params={"pretrain.train.seed": seed, "pretrain.fdsl.batches": batches}, distributions=space, value=value))
+    rows = {cells[0]: cells[1:] for cells in ([cell.strip() for cell in line.strip("|").split("|")] for line in fair.seeds_table(study).splitlines())}
+    assert rows["shuffled"] == ["0.5500", "0.0707", "2", "0.6000 0.5000"]
+    assert rows["class_balanced"] == ["0.3000", "0.1414", "2", "0.4000 0.2000"]
