@@ -178,7 +178,7 @@ def measure(all_params: dict, arms: list[str], storage_dir: str | None, out: Pat
         "--arms", "scratch:0", *[f"{settings[arm]['method']}:{budget}" for arm in arms for budget in steps],
         "--pretrain-seeds", *map(str, args.pretrain_seeds), "--seeds", *map(str, args.finetune_seeds),
         "--recipes", str(out / "recipes.yml"), "--size", str(render["size"]), "--points", str(render["points"]),
-        "--jobs", str(args.jobs), "--storage", str(out / "measure.db"), "--out", str(out / "runs"), "--report-dir", str(out),
+        "--jobs", str(args.jobs), "--storage", f"sqlite:///{(out / 'measure.db').resolve()}", "--out", str(out / "runs"), "--report-dir", str(out),
     ]
     if args.finetune_steps:
         command += ["--finetune-steps", str(args.finetune_steps), "--finetune-freeze-steps", str(args.finetune_freeze_steps)]

@@ -108,3 +108,19 @@ def test_the_seed_table_gives_each_settings_mean_and_spread_over_seeds(fair, tmp
     rows = {cells[0]: cells[1:] for cells in ([cell.strip() for cell in line.strip("|").split("|")] for line in fair.seeds_table(study).splitlines())}
     assert rows["shuffled"] == ["0.5500", "0.0707", "2", "0.6000 0.5000"]
     assert rows["class_balanced"] == ["0.3000", "0.1414", "2", "0.4000 0.2000"]
+
+
+def test_measure_runs_the_budget_study_on_the_recipes_with_every_pretraining_seed(fair, params, tmp_path, monkeypatch):
+    params = params | {"tune": params["tune"] | {"budget": {"n_trials": 1}}}
+    _study(tmp_path / "studies", [((2.0, 0.1), (0.55, TrialState.COMPLETE))])
+    commands = []
+    monkeypatch.setattr(fair.subprocess, "run", lambda command, **_: commands.append(command))
+    args = fair.argparse.Namespace(steps=None, pretrain_seeds=[0, 1], finetune_seeds=[0], jobs=1, finetune_steps=None)
+    fair.measure(params, ["fdsl"], str(tmp_path / "studies"), tmp_path / "out", args)
+    (command,) = commands
+    budget = load_benchmark("pretraining_budget", monkeypatch)
+    parsed = dict(zip(command[2::], command[3::]))
+    assert command[command.index("--arms") + 1 : command.index("--pretrain-seeds")] == ["scratch:0", "fdsl:300"]
+    assert parsed["--storage"] == f"sqlite:///{(tmp_path / 'out' / 'measure.db').resolve()}"
+    assert budget.read_recipes(parsed["--recipes"]) == {"fdsl": fair.recipe(params, "fdsl", fair.arm_study(params, "fdsl", str(tmp_path / "studies")))}
+    assert (parsed["--size"], parsed["--points"]) == ("48", "2300")
