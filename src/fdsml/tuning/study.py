@@ -102,12 +102,15 @@ def make_sampler(config: TuneConfig, trials: int) -> optuna.samplers.BaseSampler
 
     A fresh seed per trial: a second run (or a resumed one) draws new parameters instead of
     replaying the first run's, and one worker's study is reproducible. Workers started at the
-    same instant see the same count and would draw the same: give them ``seed: null``.
+    same instant see the same count and would draw the same: give them ``seed: null``. The grid
+    is the exception: its sampler numbers the combinations in an order drawn from its seed and
+    records each trial's number, so every trial and worker must draw the same order (the
+    configured seed, or 0), or a combination would run twice and another never.
     """
     settings = config.sampler
-    seed = None if settings.seed is None else int(stream(settings.seed, "tuning_sampler", trials).generate_state(1)[0])
     if settings.name == "grid":
-        return optuna.samplers.GridSampler({p.key: p.grid() for p in config.parameters}, seed=seed)
+        return optuna.samplers.GridSampler({p.key: p.grid() for p in config.parameters}, seed=settings.seed or 0)
+    seed = None if settings.seed is None else int(stream(settings.seed, "tuning_sampler", trials).generate_state(1)[0])
     return optuna.samplers.TPESampler(seed=seed, n_startup_trials=settings.n_startup_trials)
 
 

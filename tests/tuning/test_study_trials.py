@@ -1,4 +1,4 @@
-"""A diverged loss is its parameters' result: the trial is pruned (it counts, the sampler sees it), never a free retry."""
+"""Trials as the study runs them: a diverged loss is its parameters' result (pruned: it counts, the sampler sees it); a grid runs each combination once."""
 
 from optuna.trial import TrialState
 
@@ -41,3 +41,22 @@ def test_a_diverged_trial_is_pruned_counted_and_never_rerun(tmp_path):
     assert table.loc[table["number"] == diverged.number, "diverged"].item() is True
     assert table["diverged"].sum() == 1
 
+
+
+class ValueOfItsParameters(TrialObjective):
+    def run(self, number, values, trial=None):
+        return values[LR] + values["pretrain.train.seed"], 4
+
+
+def test_a_grid_study_runs_every_combination_exactly_once(tmp_path):
+    tune = _tune(
+        tmp_path,
+        space=[{"key": LR, "choices": [0.5, 2.0]}, {"key": "pretrain.train.seed", "choices": [0, 1, 2]}],
+        sampler={"name": "grid", "seed": 7},
+        budget={"n_trials": 6},
+        baseline=False,
+    )
+    objective = ValueOfItsParameters(parse_tune_params(tune), {"pretrain": BASE["pretrain"], "retrieval": BASE["retrieval"]}, inputs=None)
+    study = run_study(objective)
+    combinations = sorted((trial.params[LR], trial.params["pretrain.train.seed"]) for trial in study.get_trials())
+    assert combinations == [(0.5, 0), (0.5, 1), (0.5, 2), (2.0, 0), (2.0, 1), (2.0, 2)]
