@@ -143,6 +143,7 @@ def summary_row(arm: str, study) -> dict:
         "trials": len(table),
         "complete": int(counts.get("COMPLETE", 0)),
         "pruned": int(counts.get("PRUNED", 0)),
+        "of them diverged": int(table["diverged"].sum()) if "diverged" in table else 0,
         "baseline R@1": float(baseline["value"].iloc[0]) if len(baseline) and pd.notna(baseline["value"].iloc[0]) else None,
         "best R@1": best.value if best else None,
         "best trial": best.number if best else None,
@@ -157,8 +158,8 @@ def summary(all_params: dict, arms: list[str], storage_dir: str | None, out: Pat
     head = (
         f"# Fair comparison: the studies on `{tune['validation_dataset']}`\n\n"
         f"Maximising `{tune['metric']}` after {all_params['pretrain']['train']['max_steps']} steps, pre-training seed "
-        f"{all_params['pretrain']['train']['seed']}; {tune['budget']['n_trials']} trials an arm (trial 0 the arm at conf/base's "
-        f"values), sampler {tune['sampler']}, pruner {tune['pruner']}.\n\n"
+        f"{all_params['pretrain']['train']['seed']}; {tune['budget']['n_trials']} trials an arm (trial 0: the arm at the values "
+        f"conf/base had when its study began), sampler {tune['sampler']}, pruner {tune['pruner']}.\n\n"
     )
     out.mkdir(parents=True, exist_ok=True)
     (out / "tuning.md").write_text(head + rows.to_markdown(index=False, floatfmt=".3f") + "\n")

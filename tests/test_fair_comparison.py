@@ -64,7 +64,7 @@ def test_an_arms_recipe_is_its_objective_with_its_best_complete_trial_on_top(fai
     )
     assert fair.recipe(params, "fdsl", study) == {"objective": "fdsl", "optimizer": {"base_lr": 2.0}, "fdsl": {"label_smoothing": 0.1}}
     row = fair.summary_row("fdsl", study)
-    assert (row["trials"], row["complete"], row["pruned"], row["best trial"]) == (3, 2, 1, 1)
+    assert (row["trials"], row["complete"], row["pruned"], row["of them diverged"], row["best trial"]) == (3, 2, 1, 0, 1)
     assert (row["baseline R@1"], row["best R@1"]) == (0.40, 0.55)
     assert row["best recipe"] == "optimizer.base_lr 2, fdsl.label_smoothing 0.1"  # in the order of the space
 

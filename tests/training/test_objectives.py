@@ -214,6 +214,8 @@ def test_every_triplet_objective_takes_its_reducer_from_the_configuration(object
     from .helpers import tiny_config
 
     loss_settings = {"reducer": reducer, "margin": MARGIN, "normalize_embeddings": False}
+    if objective != "label_triplet":
+        loss_settings["graded_margin"] = False  # one margin for every hand-computed hinge (fdsl_pa's default grades it)
     config = tiny_config(tmp_path, objective=objective, **{objective: loss_settings})
     built = build_objective(config, num_classes=2, embedding_dim=2)
     loss, parts = built(Fixed(), _batch())

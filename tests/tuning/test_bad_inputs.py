@@ -89,7 +89,7 @@ def test_the_probe_reads_the_validation_split_and_each_trial_its_own_folders(tmp
     objective = TrialObjective(config, {"pretrain": BASE["pretrain"], "retrieval": BASE["retrieval"]}, inputs=None)
     trial = objective.trial_configuration(7, {"pretrain.optimizer.base_lr": 0.3})
     assert trial["pretrain"]["validation"]["probe"]["dataset"] == trial["retrieval"]["data"]["dataset"] == "omniglot_validation"
-    assert trial["pretrain"]["optimizer"]["base_lr"] == 0.3 and BASE["pretrain"]["optimizer"]["base_lr"] == 0.5
+    assert trial["pretrain"]["optimizer"]["base_lr"] == 0.3 and BASE["pretrain"]["optimizer"]["base_lr"] != 0.3
     assert trial["pretrain"]["run_dir"] == "data/06_models/tune/pretrain/trial_7/pretrain"
     assert trial["retrieval"]["run_dir"] == "data/06_models/tune/pretrain/trial_7/retrieval"
     assert [start["name"] for start in trial["retrieval"]["starts"]] == ["fdsml"]

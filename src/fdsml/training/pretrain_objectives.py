@@ -92,9 +92,13 @@ class FDSLSettings:
 
 @dataclass(frozen=True)
 class FDSLPASettings(DescriptorTripletSettings):
-    """``fdsl_pa``: cross-entropy (``label_smoothing``) plus ``weight`` x a PA-Triplet term mined in each batch."""
+    """``fdsl_pa``: cross-entropy (``label_smoothing``) plus ``weight`` x a PA-Triplet term mined in each batch.
 
-    weight: float = 1.0
+    The defaults are the fair comparison's tuned recipe (docs/studies.md), as conf/base's."""
+
+    margin: float = 0.171
+    graded_margin: bool = True
+    weight: float = 5.64
     label_smoothing: float = 0.0
     batches: Batches = "class_balanced"
 
@@ -113,7 +117,11 @@ class FDSLPASettings(DescriptorTripletSettings):
 
 @dataclass(frozen=True)
 class LabelTripletSettings(TripletLossSettings):
-    """``label_triplet``: the margin loss of the label-only control (P x K batches, positive from the anchor's class)."""
+    """``label_triplet``: the margin loss of the label-only control (P x K batches, positive from the anchor's class),
+    at its tuned defaults (docs/studies.md), as conf/base's."""
+
+    margin: float = 0.225
+    reducer: Literal["mean", "avg_nonzero"] = "avg_nonzero"
 
 
 @dataclass(frozen=True)
