@@ -118,11 +118,11 @@ def seeds_params(all_params: dict, arm: str, study, seeds: list[int], vary: dict
 
 
 def seeds_table(study) -> str:
-    """The seed study in Markdown: each setting's value per seed, mean and standard deviation over the seeds."""
+    """The seed study in Markdown: each setting's values in seed order, their mean and standard deviation."""
     from fdsml.tuning.outputs import trials_table
 
     table = trials_table(study)
-    table = table[table["state"] == "COMPLETE"]
+    table = table[table["state"] == "COMPLETE"].sort_values("pretrain.train.seed")  # the values in seed order
     varied = [column for column in table.columns if column.startswith("pretrain.") and column != "pretrain.train.seed"]
     grouped = table.groupby(varied, dropna=False)["value"] if varied else table.groupby(lambda _: "recipe")["value"]
     rows = grouped.agg(mean="mean", std="std", seeds="count", values=lambda values: " ".join(f"{value:.4f}" for value in values))
