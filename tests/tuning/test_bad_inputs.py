@@ -50,7 +50,7 @@ def test_the_shipped_study_passes_its_checks_and_opens_its_sqlite_file(tmp_path)
         ({"storage": "postgresql://tuner@127.0.0.1:9/studies"}, "tune.storage: cannot open 'postgresql://tuner@127.0.0.1:9/studies'"),
         ({"storage": "sqlite:////proc/no/such/study.db"}, "tune.storage: cannot open 'sqlite:////proc/no/such/study.db'"),
         ({"storage": "journal:/no/such/folder/study.log"}, "tune.storage: the journal file's folder /no/such/folder does not exist"),
-        ({"space": [LR | {"low": 0.6}]}, "tune.baseline: the configuration's pretrain.optimizer.base_lr (0.5) lies outside tune.space"),
+        ({"space": [LR | {"low": 0.05, "high": 0.2}]}, "tune.baseline: the configuration's pretrain.optimizer.base_lr (1.31) lies outside tune.space"),
         ({"storage": "studies.txt"}, "tune.storage: 'studies.txt' is neither a database URL"),
     ],
 )
