@@ -52,11 +52,16 @@ def parameters(env: str) -> dict:
     return OmegaConfigLoader(str(ROOT / "conf"), **CONFIG_LOADER_ARGS | {"default_run_env": env})["parameters"]
 
 
+def _storage(storage_dir: str | None) -> dict:
+    """``tune.storage_dir`` when the workers share one, else nothing (the env's folder)."""
+    return {"storage_dir": storage_dir} if storage_dir else {}
+
+
 def tune_params(settings: dict, arm: str, storage_dir: str | None) -> dict:
     """The runtime parameters of ``arm``'s study: its name, its objective's overrides, its space."""
     chosen = settings["arms"][arm]
     tune = {"study": f"fair_{arm}", "space": [settings["learning_rate"], *chosen["space"]]}
-    return {"tune": tune | ({"storage_dir": storage_dir} if storage_dir else {}), "pretrain": chosen["pretrain"]}
+    return {"tune": tune | _storage(storage_dir), "pretrain": chosen["pretrain"]}
 
 
 def tune_arm(env: str, arm: str, params: dict, out: Path) -> None:
@@ -77,7 +82,7 @@ def open_study(all_params: dict, name: str, storage_dir: str | None):
     """The study ``name`` as its storage holds it (every worker's trials)."""
     from fdsml.tuning import load_study, parse_tune_params
 
-    return load_study(parse_tune_params(all_params["tune"] | {"study": name} | ({"storage_dir": storage_dir} if storage_dir else {})))
+    return load_study(parse_tune_params(all_params["tune"] | {"study": name} | _storage(storage_dir)))
 
 
 def arm_study(all_params: dict, arm: str, storage_dir: str | None):
@@ -91,8 +96,7 @@ def recipe(all_params: dict, arm: str, study) -> dict:
     Only from a study that has its whole budget: a best trial read while the study runs is not the arm's recipe."""
     from optuna.trial import TrialState
 
-    from fdsml.tuning.outputs import best_trial
-    from fdsml.tuning.space import nested
+    from fdsml.tuning.outputs import best_overlay, best_trial
 
     done = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
     budget = all_params["tune"]["budget"]["n_trials"]
@@ -100,7 +104,7 @@ def recipe(all_params: dict, arm: str, study) -> dict:
     if done < budget or best is None:
         state = f"{done} of its {budget} trials done" if done < budget else "no complete trial"
         raise SystemExit(f"arm {arm}: study {study.study_name} has {state}; run `fair_comparison.py tune --arms {arm}` first")
-    return _merge({"pretrain": all_params["fair_comparison"]["arms"][arm]["pretrain"]}, nested(best.params))["pretrain"]
+    return _merge({"pretrain": all_params["fair_comparison"]["arms"][arm]["pretrain"]}, best_overlay(study))["pretrain"]
 
 
 def seeds_params(all_params: dict, arm: str, study, seeds: list[int], vary: dict[str, object], storage_dir: str | None) -> dict:
@@ -114,7 +118,7 @@ def seeds_params(all_params: dict, arm: str, study, seeds: list[int], vary: dict
     grid += [{"key": key, "choices": [best.params[key], value]} for key, value in vary.items()]
     tune = {"study": f"fair_{arm}_seeds", "space": grid, "sampler": {"name": "grid", "seed": 0}, "pruner": {"name": "none"}}
     tune |= {"baseline": False, "finish_pruned": 0, "budget": {"n_trials": len(seeds) * 2 ** len(vary), "timeout_s": None}}
-    return {"tune": tune | ({"storage_dir": storage_dir} if storage_dir else {}), "pretrain": recipe(all_params, arm, study)}
+    return {"tune": tune | _storage(storage_dir), "pretrain": recipe(all_params, arm, study)}
 
 
 def seeds_table(study) -> str:

@@ -32,6 +32,7 @@ import hashlib
 import json
 import logging
 import shutil
+import statistics
 import subprocess
 import time
 from dataclasses import dataclass, field, replace
@@ -229,8 +230,7 @@ def _git_commit() -> str:
 
 def _spread(values: list[float]) -> tuple[float, float]:
     """Mean and sample standard deviation (0 for a single value)."""
-    mean = sum(values) / len(values)
-    return mean, (sum((value - mean) ** 2 for value in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else 0.0
+    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
 def summarise_group(results: list[dict]) -> dict:
