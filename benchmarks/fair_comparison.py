@@ -5,6 +5,8 @@
     python benchmarks/fair_comparison.py seeds --arms fdsl --vary pretrain.fdsl.batches=class_balanced
                                                                         # the best recipe with seeds 0-2 (and a contrast)
     python benchmarks/fair_comparison.py measure --pretrain-seeds 0 1 2 # each arm's best recipe on the test alphabets
+    python benchmarks/fair_comparison.py measure --recipes conf/fair/tuned_recipes.yml --steps 5600
+                                                                        # the recorded recipes, without tuning again
 
 ``tune`` runs, per arm of ``conf/fair/parameters_fair.yml``, ``kedro run --pipelines=tune --env fair``
 with the arm's objective and its search space (the shared learning-rate range first) as runtime
@@ -23,7 +25,10 @@ overrides and its best trial's values) to ``<out>/recipes.yml`` and runs
 ``benchmarks/pretraining_budget.py`` on them: pre-training with every ``--pretrain-seeds`` seed on the
 whole table, the frozen probe and the fine-tuning on Omniglot's test alphabets, with scratch (a random
 trunk per seed) as the reference row; the table in ``<out>``. Workers measuring different arms into one
-``--out`` share its arm storage, and the last one's table holds every arm it names.
+``--out`` share its arm storage, and the last one's table holds every arm it names. ``measure --recipes
+conf/fair/tuned_recipes.yml`` takes the recipes the studies of docs/studies.md chose instead of the
+studies, so a fresh clone measures them (at another budget, say) without tuning again. Scratch does
+not depend on the budget: measured once in an ``--out``, its row is reused at every budget.
 """
 
 from __future__ import annotations
@@ -170,17 +175,32 @@ def summary(all_params: dict, arms: list[str], storage_dir: str | None, out: Pat
     return rows
 
 
+def recorded_recipes(path: Path, arms: dict[str, str]) -> dict:
+    """The recipes of ``arms`` (arm: method) from a recipes file such as conf/fair/tuned_recipes.yml, instead of the studies."""
+    from pretraining_budget import read_recipes
+
+    recipes = read_recipes(str(path))
+    missing = [f"{arm} (method {method})" for arm, method in arms.items() if method not in recipes]
+    if missing:
+        raise SystemExit(f"{path} has no recipe for {', '.join(missing)}: add it, or measure without --recipes after `fair_comparison.py tune`")
+    return {method: recipes[method] for method in arms.values()}
+
+
 def measure(all_params: dict, arms: list[str], storage_dir: str | None, out: Path, args: argparse.Namespace) -> None:
-    """Write every arm's recipe, then run the budget study on them with every pre-training seed."""
+    """Write every arm's recipe (its study's best, or ``--recipes``'s), then run the budget study on them with every pre-training seed."""
     settings = all_params["fair_comparison"]["arms"]
-    recipes = {settings[arm]["method"]: recipe(all_params, arm, arm_study(all_params, arm, storage_dir)) for arm in arms}
+    methods = {arm: settings[arm]["method"] for arm in arms}
+    if args.recipes:
+        recipes = recorded_recipes(Path(args.recipes), methods)
+    else:
+        recipes = {methods[arm]: recipe(all_params, arm, arm_study(all_params, arm, storage_dir)) for arm in arms}
     out.mkdir(parents=True, exist_ok=True)
     (out / "recipes.yml").write_text(yaml.safe_dump(recipes, sort_keys=True))
     render = all_params["fractals"]["render"]
     steps = args.steps or [all_params["pretrain"]["train"]["max_steps"]]
     command = [
         sys.executable, str(ROOT / "benchmarks/pretraining_budget.py"),
-        "--arms", "scratch:0", *[f"{settings[arm]['method']}:{budget}" for arm in arms for budget in steps],
+        "--arms", "scratch:0", *[f"{methods[arm]}:{budget}" for arm in arms for budget in steps],
         "--pretrain-seeds", *map(str, args.pretrain_seeds), "--seeds", *map(str, args.finetune_seeds),
         "--recipes", str(out / "recipes.yml"), "--size", str(render["size"]), "--points", str(render["points"]),
         "--jobs", str(args.jobs), "--storage", f"sqlite:///{(out / 'measure.db').resolve()}", "--out", str(out / "runs"), "--report-dir", str(out),
@@ -204,6 +224,7 @@ def main() -> None:
     parser.add_argument("--finetune-steps", type=int, help="measure: cut the fine-tuning to this many steps (default: conf/base's recipe)")
     parser.add_argument("--finetune-freeze-steps", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=2, help="measure: arms pre-trained in parallel, one thread each")
+    parser.add_argument("--recipes", help="measure: the recipes from this file (e.g. conf/fair/tuned_recipes.yml, the ones the studies chose) instead of the studies")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     all_params = parameters(args.env)

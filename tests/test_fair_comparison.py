@@ -115,7 +115,7 @@ def test_measure_runs_the_budget_study_on_the_recipes_with_every_pretraining_see
     _study(tmp_path / "studies", [((2.0, 0.1), (0.55, TrialState.COMPLETE))])
     commands = []
     monkeypatch.setattr(fair.subprocess, "run", lambda command, **_: commands.append(command))
-    args = fair.argparse.Namespace(steps=None, pretrain_seeds=[0, 1], finetune_seeds=[0], jobs=1, finetune_steps=None)
+    args = fair.argparse.Namespace(steps=None, pretrain_seeds=[0, 1], finetune_seeds=[0], jobs=1, finetune_steps=None, recipes=None)
     fair.measure(params, ["fdsl"], str(tmp_path / "studies"), tmp_path / "out", args)
     (command,) = commands
     budget = load_benchmark("pretraining_budget", monkeypatch)
@@ -124,3 +124,38 @@ def test_measure_runs_the_budget_study_on_the_recipes_with_every_pretraining_see
     assert parsed["--storage"] == f"sqlite:///{(tmp_path / 'out' / 'measure.db').resolve()}"
     assert budget.read_recipes(parsed["--recipes"]) == {"fdsl": fair.recipe(params, "fdsl", fair.arm_study(params, "fdsl", str(tmp_path / "studies")))}
     assert (parsed["--size"], parsed["--points"]) == ("48", "2300")
+
+
+TUNED_RECIPES = "conf/fair/tuned_recipes.yml"
+
+
+def test_measure_takes_the_recorded_recipes_without_any_study(fair, params, tmp_path, monkeypatch):
+    commands = []
+    monkeypatch.setattr(fair.subprocess, "run", lambda command, **_: commands.append(command))
+    args = fair.argparse.Namespace(steps=[5600], pretrain_seeds=[0], finetune_seeds=[0], jobs=1, finetune_steps=None, recipes=TUNED_RECIPES)
+    fair.measure(params, ["fdsl_pa", "pa_same"], str(tmp_path / "no_studies"), tmp_path / "out", args)
+    (command,) = commands
+    parsed = dict(zip(command[2::], command[3::]))
+    assert command[command.index("--arms") + 1 : command.index("--pretrain-seeds")] == ["scratch:0", "fdsl_pa:5600", "same:5600"]
+    budget = load_benchmark("pretraining_budget", monkeypatch)
+    recorded = budget.read_recipes(TUNED_RECIPES)
+    assert budget.read_recipes(parsed["--recipes"]) == {"fdsl_pa": recorded["fdsl_pa"], "same": recorded["same"]}
+    assert not (tmp_path / "no_studies").exists()
+
+
+def test_measure_names_the_arm_a_recipes_file_lacks(fair, params, tmp_path, monkeypatch):
+    (tmp_path / "recipes.yml").write_text("fdsl: {objective: fdsl}\n")
+    monkeypatch.setattr(fair.subprocess, "run", lambda command, **_: pytest.fail("measured without a recipe"))
+    args = fair.argparse.Namespace(steps=None, pretrain_seeds=[0], finetune_seeds=[0], jobs=1, finetune_steps=None, recipes=str(tmp_path / "recipes.yml"))
+    with pytest.raises(SystemExit, match=r"recipes.yml has no recipe for label_triplet \(method label_triplet\)"):
+        fair.measure(params, ["fdsl", "label_triplet"], None, tmp_path / "out", args)
+
+
+def test_the_defaults_carry_the_recorded_recipes(fair, monkeypatch):
+    """conf/base's objective blocks, its default objective's rate and conf/cpu's FDSL are the recipes the studies chose."""
+    recorded = load_benchmark("pretraining_budget", monkeypatch).read_recipes(TUNED_RECIPES)
+    base, cpu = fair.parameters("base")["pretrain"], fair.parameters("cpu")["pretrain"]
+    for method, block in (("fdsl", "fdsl"), ("same", "pa_triplet"), ("fdsl_pa", "fdsl_pa"), ("label_triplet", "label_triplet")):
+        assert recorded[method][block].items() <= base[block].items(), method
+    assert (base["objective"], base["pa_triplet"]["filter"], base["optimizer"]["base_lr"]) == ("pa_triplet", "same", recorded["same"]["optimizer"]["base_lr"])
+    assert (cpu["objective"], cpu["optimizer"]["base_lr"]) == ("fdsl", recorded["fdsl"]["optimizer"]["base_lr"])
