@@ -141,12 +141,13 @@ def seeds_table(study) -> str:
 def summary_row(arm: str, study) -> dict:
     """One arm's study: its baseline (trial 0), its best trial, its trials by state, their pre-training seconds."""
     from fdsml.tuning.outputs import best_trial, trials_table
+    from fdsml.tuning.space import expanded
 
     table = trials_table(study)
     best = best_trial(study)
     baseline = table[table["number"] == 0]
     counts = table["state"].value_counts()
-    searched = {key.split(".", 1)[1]: value for key, value in best.params.items()} if best else {}
+    searched = {key.split(".", 1)[1]: value for key, value in expanded(best.params).items()} if best else {}
     return {
         "arm": arm,
         "trials": len(table),

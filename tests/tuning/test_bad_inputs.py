@@ -10,6 +10,7 @@ from tests.faults.kill_harness import ROOT
 
 BASE = {name: yaml.safe_load((ROOT / f"conf/base/parameters_{name}.yml").read_text())[name] for name in ("pretrain", "retrieval", "tune")}
 LR = {"key": "pretrain.optimizer.base_lr", "low": 0.05, "high": 2.0, "log": True}
+PK = ["pretrain.data.classes_per_batch", "pretrain.data.instances_per_class"]
 
 
 def _tune(tmp_path, **changes):
@@ -52,6 +53,13 @@ def test_the_shipped_study_passes_its_checks_and_opens_its_sqlite_file(tmp_path)
         ({"storage": "journal:/no/such/folder/study.log"}, "tune.storage: the journal file's folder /no/such/folder does not exist"),
         ({"space": [LR | {"low": 0.05, "high": 0.2}]}, "tune.baseline: the configuration's pretrain.optimizer.base_lr (1.31) lies outside tune.space"),
         ({"storage": "studies.txt"}, "tune.storage: 'studies.txt' is neither a database URL"),
+        ({"space": [{"keys": [PK[0]], "choices": [[4]]}]}, "tune.space[0].keys: a list of two or more dotted keys"),
+        ({"space": [{"keys": PK, "choices": [[4, 10], [20]]}]}, f"tune.space.{'+'.join(PK)}: each choice lists one value per key (2), got [20]"),
+        ({"space": [{"keys": PK, "choices": [[8, 5]], "log": True}]}, f"tune.space.{'+'.join(PK)}: a joint entry is {{keys: [...], choices: [[...], ...]}} and nothing else"),
+        ({"space": [{"keys": [PK[0], "fractals.n_classes"], "choices": [[8, 5]]}]}, "a study searches pretrain or retrieval parameters"),
+        ({"space": [{"keys": PK, "choices": [[8, 5]]}, {"key": PK[1], "choices": [5]}]}, f"tune.space.{PK[1]}: listed more than once"),
+        ({"space": [{"keys": PK, "choices": [[8, 5], [40, 1]]}]}, f"tune.space.{'+'.join(PK)}: '[40, 1]' is refused by the configuration"),
+        ({"space": [{"keys": PK, "choices": [[4, 10]]}]}, f"tune.baseline: the configuration's {'+'.join(PK)} ('[8, 5]') lies outside"),
     ],
 )
 def test_a_bad_study_is_refused_naming_the_key(tmp_path, changes, message):

@@ -1,11 +1,14 @@
-"""Trials as the study runs them: a diverged loss is its parameters' result (pruned: it counts, the sampler sees it); a grid runs each combination once."""
+"""Trials as the study runs them: a diverged loss is its parameters' result (pruned: it counts, the sampler sees it); a grid runs each combination once;
+a joint entry sets its keys together."""
+
+import json
 
 from optuna.trial import TrialState
 
 from fdsml.errors import DivergedError
 from fdsml.tuning import TrialObjective, parse_tune_params
-from fdsml.tuning.outputs import best_trial, trials_table
-from fdsml.tuning.study import run_study
+from fdsml.tuning.outputs import best_overlay, best_trial, params_option, trials_table
+from fdsml.tuning.study import baseline_values, run_study
 from tests.tuning.test_bad_inputs import BASE, _tune
 
 LR = "pretrain.optimizer.base_lr"
@@ -60,3 +63,31 @@ def test_a_grid_study_runs_every_combination_exactly_once(tmp_path):
     study = run_study(objective)
     combinations = sorted((trial.params[LR], trial.params["pretrain.train.seed"]) for trial in study.get_trials())
     assert combinations == [(0.5, 0), (0.5, 1), (0.5, 2), (2.0, 0), (2.0, 1), (2.0, 2)]
+
+
+P, K = "pretrain.data.classes_per_batch", "pretrain.data.instances_per_class"
+
+
+class ValueOfItsBatchShape(TrialObjective):
+    """The value is read off the configuration the trial runs: 100 P + K."""
+
+    def run(self, number, values, trial=None):
+        data = self.trial_configuration(number, values)["pretrain"]["data"]
+        return 100 * data["classes_per_batch"] + data["instances_per_class"], 4
+
+
+def test_a_joint_entry_sets_its_keys_together_and_the_best_overlay_holds_both(tmp_path):
+    tune = _tune(
+        tmp_path,
+        space=[{"keys": [P, K], "choices": [[4, 10], [8, 5], [10, 4]]}],  # P x K = 40 images in every trial
+        sampler={"name": "grid", "seed": 0},
+        budget={"n_trials": 3},
+        baseline=False,
+    )
+    objective = ValueOfItsBatchShape(parse_tune_params(tune), {"pretrain": BASE["pretrain"], "retrieval": BASE["retrieval"]}, inputs=None)
+    study = run_study(objective)
+    ran = sorted((json.loads(trial.params[f"{P}+{K}"]), trial.value) for trial in study.get_trials())
+    assert ran == [([4, 10], 410), ([8, 5], 805), ([10, 4], 1004)]
+    assert best_overlay(study) == {"pretrain": {"data": {"classes_per_batch": 10, "instances_per_class": 4}}}
+    assert params_option(study) == f"{P}=10,{K}=4"
+    assert baseline_values(objective) == {f"{P}+{K}": "[8, 5]"}  # conf/base's P and K, as the joint parameter's value

@@ -11,7 +11,7 @@ import pandas as pd
 from optuna.trial import TrialState
 
 from fdsml.tuning.objective import DIVERGED
-from fdsml.tuning.space import nested
+from fdsml.tuning.space import expanded, nested
 from fdsml.tuning.study import FINISHED
 
 
@@ -53,7 +53,7 @@ def best_overlay(study: optuna.Study) -> dict[str, Any]:
 def params_option(study: optuna.Study) -> str:
     """The best trial's parameters as ``kedro run --params=...``."""
     best = best_trial(study)
-    return ",".join(f"{key}={value}" for key, value in sorted(best.params.items())) if best is not None else ""
+    return ",".join(f"{key}={value}" for key, value in sorted(expanded(best.params).items())) if best is not None else ""
 
 
 def study_markdown(study: optuna.Study, table: pd.DataFrame, overlay_path: str) -> str:

@@ -3,11 +3,15 @@
 ``tune.space`` is a list (an environment's list replaces base's whole, where a mapping would merge
 into it). Each entry names a parameter by its dotted ``key`` in the configuration
 (``pretrain.optimizer.base_lr``) and gives a range (``{low, high}``, ``log: true`` for a log scale, ``step`` for a grid of a range;
-integers when ``low`` and ``high`` are) or a list of ``choices``.
+integers when ``low`` and ``high`` are) or a list of ``choices``. Keys that must move together (P and K
+at a fixed batch of P x K images) are one joint entry, ``{keys: [a, b], choices: [[a1, b1], [a2, b2]]}``:
+one categorical parameter named ``a+b`` whose values are the JSON lists (``"[a1, b1]"``), split into
+their keys wherever the configuration is overlaid.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,6 +24,8 @@ from fdsml.validation.variants import with_overrides  # the dotted-key setter th
 
 STAGES = ("pretrain", "retrieval")
 """The configurations a study may search."""
+JOINT = "+"
+"""Joins the keys of a joint entry into its parameter's name."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,11 @@ class SearchParameter:
     log: bool = False
     step: float | None = None
     choices: tuple[Any, ...] | None = None
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The configuration keys it sets: its own, or each key of a joint entry."""
+        return tuple(self.key.split(JOINT))
 
     @property
     def is_int(self) -> bool:
@@ -63,15 +74,40 @@ def _number(value: Any, name: str) -> float:
     return value
 
 
+def _check_key(key: str, name: str) -> None:
+    if key.split(".")[0] not in STAGES or "." not in key or JOINT in key:
+        raise ConfigError(f"{name}: a study searches {' or '.join(STAGES)} parameters; name one as pretrain.optimizer.base_lr")
+
+
+def parse_joint(index: int, raw: Mapping[str, Any]) -> SearchParameter:
+    """A joint entry ``{keys: [a, b], choices: [[a1, b1], ...]}``: one categorical parameter ``a+b``."""
+    keys = raw["keys"]
+    if not isinstance(keys, (list, tuple)) or len(keys) < 2 or not all(isinstance(key, str) for key in keys):
+        raise ConfigError(f"tune.space[{index}].keys: a list of two or more dotted keys, got {keys!r}")
+    name = f"tune.space.{JOINT.join(keys)}"
+    for key in keys:
+        _check_key(key, name)
+    choices = raw.get("choices")
+    if set(raw) != {"keys", "choices"} or not isinstance(choices, (list, tuple)) or not choices:
+        raise ConfigError(f"{name}: a joint entry is {{keys: [...], choices: [[...], ...]}} and nothing else, got {dict(raw)!r}")
+    wrong = [choice for choice in choices if not isinstance(choice, (list, tuple)) or len(choice) != len(keys)]
+    if wrong:
+        raise ConfigError(f"{name}: each choice lists one value per key ({len(keys)}), got {wrong[0]!r}")
+    return SearchParameter(JOINT.join(keys), choices=tuple(json.dumps(list(choice)) for choice in choices))
+
+
 def parse_parameter(index: int, raw: Any, *, grid: bool) -> SearchParameter:
     """Entry ``index`` of ``tune.space``; ConfigError naming ``tune.space.<key>`` for a wrong one."""
+    if isinstance(raw, Mapping) and "keys" in raw and "key" not in raw:
+        return parse_joint(index, raw)
     key = raw.get("key") if isinstance(raw, Mapping) else None
     if not isinstance(key, str):
-        raise ConfigError(f"tune.space[{index}]: expected {{key: pretrain.x.y, low:, high:}} or {{key:, choices: [...]}}, got {raw!r}")
+        raise ConfigError(
+            f"tune.space[{index}]: expected {{key: pretrain.x.y, low:, high:}}, {{key:, choices: [...]}} or {{keys: [...], choices: [[...], ...]}}, got {raw!r}"
+        )
     name = f"tune.space.{key}"
     raw = {k: v for k, v in raw.items() if k != "key"}
-    if key.split(".")[0] not in STAGES or "." not in key:
-        raise ConfigError(f"{name}: a study searches {' or '.join(STAGES)} parameters; name one as pretrain.optimizer.base_lr")
+    _check_key(key, name)
     unknown = sorted(set(raw) - {"low", "high", "log", "step", "choices"})
     if unknown:
         raise ConfigError(f"{name}: unknown key(s) {', '.join(unknown)}; accepted: low, high, log, step, choices")
@@ -97,7 +133,7 @@ def parse_parameter(index: int, raw: Any, *, grid: bool) -> SearchParameter:
 
 def parse_space(space: list[Any], *, grid: bool) -> tuple[SearchParameter, ...]:
     parameters = tuple(parse_parameter(index, raw, grid=grid) for index, raw in enumerate(space))
-    keys = [parameter.key for parameter in parameters]
+    keys = [key for parameter in parameters for key in parameter.keys]
     repeated = sorted({key for key in keys if keys.count(key) > 1})
     if repeated:
         raise ConfigError(f"tune.space.{repeated[0]}: listed more than once")
@@ -111,7 +147,7 @@ def overlay(configuration: Mapping[str, Any], values: Mapping[str, Any]) -> dict
     study would otherwise tune a parameter no run reads.
     """
     result = dict(configuration)
-    for key, value in values.items():
+    for key, value in expanded(values).items():
         try:
             result = with_overrides(result, {key: value})
         except KeyError:
@@ -120,10 +156,23 @@ def overlay(configuration: Mapping[str, Any], values: Mapping[str, Any]) -> dict
     return result
 
 
+def expanded(values: Mapping[str, Any]) -> dict[str, Any]:
+    """A trial's values by configuration key: each joint parameter (``a+b``: ``"[a1, b1]"``) split into its keys."""
+    result: dict[str, Any] = {}
+    for key, value in values.items():
+        result.update(zip(key.split(JOINT), json.loads(value)) if JOINT in key else {key: value})
+    return result
+
+
+def joint_value(key: str, values: Mapping[str, Any]) -> Any:
+    """``key``'s value in ``values`` (by configuration key), a joint parameter's as its JSON list: the inverse of :func:`expanded`."""
+    return json.dumps([values[part] for part in key.split(JOINT)]) if JOINT in key else values[key]
+
+
 def nested(values: Mapping[str, Any]) -> dict[str, Any]:
     """Dotted keys as the nested mapping a parameters file holds (the best trial's overlay)."""
     result: dict[str, Any] = {}
-    for key, value in sorted(values.items()):
+    for key, value in sorted(expanded(values).items()):
         *path, last = key.split(".")
         node = result
         for part in path:

@@ -25,7 +25,7 @@ from fdsml.training.pretrain import parse_pretrain_params
 from fdsml.training.retrieval import parse_retrieval_params
 from fdsml.tuning.config import TuneConfig
 from fdsml.tuning.objective import DIVERGED, PRETRAINED, SET_BY_THE_STUDY, TrialObjective
-from fdsml.tuning.space import SearchParameter
+from fdsml.tuning.space import SearchParameter, joint_value
 from fdsml.tuning.storage import fail_trials_of_dead_workers, open_storage, storage_location
 
 logger = logging.getLogger(__name__)
@@ -35,15 +35,16 @@ PARSERS = {"pretrain": parse_pretrain_params, "retrieval": parse_retrieval_param
 
 def _check_parameter(objective: TrialObjective, parameter: SearchParameter) -> None:
     """Every extreme of ``parameter`` overlaid on the configuration must parse: a bad value fails now, not at trial 7."""
-    if parameter.key in SET_BY_THE_STUDY or parameter.key.startswith(tuple(f"{key}." for key in SET_BY_THE_STUDY)):
+    if any(key in SET_BY_THE_STUDY or key.startswith(tuple(f"{set_key}." for set_key in SET_BY_THE_STUDY)) for key in parameter.keys):
         raise ConfigError(f"tune.space.{parameter.key}: set by the study itself (run folders, the validation split); not searchable")
-    stage = parameter.key.split(".")[0]
-    if stage == "retrieval" and not objective.config.fine_tunes:
+    stages = sorted({key.split(".")[0] for key in parameter.keys})
+    if "retrieval" in stages and not objective.config.fine_tunes:
         raise ConfigError(f"tune.space.{parameter.key}: the metric {objective.config.metric} runs no fine-tuning; choose a retrieval.* metric")
     for value in parameter.extremes:
         configuration = objective.trial_configuration(0, {parameter.key: value})
         try:
-            PARSERS[stage](configuration[stage])
+            for stage in stages:
+                PARSERS[stage](configuration[stage])
         except ConfigError as error:
             raise ConfigError(f"tune.space.{parameter.key}: {value!r} is refused by the configuration: {error}") from error
 
@@ -72,12 +73,12 @@ def check_study(objective: TrialObjective) -> None:
 def baseline_values(objective: TrialObjective) -> dict[str, Any]:
     """The configuration's own values of the searched parameters (the untuned run)."""
     values = {}
-    for parameter in objective.config.parameters:
+    for key in (key for parameter in objective.config.parameters for key in parameter.keys):
         node: Any = objective.configuration
-        for part in parameter.key.split("."):
+        for part in key.split("."):
             node = node[part]
-        values[parameter.key] = node
-    return values
+        values[key] = node
+    return {parameter.key: joint_value(parameter.key, values) for parameter in objective.config.parameters}
 
 
 def check_baseline(objective: TrialObjective) -> None:
