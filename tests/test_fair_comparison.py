@@ -6,7 +6,8 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState, create_trial
 
 from fdsml.training.pretrain import parse_pretrain_params
-from fdsml.tuning import parse_tune_params
+from fdsml.tuning import TrialObjective, parse_tune_params
+from fdsml.tuning.study import check_study
 from fdsml.tuning.space import overlay
 from tests.benchmark_scripts import load_benchmark
 
@@ -36,6 +37,7 @@ def test_every_arm_shares_the_budget_and_tunes_keys_its_objective_reads(fair, pa
         drawn = {parameter.key: parameter.low if parameter.choices is None else parameter.choices[-1] for parameter in config.parameters}
         tuned = overlay({"pretrain": pretrain}, drawn)["pretrain"]  # ConfigError for a key the configuration lacks
         assert parse_pretrain_params(tuned | {"run_dir": "unused"}).objective == budget.METHOD_OVERRIDES[chosen["method"]]["objective"]
+        check_study(TrialObjective(config, {"pretrain": pretrain, "retrieval": params["retrieval"]}, inputs=None))  # every extreme, the baseline
 
 
 def _study(tmp_path, values):
