@@ -161,3 +161,6 @@ def test_the_defaults_carry_the_recorded_recipes(fair, monkeypatch):
         assert recorded[method][block].items() <= base[block].items(), method
     assert (base["objective"], base["pa_triplet"]["filter"], base["optimizer"]["base_lr"]) == ("pa_triplet", "same", recorded["same"]["optimizer"]["base_lr"])
     assert (cpu["objective"], cpu["optimizer"]["base_lr"]) == ("fdsl", recorded["fdsl"]["optimizer"]["base_lr"])
+    for arm, chosen in fair.parameters("fair")["fair_comparison"]["arms"].items():  # round 2 starts from round 1's recipe
+        if arm.endswith("_wide"):
+            assert {key: value for key, value in chosen["pretrain"].items() if key != "model"} == recorded[chosen["method"]], arm
