@@ -164,3 +164,11 @@ def test_the_defaults_carry_the_recorded_recipes(fair, monkeypatch):
     for arm, chosen in fair.parameters("fair")["fair_comparison"]["arms"].items():  # round 2 starts from round 1's recipe
         if arm.endswith("_wide"):
             assert {key: value for key, value in chosen["pretrain"].items() if key != "model"} == recorded[chosen["method"]], arm
+
+
+@pytest.mark.parametrize("path", [TUNED_RECIPES, "conf/fair/tuned_recipes_round2.yml"])
+def test_every_recorded_recipe_is_a_pretraining_of_its_method(fair, params, monkeypatch, path):
+    budget = load_benchmark("pretraining_budget", monkeypatch)
+    for method, recorded in budget.read_recipes(path).items():
+        config = parse_pretrain_params(fair._merge(params["pretrain"], recorded) | {"run_dir": "unused"})  # ConfigError for a wrong key or value
+        assert config.objective == budget.METHOD_OVERRIDES[method]["objective"], method
