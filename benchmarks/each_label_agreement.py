@@ -40,14 +40,12 @@ def classmate_share(labels: np.ndarray, psi: np.ndarray, classes: int, instances
 
 def generated_table(env: str) -> pd.DataFrame:
     """The codes table ``kedro run --env <env>`` would generate, generated here (about 20 s for 4,000 rows) without writing it."""
-    from kedro.config import OmegaConfigLoader
+    from fair_comparison import parameters  # the project's loader with its soft env merge (same folder)
 
     from fdsml.families.generation import generate_table
     from fdsml.pipelines.fractals.nodes import parse_fractals_params
-    from fdsml.settings import CONFIG_LOADER_ARGS
 
-    params = OmegaConfigLoader("conf", **CONFIG_LOADER_ARGS | {"default_run_env": env})["parameters"]
-    table, _ = generate_table(parse_fractals_params(params["fractals"]).spec)
+    table, _ = generate_table(parse_fractals_params(parameters(env)["fractals"]).spec)
     return table
 
 

@@ -83,8 +83,9 @@ def baseline_values(objective: TrialObjective) -> dict[str, Any]:
 
 def check_baseline(objective: TrialObjective) -> None:
     """The baseline trial's values must lie in the space (Optuna would record them outside it)."""
+    values = baseline_values(objective)
     for parameter in objective.config.parameters:
-        value = baseline_values(objective)[parameter.key]
+        value = values[parameter.key]
         if objective.config.sampler.name == "grid":
             inside = value in parameter.grid()
         elif parameter.choices is not None:
