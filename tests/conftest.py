@@ -2,9 +2,18 @@
 
 import os
 
+import pytest
 import torch
 
 os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Back to one torch thread after every test, whatever it left (some library calls in the suite raise the
+    count): results that depend on the float sums' order, and the next module's fixtures, see one thread."""
+    yield
+    torch.set_num_threads(1)

@@ -49,15 +49,6 @@ EMBEDDING = 16
 CLASSES = 4
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models run fastest on one thread (and 2-thread OpenMP stalls on a busy machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def tiny_resnet(seed: int = 0):
     torch.manual_seed(seed)
     return build_model("resnet18", embedding_dim=EMBEDDING, img_size=32)

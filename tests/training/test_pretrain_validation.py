@@ -97,19 +97,14 @@ def agreement_gain(table, run_dir, monkeypatch, swapped: bool) -> float:
 
 @pytest.fixture(scope="module")
 def gains(learning_table, tmp_path_factory):
-    """The held-out gain of the right loss and of the loss with positives and negatives swapped, on one torch
-    thread whatever count earlier tests left: 40 steps amplify the float sums' order (seed 0 on two threads:
-    +0.04 and -0.13)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with pytest.MonkeyPatch.context() as monkeypatch:
-            return {
-                swapped: agreement_gain(learning_table, tmp_path_factory.mktemp(f"swapped{swapped}"), monkeypatch, swapped)
-                for swapped in (False, True)
-            }
-    finally:
-        torch.set_num_threads(threads)
+    """The held-out gain of the right loss and of the loss with positives and negatives swapped, on the suite's
+    one torch thread (tests/conftest.py): 40 steps amplify the float sums' order (seed 0 on two threads: +0.04
+    and -0.13)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        return {
+            swapped: agreement_gain(learning_table, tmp_path_factory.mktemp(f"swapped{swapped}"), monkeypatch, swapped)
+            for swapped in (False, True)
+        }
 
 
 def test_pa_triplet_keeps_the_held_out_ordering_agreement(gains):
