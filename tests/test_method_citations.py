@@ -1,5 +1,5 @@
 """Citations of the method stay honest: every one names docs/method.md, every cited section exists,
-and every module or function docs/method.md points at exists in ``src/fdsml``.
+and every module or function docs/method.md points at exists in ``src/fdsml``; no file names an issue number.
 
 The method's specification given to developers is not in the repository, so a citation of it would
 send a reader nowhere: docs/method.md is the method in the project's own words, numbered so that
@@ -140,6 +140,15 @@ def test_every_code_pointer_of_method_md_exists():
     assert not missing, "docs/method.md points at code that does not exist:\n" + "\n".join(missing)
 
 
+ISSUE_NUMBER = re.compile(r"\b[Ii]ssues? #?\d+|\(#\d+\)")
+
+
+def test_no_file_refers_to_an_issue_number():
+    """A reader has no tracker: code and docs say what was found or decided, not where it was discussed."""
+    found = [f"{path}: {match}" for path, text in text_files() for match in ISSUE_NUMBER.findall(text)]
+    assert not found, "say the thing itself instead of its issue number:\n" + "\n".join(found)
+
+
 def test_the_sections_the_code_cites_are_numbered_in_method_md():
     assert {"1", "2", "3", "4", "5", "6", "7", "8", "2.2", "5.5", "7.2"} <= sections(METHOD.read_text())
 
@@ -166,3 +175,9 @@ def test_the_check_finds_a_wrong_anchor_and_a_missing_pointer():
     assert wrong_anchors([("docs/a.md", page)], known) == ["docs/a.md: #9-nothing"]
     assert resolves("fdsml.ifs.descriptor.psi") and resolves("fdsml.losses.pa_triplet.PATripletLoss.forward")
     assert not resolves("fdsml.ifs.descriptor.phi") and not resolves("fdsml.ifs.no_such_module")
+
+
+def test_the_issue_pattern_finds_the_usual_forms():
+    number = "38"  # kept apart from the words, so this file names no issue itself
+    text = f"as issue {number} found (#{number}), Issues {number} and issue #{number}; a tissue {number}"
+    assert ISSUE_NUMBER.findall(text) == [f"issue {number}", f"(#{number})", f"Issues {number}", f"issue #{number}"]
