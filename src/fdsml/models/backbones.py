@@ -1,4 +1,4 @@
-"""Backbone recipes on timm (METHOD.md section 4), registered by name.
+"""Backbone recipes on timm (docs/method.md §4.1), registered by name.
 
 A recipe is a small description, not model code: which timm architecture to create, which
 embedding head replaces its classifier, and the head's sizes. Adding a backbone is one
