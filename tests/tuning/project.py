@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 
+from fdsml.config import with_overlay
 from tests.faults.kill_harness import ROOT, make_project
 
 FRACTALS = {
@@ -35,20 +36,13 @@ TUNE = {
 }
 
 
-def deep_merge(base: dict, extra: dict) -> dict:
-    merged = dict(base)
-    for key, value in extra.items():
-        merged[key] = deep_merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
-    return merged
-
-
 def tune_project(folder: Path, tune: dict | None = None, pretrain: dict | None = None) -> Path:
     """A project whose conf/local holds the tiny fractals, pre-training and study (``tune`` merged over :data:`TUNE`)."""
     project = make_project(folder)
     local = {
         "fractals": FRACTALS,
-        "pretrain": deep_merge(PRETRAIN, pretrain or {}),
-        "tune": deep_merge(TUNE, tune or {}),
+        "pretrain": with_overlay(PRETRAIN, pretrain or {}),
+        "tune": with_overlay(TUNE, tune or {}),
     }
     (project / "conf/local/parameters.yml").write_text(yaml.safe_dump(local))
     return project
