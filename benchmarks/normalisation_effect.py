@@ -170,7 +170,7 @@ def initial_payload(table, fractals_params: dict, params: dict) -> dict:
 
     from fdsml.data.holdout import split_table
     from fdsml.models import model_payload
-    from fdsml.pipelines.fractals.nodes import parse_fractals_params
+    from fdsml.data.fractals_config import parse_fractals_params
     from fdsml.training.pretrain import build_pretrain_model, parse_pretrain_params
 
     fractals, config = parse_fractals_params(fractals_params), parse_pretrain_params(params)

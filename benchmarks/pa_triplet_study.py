@@ -110,7 +110,7 @@ def run_arm(out: str, name: str) -> tuple[float, dict]:
     torch.set_num_threads(1)
     from fdsml.data.holdout import split_table
     from fdsml.families.generation import generate_table
-    from fdsml.pipelines.fractals.nodes import parse_fractals_params
+    from fdsml.data.fractals_config import parse_fractals_params
     from fdsml.training import pretrain as pretraining
 
     params = conf_base()

@@ -175,7 +175,7 @@ def run_arm(study: Study, out: str, threads: int, name: str) -> tuple[float, dic
     from fdsml.families.generation import generate_table
     from fdsml.models import build_model, model_from_payload, save_checkpoint
     from fdsml.models.starting_points import StartingPoint
-    from fdsml.pipelines.fractals.nodes import parse_fractals_params
+    from fdsml.data.fractals_config import parse_fractals_params
     from fdsml.training.pretrain import parse_pretrain_params, pretrain
     from fdsml.training.retrieval import compare_starting_points, load_splits, parse_retrieval_params
 

@@ -2,7 +2,7 @@ import pytest
 
 from fdsml.analysis.config import parse_analysis_params
 from fdsml.config import ConfigError, parse, with_overlay
-from fdsml.pipelines.fractals.nodes import parse_fractals_params
+from fdsml.data.fractals_config import parse_fractals_params
 from fdsml.pipelines.validate_descriptor.nodes import ValidateDescriptorConfig
 
 

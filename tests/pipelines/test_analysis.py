@@ -17,7 +17,7 @@ from fdsml.families.generation import generate_table
 from fdsml.models import build_model, model_payload, save_checkpoint
 from fdsml.pipelines.analysis import create_pipeline
 from fdsml.pipelines.analysis.nodes import explain_resnets
-from fdsml.pipelines.fractals.nodes import parse_fractals_params
+from fdsml.data.fractals_config import parse_fractals_params
 
 FRACTALS = {
     "seed": 5,

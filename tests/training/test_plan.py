@@ -134,7 +134,7 @@ class PlanSeen(Exception):
 def test_the_printed_pretraining_plan_is_the_plan_the_run_trains_with(monkeypatch):
     """The held-out rows (fractals.holdout) are not trained on: the printed plan leaves them out too."""
     from fdsml.families.finefractaldb import generate_finefractaldb
-    from fdsml.pipelines.fractals.nodes import parse_fractals_params
+    from fdsml.data.fractals_config import parse_fractals_params
     from fdsml.pipelines.pretrain.nodes import pretrain_model
 
     small = ["fractals.n_classes=6", "fractals.instances_per_class=9", "fractals.render.size=32", "fractals.render.points=600",

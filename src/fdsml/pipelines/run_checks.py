@@ -52,7 +52,7 @@ def _check_classification(params: Any) -> None:
 
 
 def _check_fractals(params: Any) -> None:
-    from fdsml.pipelines.fractals.nodes import parse_fractals_params
+    from fdsml.data.fractals_config import parse_fractals_params
 
     parse_fractals_params(params)
 

@@ -26,6 +26,7 @@ from fdsml.evaluation.pretrain_validation import PretrainValidation
 from fdsml.evaluation.validation_settings import ValidationSettings
 from fdsml.families import FamilySpec
 from fdsml.families.generation import shards_fingerprint
+from fdsml.losses.pa_triplet import mined_triplets
 from fdsml.models import build_model, model_payload
 from fdsml.models.backbones import MODEL_REGISTRY
 from fdsml import distributed
@@ -45,7 +46,7 @@ from fdsml.training.pretrain_objectives import (
     check_batch_composition,
     shuffled_batches,
 )
-from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, mined_triplets, plan_training
+from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, plan_training
 from fdsml.training.run_folders import RunDefinition, run_fingerprint, run_folder
 
 

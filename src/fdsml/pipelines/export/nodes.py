@@ -8,7 +8,7 @@ import pandas as pd
 
 from fdsml.models.backbones import backbone_recipe
 from fdsml.models.export import TimmExport, export_trunk, parse_export_params
-from fdsml.pipelines.fractals.nodes import parse_fractals_params
+from fdsml.data.fractals_config import parse_fractals_params
 from fdsml.reporting.model_card import model_card
 from fdsml.training.pretrain import parse_pretrain_params
 
