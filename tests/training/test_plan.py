@@ -16,7 +16,7 @@ from fdsml.training.classification import parse_classification_params, plan_clas
 from fdsml.training.pretrain import plan_pretrain
 from fdsml.training.retrieval import parse_retrieval_params, plan_retrieval
 
-from .conftest import TINY_SPEC
+from tests.support import TINY_SPEC
 from .helpers import tiny_config
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
