@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from fdsml.families import FamilySpec
-from fdsml.reporting.history import loss_trend
+from fdsml.reporting.history import describe_loss_trend
 from fdsml.training.pretrain import PretrainConfig
 
 
@@ -88,8 +88,7 @@ def _recipe(model: dict[str, Any], pretrain: PretrainConfig, metadata: dict[str,
 def _metrics(history: pd.DataFrame | None, downstream: str | None) -> str:
     lines = ["## Metrics"]
     if history is not None and len(history):
-        first, last = loss_trend(history)
-        lines.append(f"Pre-training loss {first:.4f} (first tenth of the steps) -> {last:.4f} (last tenth), {int(history['loss'].notna().sum())} steps.")
+        lines.append(f"Pre-training {describe_loss_trend(history)}.")
     else:
         lines.append("No pre-training history was recorded.")
     if downstream:
