@@ -114,3 +114,14 @@ def test_wrong_export_parameters_name_the_key(tmp_path):
         parse_export_params({"preprocessing": {"mean": [0.1, 0.2]}})
     with pytest.raises(Exception, match="kedro run --pipelines=export"):
         TimmFolderDataset(str(tmp_path / "nothing")).load()
+
+
+def test_every_exported_file_is_readable_by_the_group_and_others(tmp_path):
+    # safetensors creates model.safetensors 0600; the exported folder is for sharing: 0644 under the usual umask 022
+    export = export_trunk(_payload(build_model("resnet18", embedding_dim=8, img_size=32)), parse_export_params({}), "# card\n")
+    TimmFolderDataset(str(tmp_path / "exported")).save(export)
+    umask = int(next(line.split()[1] for line in open("/proc/self/status") if line.startswith("Umask:")), 8)
+    modes = {path.name: path.stat().st_mode & 0o777 for path in (tmp_path / "exported").iterdir()}
+    assert set(modes) == {"config.json", "model.safetensors", "README.md"}
+    assert modes == dict.fromkeys(modes, 0o666 & ~umask)
+    assert (tmp_path / "exported").stat().st_mode & 0o777 == 0o777 & ~umask
