@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -350,5 +351,20 @@ def pretrain(
         "steps": result.steps,
         "training_classes": split.training_classes.tolist(),
         "run_fingerprint": fingerprint,
+        "recipe": trained_recipe(config, plan),
+        "data": {"family": spec.family.title, **spec.family.describe(spec.settings)},
     }
     return model_payload(result.model, **metadata), result.history
+
+
+def trained_recipe(config: PretrainConfig, plan: TrainingPlan) -> dict[str, Any]:
+    """How the run trained, as its model file records it: what the model card and summaries read, never
+    the configuration at the time they are written (which may have changed since)."""
+    return {
+        "optimizer": dataclasses.asdict(config.optimizer),
+        "learning_rate": plan.learning_rate,
+        "batch_per_replica": plan.batch_per_replica,
+        "world_size": plan.world_size,
+        "batch": f"{config.data.classes_per_batch} classes x {config.data.instances_per_class} instances",
+        "seed": config.train.seed,
+    }
