@@ -40,7 +40,7 @@ def pretrain_fingerprint(config, table, world_size=1, spec=TINY_SPEC, device="cp
 
 
 def retrieval_fingerprint(config, start, seed, start_weights, context, training_images):
-    task, run = retrieval.fine_tuning(config, n_classes=2), retrieval.finetune_run(start, seed)
+    task, run = retrieval.fine_tuning(config, n_classes=2), retrieval.finetune_run(config.data.dataset, start, seed)
     return run_fingerprint(finetune.defining_run(task, run, start_weights, training_images), config.train, context)
 
 
