@@ -93,7 +93,7 @@ def test_classification_takes_train_and_test_subfolders_with_the_same_classes(tm
     write_image_folder(root / "train", classes=3, per_class=4)
     write_image_folder(root / "test", classes=3, per_class=2, seed=1)
     splits = read_classification_dataset("imagefolder", root)
-    assert splits.name == "imagefolder-pets" and splits.num_classes == 3
+    assert splits.name == "imagefolder" and splits.num_classes == 3
     assert splits.class_names == ("class_00", "class_01", "class_02")
     assert np.bincount(splits.train.labels).tolist() == [4, 4, 4] and np.bincount(splits.test.labels).tolist() == [2, 2, 2]
     assert all("train" in p.parts for p in splits.train.paths) and all("test" in p.parts for p in splits.test.paths)

@@ -9,9 +9,10 @@ Retrieval's split is by class (zero-shot): the first ``train_classes`` of the so
 (default: the first half), the rest test; a CSV's ``split`` column gives it instead, and must keep
 the classes apart. Classification's split is given (``train``/``test`` sub-folders, the ``split``
 column) or, without one, drawn per class from the seed (80 / 20, as for ``digits``).
-Both layouts register in the readers' registries under ``imagefolder`` and ``csv``; a dataset is
-named after its folder or CSV file (``imagefolder-birds``, ``csv-birds``), so that two datasets'
-runs and metrics never mix.
+Both layouts register in the readers' registries under ``imagefolder`` and ``csv``. A retrieval
+dataset is named after its folder or CSV file (``imagefolder-birds``, ``csv-birds``), so that two
+datasets' runs and metrics never mix; a classification dataset keeps the layout's name, as the
+``classification.datasets`` entry names it.
 """
 
 from __future__ import annotations
@@ -50,11 +51,6 @@ class LabelledImages:
 def _class_order_key(classes: tuple[str, ...]):
     numeric = all(c.lstrip("-").isdigit() for c in classes)
     return (lambda c: (int(c), c)) if numeric else (lambda c: c)
-
-
-def dataset_name(layout: str, root: Path) -> str:
-    """``imagefolder-birds`` for the folder ``.../birds``, ``csv-birds`` for ``.../birds.csv``."""
-    return f"{layout}-{root.stem}"
 
 
 # --- the two layouts ------------------------------------------------------------------------------------------
@@ -206,11 +202,11 @@ def _read_folder_for_classification(root: Path | None, seed: int) -> Classificat
         parts: dict[str, LabelledImages] | LabelledImages = {split: read_class_folders(root / split) for split in SPLITS}
     else:
         parts = read_class_folders(root)
-    return classification_splits(dataset_name("imagefolder", root), parts, seed, root)
+    return classification_splits("imagefolder", parts, seed, root)
 
 
 @register_classification_reader("csv")
 def _read_csv_for_classification(root: Path | None, seed: int) -> ClassificationSplits:
     if root is None:
         raise DatasetLayoutError(f"csv: give the CSV file as root; {CSV_LAYOUT}")
-    return classification_splits(dataset_name("csv", root), read_csv_listing(root), seed, root)
+    return classification_splits("csv", read_csv_listing(root), seed, root)
