@@ -118,3 +118,12 @@ def test_two_datasets_runs_live_side_by_side_and_a_rerun_of_the_first_reuses_it(
         SequentialRunner().run(create_pipeline(), _catalog(tmp_path, digits, pretrained))
     assert "holds the finished run (2 steps): nothing to train" in caplog.text and "starting over" not in caplog.text
     assert json.loads((tmp_path / "metrics.json").read_text()) == first
+
+
+def test_any_timm_backbone_fine_tunes_from_scratch(tmp_path, pretrained):
+    convnext = TINY | {"starts": [{"name": "convnext", "backbone": "convnext_atto"}], "data": TINY["data"] | {"image_size": 32}}
+    SequentialRunner().run(create_pipeline(), _catalog(tmp_path, convnext, pretrained))
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert 0 <= metrics["convnext"]["mean"]["recall@1"] <= 1
+    payload = load_checkpoint_file(tmp_path / "models.pt")["models"]["convnext"]
+    assert payload["model"]["name"] == "convnext_atto" and payload["state_dict"]["head.weight"].shape == (8, 320)

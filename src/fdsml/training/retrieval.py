@@ -32,6 +32,7 @@ from fdsml.evaluation.retrieval_examples import nearest_neighbours, top_k_figure
 from fdsml.losses.couce import CouCESettings, build_couce_objective
 from fdsml.losses.proxy import PROXY_LOSSES, build_proxy_loss
 from fdsml.models import model_payload
+from fdsml.models.backbones import require_backbone
 from fdsml.models.network import EmbeddingModel
 from fdsml.models.starting_points import StartingPoint
 from fdsml import distributed
@@ -132,6 +133,8 @@ class RetrievalConfig:
         names = [start.name for start in self.starts]
         if len(set(names)) != len(names):
             raise ConfigError(f"starts: names must be unique, got {names}")
+        for index, start in enumerate(self.starts):
+            require_backbone(f"starts[{index}].backbone", start.backbone)
         if not self.seeds:
             raise ConfigError("seeds: give at least one seed")
 
