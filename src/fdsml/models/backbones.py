@@ -1,4 +1,4 @@
-"""Backbone recipes on timm (METHOD.md section 4): the registered ones, and any name ``timm.list_models()`` gives.
+"""Backbone recipes on timm (docs/method.md §4.1): the registered ones, and any name ``timm.list_models()`` gives.
 
 A recipe is a small description, not model code: which timm architecture to create, which
 embedding head replaces its classifier, and the head's sizes. Adding a backbone with its own

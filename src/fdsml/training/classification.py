@@ -1,4 +1,4 @@
-"""Classification fine-tuning (METHOD.md section 5): settings, objectives, and its part of the fine-tuning assembly.
+"""Classification fine-tuning (docs/method.md §5.4): settings, objectives, and its part of the fine-tuning assembly.
 
 Every starting point (scratch, FDSL or FDSML checkpoints) gets the same recipe: the trunk from
 its checkpoint, a fresh linear classifier, cross-entropy with label smoothing, optionally mixup

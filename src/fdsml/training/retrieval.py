@@ -1,4 +1,4 @@
-"""Retrieval fine-tuning with proxy losses and its evaluation (METHOD.md sections 5 and 8).
+"""Retrieval fine-tuning with proxy losses and its evaluation (docs/method.md §5.1 and §8).
 
 Each starting point (scratch, or a pre-trained checkpoint's trunk) gets the same recipe: a
 fresh embedding head, a proxy loss whose proxies train at a multiple of the model's rate, a
