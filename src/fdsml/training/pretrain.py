@@ -119,7 +119,7 @@ class PretrainConfig:
     live_dir: str | None = reuse.non_defining(default=None)
 
     def __post_init__(self):
-        if self.transformer_optimizer is not None and backbone_family(self.model.backbone) == "transformer":
+        if idle_optimizer_block(self) == "pretrain.optimizer":
             object.__setattr__(self, "optimizer", self.transformer_optimizer)
         check_batch_composition(self)
         if self.shuffled_batches and self.data.batches_per_epoch is not None:
@@ -136,13 +136,19 @@ class PretrainConfig:
         return shuffled_batches(self)
 
 
+def idle_optimizer_block(config: PretrainConfig) -> str:
+    """The optimizer block this run does not train with: ``pretrain.optimizer`` for a transformer (when
+    ``transformer_optimizer`` replaces it), ``pretrain.transformer_optimizer`` otherwise."""
+    replaced = config.transformer_optimizer is not None and backbone_family(config.model.backbone) == "transformer"
+    return "pretrain.optimizer" if replaced else "pretrain.transformer_optimizer"
+
+
 def optimizer_choice(config: PretrainConfig, plan: TrainingPlan) -> str:
     """One line: the optimizer and rate the run trains with, and why (its backbone's family, docs/pretrain.md)."""
     optimizer, backbone = config.optimizer, config.model.backbone
-    family = backbone_family(backbone)
-    if family == "transformer" and config.transformer_optimizer is not None:
+    if idle_optimizer_block(config) == "pretrain.optimizer":
         source = f"pretrain.transformer_optimizer, as {backbone} is a transformer"
-    elif family == "transformer":
+    elif backbone_family(backbone) == "transformer":
         source = f"pretrain.optimizer: pretrain.transformer_optimizer is null, so the transformer {backbone} trains with it"
     else:
         source = f"pretrain.optimizer, as {backbone} is convolutional"
