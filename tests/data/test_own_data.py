@@ -68,6 +68,13 @@ def test_an_empty_class_folder_is_named_with_the_fix(tmp_path):
         read_retrieval_dataset("imagefolder", root)
 
 
+def test_retrieval_on_a_classification_folder_says_so_rather_than_taking_train_and_test_for_classes(tmp_path):
+    write_image_folder(tmp_path / "pets" / "train", classes=2, per_class=2)
+    write_image_folder(tmp_path / "pets" / "test", classes=2, per_class=2)
+    with pytest.raises(DatasetLayoutError, match=r"pets: holds train/ and test/, classification's layout; .*point retrieval.data.root"):
+        read_retrieval_dataset("imagefolder", tmp_path / "pets")
+
+
 def test_bad_csv_listings_name_the_file_the_line_and_the_fix(tmp_path):
     listing = write_csv_listing(tmp_path / "birds.csv", classes=2, per_class=2)
     (tmp_path / "images" / "1_0.png").unlink()

@@ -139,7 +139,13 @@ def retrieval_splits(images: LabelledImages, train_classes: int | None, source: 
 
 @register_reader("imagefolder", ks=(1, 2, 4, 8), named_by_root=True, class_split=True)
 def _read_folder_for_retrieval(root: Path | None, train_classes: int | None) -> RetrievalSplits:
-    return retrieval_splits(read_class_folders(require_folder(root, "imagefolder", FOLDER_LAYOUT)), train_classes, root)
+    images = read_class_folders(require_folder(root, "imagefolder", FOLDER_LAYOUT))
+    if set(images.classes) == set(SPLITS):
+        raise DatasetLayoutError(
+            f"{root}: holds train/ and test/, classification's layout; retrieval splits by class itself: point "
+            "retrieval.data.root at a folder of class folders (e.g. its train/), or use classification"
+        )
+    return retrieval_splits(images, train_classes, root)
 
 
 @register_reader("csv", ks=(1, 2, 4, 8), named_by_root=True, class_split=True)
