@@ -145,11 +145,11 @@ def test_dvc_lock_records_the_default_environment(repository):
     ("file", "key", "readers"),
     [
         # the whole fractals block selects the family and its settings: every stage that renders reads it
-        ("parameters_fractals.yml", "fractals.n_classes", {"fractals", "validate_descriptor", "pretrain", "analysis", "export"}),
-        ("parameters_fractals.yml", "fractals.render.points", {"fractals", "validate_descriptor", "pretrain", "analysis", "export"}),
-        ("parameters_fractals.yml", "fractals.perturbation.factor_range", {"fractals", "validate_descriptor", "pretrain", "analysis", "export"}),
+        ("parameters_fractals.yml", "fractals.n_classes", {"fractals", "validate_descriptor", "pretrain", "analysis"}),
+        ("parameters_fractals.yml", "fractals.render.points", {"fractals", "validate_descriptor", "pretrain", "analysis"}),
+        ("parameters_fractals.yml", "fractals.perturbation.factor_range", {"fractals", "validate_descriptor", "pretrain", "analysis"}),
         ("parameters_validate_descriptor.yml", "validate_descriptor.n_triplets", {"validate_descriptor"}),
-        ("parameters_pretrain.yml", "pretrain.model.embedding_dim", {"pretrain", "export"}),
+        ("parameters_pretrain.yml", "pretrain.model.embedding_dim", {"pretrain"}),
         ("parameters_retrieval.yml", "retrieval.seeds", {"retrieval"}),
         ("parameters_classification.yml", "classification.image_size", {"classification", "robustness"}),
         ("parameters_robustness.yml", "robustness.seed", {"robustness"}),

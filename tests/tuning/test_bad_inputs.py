@@ -86,6 +86,16 @@ def test_a_metric_the_pre_training_does_not_write_is_refused(tmp_path, validatio
     assert message in str(error.value)
 
 
+def test_a_key_of_the_optimizer_the_backbone_does_not_train_with_is_refused(tmp_path):
+    vit = BASE["pretrain"] | {"model": BASE["pretrain"]["model"] | {"backbone": "vit_tiny_patch4"}}
+    with pytest.raises(ConfigError, match=r"tune.space.pretrain.optimizer.base_lr: the runs train with pretrain.transformer_optimizer .*"
+                       r"so pretrain.optimizer.base_lr changes nothing; search pretrain.transformer_optimizer.base_lr"):
+        _check(tmp_path, pretrain=vit)
+    _check(tmp_path, pretrain=vit, space=[LR | {"key": "pretrain.transformer_optimizer.base_lr", "low": 1e-4, "high": 1e-3}])
+    with pytest.raises(ConfigError, match=r"search pretrain.optimizer.base_lr"):  # ResNet-18 trains with pretrain.optimizer
+        _check(tmp_path, space=[LR | {"key": "pretrain.transformer_optimizer.base_lr", "low": 1e-4, "high": 1e-3}])
+
+
 def test_a_study_keeps_its_metric(tmp_path):
     _check(tmp_path)
     with pytest.raises(ConfigError, match="tune.metric: study 'pretrain' .* maximises pretrain.val_probe_recall_at_1; name a new tune.study"):

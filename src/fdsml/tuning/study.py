@@ -21,7 +21,7 @@ from optuna.trial import TrialState
 
 from fdsml.config import ConfigError
 from fdsml.seeds import stream
-from fdsml.training.pretrain import parse_pretrain_params
+from fdsml.training.pretrain import idle_optimizer_block, parse_pretrain_params
 from fdsml.training.retrieval import parse_retrieval_params
 from fdsml.tuning.config import TuneConfig
 from fdsml.tuning.objective import DIVERGED, PRETRAINED, SET_BY_THE_STUDY, TrialObjective
@@ -47,6 +47,15 @@ def _check_parameter(objective: TrialObjective, parameter: SearchParameter) -> N
                 PARSERS[stage](configuration[stage])
         except ConfigError as error:
             raise ConfigError(f"tune.space.{parameter.key}: {value!r} is refused by the configuration: {error}") from error
+    if "pretrain" in stages:
+        idle = idle_optimizer_block(parse_pretrain_params(objective.trial_configuration(0, {})["pretrain"]))
+        dead = [key for key in parameter.keys if key.startswith(f"{idle}.")]
+        if dead:
+            used = "pretrain.transformer_optimizer" if idle == "pretrain.optimizer" else "pretrain.optimizer"
+            raise ConfigError(
+                f"tune.space.{parameter.key}: the runs train with {used} (the backbone's family decides, docs/pretrain.md), "
+                f"so {dead[0]} changes nothing; search {used}{dead[0].removeprefix(idle)}"
+            )
 
 
 def check_study(objective: TrialObjective) -> None:
