@@ -6,6 +6,7 @@ install step, not a reason to pass: :func:`missing` fails the test instead of sk
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 from pathlib import Path
@@ -38,3 +39,11 @@ def require_program(name: str, reason: str, folder: Path | None = None) -> str:
     if found is None:
         missing(reason)
     return found
+
+
+def require_module(name: str, reason: str):
+    """The imported module ``name``; :func:`missing` when it is not installed."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        missing(reason)

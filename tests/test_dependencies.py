@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.dependencies import missing, require_file, require_program
+from tests.dependencies import missing, require_file, require_module, require_program
 
 
 @pytest.mark.parametrize("ci, outcome", [("true", pytest.fail.Exception), ("", pytest.skip.Exception), ("false", pytest.skip.Exception)])
@@ -22,3 +22,6 @@ def test_a_present_program_or_file_is_returned_and_an_absent_one_is_missing(monk
         require_program("no-such-tool", "no-such-tool: apt-get install it", folder=tmp_path)
     with pytest.raises(pytest.fail.Exception, match="absent"):
         require_file(tmp_path / "absent", "absent")
+    assert require_module("json", "hint").__name__ == "json"
+    with pytest.raises(pytest.fail.Exception, match="pip install"):
+        require_module("no_such_module_here", "pip install it")
