@@ -15,6 +15,7 @@ from fdsml.tuning.outputs import best_trial
 from tests.tuning.project import kedro_tune, tune_project
 
 PARAMETER = "pretrain.optimizer.base_lr"
+WORKERS_TIMEOUT_S = 900
 
 
 def worker_pid(trial: optuna.trial.FrozenTrial) -> int:
@@ -41,10 +42,13 @@ def two_workers_share_one_study(folder: Path, storage: str, read: Callable[[], o
     tune = {"storage": storage, "budget": {"n_trials": n_trials}, "pruner": {"name": "none"}, "sampler": {"seed": None}, "baseline": False}
     workers = start_workers(folder, ("a", "b"), tune, {"train": {"max_steps": 2}})
     projects = [project for project, _ in workers.values()]
-    finished = []
-    while len(finished) < len(workers):
-        finished += [pid for pid, (_, process) in workers.items() if pid not in finished and process.poll() is not None]
-        time.sleep(0.2)
+    finished = []  # the workers' pids in the order they ended
+
+    def all_ended() -> bool:
+        finished.extend(pid for pid, (_, process) in workers.items() if pid not in finished and process.poll() is not None)
+        return len(finished) == len(workers)
+
+    wait_for(all_ended, WORKERS_TIMEOUT_S, "both workers ended")
     for project, process in workers.values():
         assert process.returncode == 0, (project / "tune.log").read_text()[-3000:]
 
