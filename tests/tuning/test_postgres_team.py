@@ -47,6 +47,7 @@ def test_two_workers_share_one_study_on_postgresql(postgres, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")  # retried_trial_number
 def test_a_killed_workers_trial_is_failed_by_the_heartbeat_and_run_again_by_the_other(postgres, tmp_path):
     storage = RDBStorage(postgres.create_database("killed"))
     ((doomed_pid, (_, doomed)),) = start_workers(tmp_path, ("a",), _tune(storage.url, 3), SLOW_TRIALS).items()
