@@ -47,6 +47,7 @@ def test_the_shipped_study_passes_its_checks_and_opens_its_sqlite_file(tmp_path)
         ({"metric": "pretrain.val_probe_recall_at_5"}, "tune.metric: no selected pipeline writes 'pretrain.val_probe_recall_at_5'"),
         ({"metric": "classification.top1"}, "tune.metric: no selected pipeline writes 'classification.top1'"),
         ({"validation_dataset": "omniglot"}, "tune.validation_dataset: 'omniglot' is a test split"),
+        ({"heartbeat": {"interval_s": 5, "grace_s": 5}}, "tune.heartbeat.grace_s: 5 must exceed interval_s (5)"),
         ({"space": [{"key": "retrieval.optimizer.base_lr", "low": 1e-4, "high": 1e-2, "log": True}]}, "tune.space.retrieval.optimizer.base_lr: the metric pretrain.val_probe_recall_at_1 runs no fine-tuning"),
         ({"storage": "postgresql://tuner@127.0.0.1:9/studies"}, "tune.storage: cannot open 'postgresql://tuner@127.0.0.1:9/studies'"),
         ({"storage": "sqlite:////proc/no/such/study.db"}, "tune.storage: cannot open 'sqlite:////proc/no/such/study.db'"),
