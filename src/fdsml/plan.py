@@ -4,7 +4,8 @@ Parameters load the way ``kedro run`` loads them (``conf/base`` + the environmen
 on top), so the plan printed is the plan the run will check at start. A dataset's training
 images are counted when its folder is readable, and taken from ``plan.dataset_sizes`` (the
 published split sizes, ``conf/base/parameters_plan.yml``) otherwise. Exit status 1 when a plan
-cannot train, 2 when the parameters are invalid.
+cannot train, 2 when the parameters are invalid (an unknown key at any depth included). `kedro check`
+checks the rest before work: folders, images, Recall@K, starting checkpoints.
 
     python -m fdsml.plan --env paper --world-size 8 --pipelines pretrain
 """
@@ -25,6 +26,7 @@ from omegaconf import OmegaConf
 from fdsml import settings
 from fdsml.config import ConfigError, parse, require_positive
 from fdsml.data.layout import DatasetLayoutError
+from fdsml.errors import UserFixableError
 from fdsml.training.run_arithmetic import TrainingPlan, format_plans
 
 PIPELINES = ("pretrain", "retrieval", "classification")
@@ -41,6 +43,18 @@ class PublishedSizes:
         for kind in ("classification", "retrieval"):
             for name, size in getattr(self, kind).items():
                 require_positive(f"{kind}.{name}", size)
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    """``params:plan``."""
+
+    dataset_sizes: PublishedSizes = field(default_factory=PublishedSizes)
+
+
+def parse_plan_params(params: dict[str, Any]) -> PlanSettings:
+    """Validate ``params:plan``; a wrong key or value raises ``ConfigError`` naming it."""
+    return parse(PlanSettings, params, "plan")
 
 
 def load_parameters(env: str | None, params: list[str], conf_source: str | Path = "conf") -> dict[str, Any]:
@@ -83,7 +97,7 @@ def pretraining_rows(fractals: dict[str, Any]) -> tuple[int, str]:
 
 def plan_steps(parameters: dict[str, Any], pipelines: tuple[str, ...], world_size: int) -> list[TrainingPlan]:
     """The (unchecked) plans of the training steps of ``pipelines`` at ``world_size``."""
-    sizes = parse(PublishedSizes, parameters.get("plan", {}).get("dataset_sizes", {}), "plan.dataset_sizes")
+    sizes = parse_plan_params(parameters.get("plan", {})).dataset_sizes
     plans = []
     if "pretrain" in pipelines:
         from fdsml.training.pretrain import parse_pretrain_params, plan_pretrain
@@ -122,10 +136,13 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(pipelines) - set(PIPELINES))
     if unknown:
         parser.error(f"--pipelines: unknown {', '.join(unknown)}; choose from {', '.join(PIPELINES)}")
+    from fdsml.pipelines.run_checks import check_run
+
     try:
         parameters = load_parameters(args.env, [p for p in args.params.split(",") if p.strip()], args.conf_source)
+        check_run(parameters, reads=set())  # every key known, every section's values; no folder is read
         plans = plan_steps(parameters, pipelines, args.world_size)
-    except ConfigError as error:
+    except UserFixableError as error:
         print(f"invalid parameters: {error}", file=sys.stderr)
         return 2
     print(format_plans(plans, f"Training plan, environment {args.env or 'base'}, {args.world_size} replica(s)"))
