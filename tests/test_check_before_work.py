@@ -66,6 +66,7 @@ def test_a_misspelt_key_deep_in_a_conf_file_of_a_section_the_run_does_not_read_s
     assert not (clone / "data" / "02_intermediate" / "fractal_codes.parquet").exists()
 
 
+@pytest.mark.slow
 def test_a_gallery_smaller_than_recall_at_k_is_refused_before_fine_tuning(tmp_path):
     clone, sop = fresh_clone(tmp_path / "clone"), tiny_sop(tmp_path / "sop")
     code, output = run(f"kedro run --pipelines=retrieval --params=retrieval.data.dataset=sop,retrieval.data.root={sop}", clone)
@@ -96,7 +97,7 @@ def test_kedro_check_names_an_image_that_does_not_decode_then_passes_once_it_is_
     clone, sop = fresh_clone(tmp_path / "clone"), tiny_sop(tmp_path / "sop")
     good = (sop / "images/4_2.png").read_bytes()
     (sop / "images/4_2.png").write_bytes(good[: len(good) // 2])  # truncated, as an interrupted copy leaves it
-    params = f"retrieval:\n  data:\n    dataset: sop\n    root: {sop}\n    ks: [1, 2]\n"
+    params = f"retrieval:\n  data:\n    dataset: sop\n    root: {sop}\n    ks: [1, 2]\n    batch_size: 3\n"
     env = _environment(clone, "mine", {"parameters_retrieval.yml": params})
     command = f"kedro check --env {env} --pipelines=fractals,pretrain,retrieval"
     code, output = run(command, clone)

@@ -101,7 +101,7 @@ def test_recall_at_k_beyond_what_a_query_searches_is_refused_naming_the_key_and_
     with pytest.raises(RunCheckError, match=r"retrieval.data.ks: \[1, 10, 100\] \(null: sop's own list\) asks for Recall@100, "
                        r"but a query of sop searches 5 items; set ks to Ks of at most 5, e\.g\. `retrieval: \{data: \{ks: \[1\]\}\}`"):
         check_run({"retrieval": {"data": {"dataset": "sop", "root": str(sop)}}})
-    check_run({"retrieval": {"data": {"dataset": "sop", "root": str(sop), "ks": [1, 5]}}})
+    check_run({"retrieval": {"data": {"dataset": "sop", "root": str(sop), "ks": [1, 5], "batch_size": 3}}})
 
 
 def test_a_starting_point_is_held_to_the_backbone_of_its_checkpoint_or_of_the_pre_training_that_writes_it(tmp_path):
@@ -127,3 +127,13 @@ def test_the_plan_command_refuses_an_unknown_key(capsys):
 
     assert main(["--pipelines", "pretrain", "--params", "pretan.train.max_steps=6"]) == 2
     assert "pretan: unknown parameter section; did you mean pretrain.train.max_steps?" in capsys.readouterr().err
+
+
+def test_a_plan_that_cannot_train_is_refused_before_work(tmp_path):
+    from .test_check_before_work import tiny_sop
+
+    sop = tiny_sop(tmp_path)
+    with pytest.raises(RunCheckError, match=r"a batch of 90 is larger than the 6 training images.*retrieval.data.batch_size"):
+        check_run({"retrieval": {"data": {"dataset": "sop", "root": str(sop), "ks": [1], "batch_size": 90}}})
+    with pytest.raises(RunCheckError, match=r"pretrain at 1 replica\(s\): the warm-up \(1000 steps\) is not shorter than training \(12 steps\)"):
+        check_run({"fractals": {}, "pretrain": {"optimizer": {"schedule": "warmup_cosine", "warmup_steps": 1000}, "validation": {"probe": None}}})

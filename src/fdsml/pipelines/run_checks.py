@@ -3,7 +3,7 @@
 Every parameter belongs to a known section and key: an unknown one, at any depth (a misspelt section
 from ``--params`` too), stops the run naming the closest known key. Each selected pipeline's sections
 are checked in full: their values; the presence and layout of every dataset folder they read (through
-the readers' registries); Recall@K against what a retrieval query searches; each starting point's
+the readers' registries); the training plans (the images counted, the world size of the run); Recall@K against what a retrieval query searches; each starting point's
 checkpoint backbone against the one it names; and that every listed image decodes (a cache keyed by
 the files' content, :mod:`fdsml.data.decode_check`).
 
@@ -70,31 +70,43 @@ def _check_starts(starts: tuple, run: RunInputs) -> None:
             require_backbone(start, load_checkpoint_file(path)["model"]["name"], path)
 
 
+def _world_size() -> int:
+    return distributed.current().world_size
+
+
 def _check_pretrain(params: Any, run: RunInputs) -> None:
     from fdsml.data import read_retrieval_dataset
+    from fdsml.plan import pretraining_rows
+    from fdsml.training.pretrain import plan_pretrain
 
-    validation = PARSERS["pretrain"](params).validation
+    config = PARSERS["pretrain"](params)
+    if "fractals" in run.parameters:  # the plan on the rows fractals.holdout leaves (at most), before they are drawn
+        plan_pretrain(config, pretraining_rows(run.parameters["fractals"])[0], _world_size()).check()
+    validation = config.validation
     if validation.enabled and validation.probe is not None:
         probe = read_retrieval_dataset(validation.probe.dataset, validation.probe.root)  # the probe's folder and layout
         _check_images(probe.name, probe.test, probe.query, probe.gallery)
 
 
 def _check_retrieval(params: Any, run: RunInputs) -> None:
-    from fdsml.training.retrieval import load_splits
+    from fdsml.training.retrieval import load_splits, plan_retrieval
 
     config = PARSERS["retrieval"](params)
     splits = load_splits(config)  # the folder, its layout, and Recall@K against what a query searches
+    plan_retrieval(config, len(splits.train), _world_size()).check()
     _check_starts(config.starts, run)
     _check_images(splits.name, splits.train, splits.test, splits.query, splits.gallery)
 
 
 def _check_classification(params: Any, run: RunInputs) -> None:
     from fdsml.data.classification_datasets import read_classification_dataset
+    from fdsml.training.classification import plan_classification
 
     config = PARSERS["classification"](params)
     _check_starts(config.starting_points, run)
     for dataset in config.datasets:
         splits = read_classification_dataset(dataset.name, dataset.root, seed=config.train.seed)
+        plan_classification(config, dataset.name, len(splits.train), _world_size()).check()
         _check_images(splits.name, splits.train, splits.test)
 
 
