@@ -76,8 +76,7 @@ def _world_size() -> int:
 
 def _check_pretrain(params: Any, run: RunInputs) -> None:
     from fdsml.data import read_retrieval_dataset
-    from fdsml.plan import pretraining_rows
-    from fdsml.training.pretrain import plan_pretrain
+    from fdsml.training.pretrain import plan_pretrain, pretraining_rows
 
     config = PARSERS["pretrain"](params)
     if "fractals" in run.parameters:  # the plan on the rows fractals.holdout leaves (at most), before they are drawn
@@ -143,7 +142,7 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
     "analysis": _parser("fdsml.analysis.config", "parse_analysis_params"),
     "export": _parser("fdsml.models.export", "parse_export_params"),
     "tune": _parser("fdsml.tuning", "parse_tune_params"),  # its space against pretrain and retrieval: by the study
-    "plan": _parser("fdsml.plan", "parse_plan_params"),
+    "plan": _parser("fdsml.training.run_arithmetic", "parse_plan_params"),
     "fair_comparison": _parser("fdsml.tuning.config", "parse_fair_comparison_params"),  # conf/fair's arms
 }
 """Every known parameter section and its parser: a key outside them, at any depth, is refused before work."""
