@@ -117,6 +117,16 @@ def _parse_fractals(params: Any) -> Any:
     return parse_fractals_params(params)
 
 
+def _parse_fair_comparison(params: Any) -> Any:
+    from fdsml.training.pretrain import PretrainConfig
+    from fdsml.tuning.config import parse_fair_comparison_params
+
+    settings = parse_fair_comparison_params(params)
+    for name, arm in settings.arms.items():  # each arm's pretrain keys, on the defaults: a misspelt one never reaches a trial
+        parse(PretrainConfig, arm.pretrain, f"fair_comparison.arms.{name}.pretrain")
+    return settings
+
+
 def _parser(module: str, name: str) -> Callable[[Any], Any]:
     """``module.name``, imported when first called: a run loads only what its sections need."""
 
@@ -143,7 +153,7 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
     "export": _parser("fdsml.models.export", "parse_export_params"),
     "tune": _parser("fdsml.tuning", "parse_tune_params"),  # its space against pretrain and retrieval: by the study
     "plan": _parser("fdsml.training.run_arithmetic", "parse_plan_params"),
-    "fair_comparison": _parser("fdsml.tuning.config", "parse_fair_comparison_params"),  # conf/fair's arms
+    "fair_comparison": _parse_fair_comparison,  # conf/fair's arms
 }
 """Every known parameter section and its parser: a key outside them, at any depth, is refused before work."""
 
