@@ -141,3 +141,10 @@ def test_a_plan_that_cannot_train_is_refused_before_work(tmp_path):
         check_run({"retrieval": {"data": {"dataset": "sop", "root": str(sop), "ks": [1], "batch_size": 90}}})
     with pytest.raises(RunCheckError, match=r"pretrain at 1 replica\(s\): the warm-up \(1000 steps\) is not shorter than training \(12 steps\)"):
         check_run({"fractals": {}, "pretrain": {"optimizer": {"schedule": "warmup_cosine", "warmup_steps": 1000}, "validation": {"probe": None}}})
+
+
+def test_one_problem_two_sections_find_is_said_once(tmp_path):
+    absent = str(tmp_path / "absent")
+    with pytest.raises(RunCheckError) as raised:
+        check_run({"pretrain": {"validation": {"probe": {"dataset": "cub", "root": absent}}}, "retrieval": {"data": {"dataset": "cub", "root": absent}}})
+    assert str(raised.value).count(absent) == 1 and "rank" not in str(raised.value)

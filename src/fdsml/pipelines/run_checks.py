@@ -228,7 +228,8 @@ def check_run(parameters: Mapping[str, Any], reads: set[str] | None = None, pret
     ranks: dict[str, list[int]] = {}
     for rank, found in enumerate(seen):
         for _, problem in found:
-            ranks.setdefault(problem, []).append(rank)
+            where = ranks.setdefault(problem, [])
+            where += [rank] if rank not in where else []  # two sections may find the same (the probe's folder is retrieval's)
     lines = [
         problem if len(where) == context.world_size else f"{problem} (rank {', '.join(map(str, where))})"
         for problem, where in ranks.items()
