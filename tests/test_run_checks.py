@@ -148,3 +148,11 @@ def test_one_problem_two_sections_find_is_said_once(tmp_path):
     with pytest.raises(RunCheckError) as raised:
         check_run({"pretrain": {"validation": {"probe": {"dataset": "cub", "root": absent}}}, "retrieval": {"data": {"dataset": "cub", "root": absent}}})
     assert str(raised.value).count(absent) == 1 and "rank" not in str(raised.value)
+
+
+def test_every_classification_dataset_s_problem_is_said_at_once(tmp_path):
+    datasets = [{"name": "cifar10", "root": str(tmp_path / "a")}, {"name": "digits", "root": None}, {"name": "cifar100", "root": str(tmp_path / "b")}]
+    with pytest.raises(RunCheckError) as raised:
+        check_run({"classification": {"datasets": datasets}})
+    message = str(raised.value)
+    assert f"{tmp_path}/a not found" in message and f"{tmp_path}/b not found" in message and raised.value.kind == "DatasetLayoutError"

@@ -103,10 +103,16 @@ def _check_classification(params: Any, run: RunInputs) -> None:
 
     config = PARSERS["classification"](params)
     _check_starts(config.starting_points, run)
-    for dataset in config.datasets:
-        splits = read_classification_dataset(dataset.name, dataset.root, seed=config.train.seed)
-        plan_classification(config, dataset.name, len(splits.train), _world_size()).check()
-        _check_images(splits.name, splits.train, splits.test)
+    errors = []
+    for dataset in config.datasets:  # every dataset's problem at once (conf/paper lists seven)
+        try:
+            splits = read_classification_dataset(dataset.name, dataset.root, seed=config.train.seed)
+            plan_classification(config, dataset.name, len(splits.train), _world_size()).check()
+            _check_images(splits.name, splits.train, splits.test)
+        except UserFixableError as error:
+            errors.append(error)
+    if errors:
+        raise ExceptionGroup("classification datasets", errors)
 
 
 def _parse_fractals(params: Any) -> Any:
@@ -196,17 +202,19 @@ def _first_path(value: Any) -> list[str]:
     return path
 
 
-def _problem(check: Callable[[], Any]) -> tuple[str, str] | None:
+def _problems(check: Callable[[], Any]) -> list[tuple[str, str]]:
+    """The kind and message of each user-fixable error ``check`` raises (several: an ExceptionGroup of them)."""
+    found = []
     try:
         check()
-    except UserFixableError as error:
-        return type(error).__name__, str(error)
-    return None
+    except* UserFixableError as group:
+        found = [(type(error).__name__, str(error)) for error in group.exceptions]
+    return found
 
 
-def problem_of(key: str, params: Any, run: RunInputs | None = None) -> tuple[str, str] | None:
-    """The kind and message of what is wrong with ``params:<key>`` or what it names; None when nothing is."""
-    return _problem(lambda: CHECKS[key](params, run or RunInputs()))
+def problems_of(key: str, params: Any, run: RunInputs | None = None) -> list[tuple[str, str]]:
+    """What is wrong with ``params:<key>`` or what it names (empty when nothing is)."""
+    return _problems(lambda: CHECKS[key](params, run or RunInputs()))
 
 
 def check_run(parameters: Mapping[str, Any], reads: set[str] | None = None, pretrained_model: str | None = None) -> None:
@@ -217,10 +225,9 @@ def check_run(parameters: Mapping[str, Any], reads: set[str] | None = None, pret
     problems = unknown_sections(parameters)
     for key in (key for key in PARSERS if key in parameters):
         if reads is None or key in reads:
-            problems.append(problem_of(key, parameters[key], run))
+            problems += problems_of(key, parameters[key], run)
         else:
-            problems.append(_problem(lambda key=key: PARSERS[key](parameters[key])))
-    problems = [problem for problem in problems if problem is not None]
+            problems += _problems(lambda key=key: PARSERS[key](parameters[key]))
     context = distributed.current()
     seen = distributed.from_every_rank(problems, context)
     if not any(seen):
