@@ -24,7 +24,7 @@ from fdsml.ifs.chamfer import chamfer_distance, chamfer_distances
 
 
 def brute_force(a: np.ndarray, b: np.ndarray, chunk: int = 2048) -> float:
-    """METHOD.md's formula over all pixel pairs, in chunks to bound memory."""
+    """docs/method.md §6.1's formula over all pixel pairs, in chunks to bound memory."""
     pa, pb = np.argwhere(a), np.argwhere(b)
     a_to_b = np.concatenate([cdist(pa[i : i + chunk], pb, "cityblock").min(axis=1) for i in range(0, len(pa), chunk)])
     b_to_a = np.concatenate([cdist(pb[i : i + chunk], pa, "cityblock").min(axis=1) for i in range(0, len(pb), chunk)])

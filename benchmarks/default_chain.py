@@ -1,4 +1,4 @@
-"""The embedded default end to end, as a new user runs it: `dvc repro` in a fresh copy, stage by stage (issue 40).
+"""The embedded default end to end, as a new user runs it: `dvc repro` in a fresh copy, stage by stage, against its budget of 10 minutes on 2 idle cores.
 
     python benchmarks/default_chain.py [--keep FOLDER] [--stages fractals,pretrain,...] [--json]
 

@@ -1,4 +1,4 @@
-"""Issue 38's fair comparison: every objective tuned with the same budget on the validation alphabet, then measured on the test alphabets.
+"""The fair comparison of the pre-training objectives: every objective tuned with the same budget on the validation alphabet, then measured on the test alphabets.
 
     python benchmarks/fair_comparison.py tune --arms fdsl pa_same       # each arm's study (the tune pipeline, --env fair)
     python benchmarks/fair_comparison.py summary                        # the studies side by side (validation alphabet)

@@ -1,4 +1,4 @@
-"""FineFractalDB generator variants, measured side by side with the descriptor validation (issue 18).
+"""FineFractalDB generator variants, measured side by side with the descriptor validation (the generator's choices the method leaves open).
 
     python benchmarks/generator_variants.py --jobs 2      # the whole table (see docs/studies.md for its time)
     python benchmarks/generator_variants.py --quick       # every variant at a smaller scale, minutes

@@ -8,7 +8,7 @@
 
 Every arm pre-trains from conf/base with the overrides below: the rendering at conf/cpu's image
 size, a ResNet-18, ``budget`` steps of each method (FDSL cross-entropy, PA-Triplet with each filter,
-PA-Triplet ``each`` on fresh instances, issue 38's objectives and controls) with pre-training seed
+PA-Triplet ``each`` on fresh instances, the fair comparison's objectives and controls) with pre-training seed
 ``seed``; nothing is tuned per method unless ``--recipes`` names a YAML file of each method's
 ``pretrain`` overlay (benchmarks/fair_comparison.py writes the tuned ones). Each checkpoint, and
 scratch (a random trunk drawn from ``seed``), is then scored twice on Omniglot's test alphabets (``omniglot``; no
@@ -53,7 +53,7 @@ METHOD_OVERRIDES = {
     "same": {"objective": "pa_triplet", "pa_triplet": {"filter": "same"}},
     "diff": {"objective": "pa_triplet", "pa_triplet": {"filter": "diff"}},
     "fresh_each": {"objective": "pa_triplet", "pa_triplet": {"filter": "each"}, "data": {"instances": "fresh"}},
-    # issue 38's parameter-aware objective and controls (docs/studies.md, "Fair comparison protocol"): not in the defaults
+    # the fair comparison's parameter-aware objective and controls (docs/studies.md, "Fair comparison protocol"): not in the defaults
     "fdsl_pa": {"objective": "fdsl_pa"},
     "label_triplet": {"objective": "label_triplet"},
     "pml": {"objective": "pml"},

@@ -1,4 +1,4 @@
-"""Held-out validation's share of the embedded default's pre-training time, cached against uncached (issue 40).
+"""Held-out validation's share of the embedded default's pre-training time, cached against uncached (target: at most 10 %).
 
     python benchmarks/validation_cost.py [--env base]
 

@@ -1,4 +1,4 @@
-"""What one combination of the generator grid saves by sharing work, measured in one run (issue 26).
+"""What one combination of the generator grid saves by sharing work, measured in one run (the figures must not change).
 
     python benchmarks/validation_sharing.py
 

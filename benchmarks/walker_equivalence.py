@@ -1,4 +1,4 @@
-"""Whether interleaved walkers draw the same pictures as one orbit (issue 27), measured.
+"""Whether interleaved walkers draw the same pictures as one orbit, measured.
 
     python benchmarks/walker_equivalence.py --codes 300 --size 64 --points 4000 --json
     python benchmarks/walker_equivalence.py --codes 100 --size 256 --points 100000 --json

@@ -1,4 +1,4 @@
-"""Mistakes a new user makes, caught before any work (issue 46): from the command line, in a fresh copy of the
+"""Mistakes a new user makes, caught before any work: from the command line, in a fresh copy of the
 project, each stops `kedro run` / `kedro check` with one message naming the key or file and the fix, and
 nothing is trained first."""
 

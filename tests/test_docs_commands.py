@@ -8,6 +8,8 @@ pipelines), ``conf/`` (the environment) and the merged parameters (each ``--para
 ``dvc.yaml``'s stages and each ``-S file:key`` in its file; ``python -m fdsml.plan`` and
 ``python benchmarks/*.py`` by the options their source declares; ``make`` by the Makefile's targets.
 Placeholders (``NAME``, ``<repo>``, ``...``, ``$f``, ``[optional]``) are not checked.
+Every link from one page to another names a page and a heading that exist, and docs/benchmarks.md
+lists every script of ``benchmarks/`` under its kind, and no other.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.test_method_citations import github_anchor
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -236,3 +240,69 @@ def test_a_wrong_name_is_caught(command):
 
     with pytest.raises((AssertionError, UsageError, DvcParserError)):
         check(command)
+
+
+
+LINK = re.compile(r"\]\(([\w./-]*\.md)?(?:#([\w-]+))?\)")
+BENCHMARK_KINDS = ("Speed and cost", "Studies", "One-off proofs", "Checks")
+
+
+def headings(text: str) -> set[str]:
+    """The anchors of a Markdown page's headings (outside fenced code)."""
+    found, fenced = set(), False
+    for line in text.splitlines():
+        fenced ^= line.startswith("```")
+        if not fenced and line.startswith("#"):
+            found.add(github_anchor(line.lstrip("#")))
+    return found
+
+
+def broken_links(page: Path) -> list[str]:
+    """``target#anchor: why`` for every relative link of ``page`` whose page or heading does not exist."""
+    problems = []
+    for target, anchor in LINK.findall(page.read_text()):
+        linked = page.parent / target if target else page
+        if not linked.is_file():
+            problems.append(f"{target}: no such page")
+        elif anchor and anchor not in headings(linked.read_text()):
+            problems.append(f"{target}#{anchor}: no such heading")
+    return problems
+
+
+def test_every_link_between_pages_names_a_page_and_heading_that_exist():
+    pages = [*PAGES, ROOT / "conf" / "README.md"]
+    problems = [f"{page.relative_to(ROOT)} -> {problem}" for page in pages for problem in broken_links(page)]
+    assert not problems, "\n".join(problems)
+
+
+def test_a_broken_link_is_caught(tmp_path):
+    (tmp_path / "other.md").write_text("# Other\n\n## A section\n\n```\n# not a heading\n```\n")
+    page = tmp_path / "page.md"
+    page.write_text("[a](other.md#a-section) [b](other.md#not-a-heading) [c](gone.md) [d](#page) [e](#nowhere)\n\n# Page\n")
+    assert broken_links(page) == ["other.md#not-a-heading: no such heading", "gone.md: no such page", "#nowhere: no such heading"]
+
+
+def benchmark_rows(page: str) -> dict[str, str]:
+    """``{script: kind}`` for each table row of docs/benchmarks.md: the script its first cell names, the kind its section's heading."""
+    rows, kind = {}, None
+    for line in page.splitlines():
+        if line.startswith("## "):
+            kind = line.removeprefix("## ").strip()
+        elif line.startswith("| `") and kind is not None:
+            script = re.search(r"benchmarks/(\w+)\.py", line.split("|")[1])
+            if script:
+                rows.setdefault(script.group(1), kind)
+    return rows
+
+
+def test_the_benchmarks_page_lists_every_script_under_its_kind():
+    rows = benchmark_rows((ROOT / "docs" / "benchmarks.md").read_text())
+    scripts = {path.stem for path in (ROOT / "benchmarks").glob("*.py")}
+    assert sorted(scripts - set(rows)) == [], "scripts of benchmarks/ that docs/benchmarks.md does not list"
+    assert sorted(set(rows) - scripts) == [], "docs/benchmarks.md lists scripts that benchmarks/ does not have"
+    assert {script: kind for script, kind in rows.items() if kind not in BENCHMARK_KINDS} == {}, f"kinds are {BENCHMARK_KINDS}"
+
+
+def test_a_missing_or_unclassed_script_is_caught():
+    page = "# Benchmarks\n\n| `python benchmarks/a.py` | x | y |\n\n## Checks\n\n| `python benchmarks/b.py --quick` | x | y |\n| `python benchmarks/b.py` (again) | x | y |\n\n## Other\n\n| `python benchmarks/c.py` | x | y |\n"
+    assert benchmark_rows(page) == {"b": "Checks", "c": "Other"}

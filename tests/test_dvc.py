@@ -59,9 +59,13 @@ TINY = {
 }
 
 
-def _run(args, cwd):
-    env = os.environ | {"PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "KEDRO_DISABLE_TELEMETRY": "1"}
-    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
+def dvc_env(extra: dict | None = None) -> dict:
+    """The environment of a user's shell in the project's virtual environment (``extra`` set on top)."""
+    return os.environ | {"PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "KEDRO_DISABLE_TELEMETRY": "1"} | (extra or {})
+
+
+def _run(args, cwd, env=None):
+    result = subprocess.run(args, cwd=cwd, env=dvc_env(env), capture_output=True, text=True)
     assert result.returncode == 0, f"{' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     return result.stdout
 
@@ -90,16 +94,20 @@ def _outputs(folder: Path) -> list[Path]:
     return paths
 
 
-@pytest.fixture(scope="module")
-def repository(tmp_path_factory):
-    copy = tmp_path_factory.mktemp("repo")
+def tiny_chain(copy: Path) -> str:
+    """A git repository in ``copy`` of the project with the TINY parameters, after ``dvc repro``: its output."""
     copy_tracked(copy)
     (copy / "conf/local/parameters.yml").write_text(yaml.safe_dump(TINY))
     _run(["git", "init", "-q"], copy)
     _run(["git", "add", "-A"], copy)
     _run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "copy"], copy)
-    first = _run(["dvc", "repro"], copy)
-    return copy, first
+    return _run(["dvc", "repro"], copy)
+
+
+@pytest.fixture(scope="module")
+def repository(tmp_path_factory):
+    copy = tmp_path_factory.mktemp("repo")
+    return copy, tiny_chain(copy)
 
 
 def test_repro_runs_every_stage_once_then_nothing(repository):
@@ -145,11 +153,11 @@ def test_dvc_lock_records_the_default_environment(repository):
     ("file", "key", "readers"),
     [
         # the whole fractals block selects the family and its settings: every stage that renders reads it
-        ("parameters_fractals.yml", "fractals.n_classes", {"fractals", "validate_descriptor", "pretrain", "analysis", "export"}),
-        ("parameters_fractals.yml", "fractals.render.points", {"fractals", "validate_descriptor", "pretrain", "analysis", "export"}),
-        ("parameters_fractals.yml", "fractals.perturbation.factor_range", {"fractals", "validate_descriptor", "pretrain", "analysis", "export"}),
+        ("parameters_fractals.yml", "fractals.n_classes", {"fractals", "validate_descriptor", "pretrain", "analysis"}),
+        ("parameters_fractals.yml", "fractals.render.points", {"fractals", "validate_descriptor", "pretrain", "analysis"}),
+        ("parameters_fractals.yml", "fractals.perturbation.factor_range", {"fractals", "validate_descriptor", "pretrain", "analysis"}),
         ("parameters_validate_descriptor.yml", "validate_descriptor.n_triplets", {"validate_descriptor"}),
-        ("parameters_pretrain.yml", "pretrain.model.embedding_dim", {"pretrain", "export"}),
+        ("parameters_pretrain.yml", "pretrain.model.embedding_dim", {"pretrain"}),
         ("parameters_retrieval.yml", "retrieval.seeds", {"retrieval"}),
         ("parameters_classification.yml", "classification.image_size", {"classification", "robustness"}),
         ("parameters_robustness.yml", "robustness.seed", {"robustness"}),

@@ -1,4 +1,4 @@
-"""Issue 38's fair comparison (benchmarks/fair_comparison.py, conf/fair): one budget for every arm, recipes from the best trials."""
+"""The fair comparison of the pre-training objectives (benchmarks/fair_comparison.py, conf/fair): one budget for every arm, recipes from the best trials."""
 
 import optuna
 import pytest

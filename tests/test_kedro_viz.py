@@ -7,7 +7,6 @@ group: the web server runs in a child process, so teardown stops the whole group
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -22,6 +21,8 @@ import pytest
 from kedro.framework.project import pipelines
 from kedro.framework.startup import bootstrap_project
 from PIL import Image
+
+from .dependencies import require_program
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -193,9 +194,7 @@ def lineage_graph_drawn(image: np.ndarray | None) -> tuple[bool, str]:
 
 def _screenshot(url: str, folder: Path) -> np.ndarray | None:
     """The page as RGB pixels, or None when Chromium wrote no screenshot (a page that did not load)."""
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.skip(INSTALL_HINT)
+    chromium = require_program("chromium", INSTALL_HINT)
     folder.mkdir(parents=True, exist_ok=True)
     picture = folder / "page.png"
     browser = subprocess.Popen(

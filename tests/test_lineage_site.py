@@ -6,7 +6,6 @@ DVC remote configured as the team does (endpoint committed, credentials in ``.dv
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 import urllib.error
@@ -18,6 +17,7 @@ from kedro.framework.startup import bootstrap_project
 
 from fdsml.lineage_site import DEFAULT_PREFIX
 
+from .dependencies import require_program
 from .scratch import copy_tracked
 from .test_dvc_remote import BUCKET, ENV, _run, _use_s3_remote, s3  # noqa: F401 (s3 is a fixture)
 from .test_kedro_viz import CHROMIUM_FLAGS, INSTALL_HINT, ROOT, _screenshot, _stop_group, lineage_graph_drawn
@@ -88,9 +88,7 @@ def test_the_site_comes_back_over_http_with_every_pipeline(published):
 
 
 def _rendered_dom(url: str, folder) -> str:
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.skip(INSTALL_HINT)
+    chromium = require_program("chromium", INSTALL_HINT)
     browser = subprocess.Popen(
         [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={folder / 'dom-profile'}", "--dump-dom", url],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True,

@@ -73,14 +73,14 @@ def test_every_environment_runs_the_recipe_it_documents(env):
 
 
 def test_an_inherited_step_cap_is_caught():
-    """conf/paper once inherited conf/base's retrieval.train.max_steps: 120, so 80 epochs ran 2 (issue 46)."""
+    """conf/paper once inherited conf/base's retrieval.train.max_steps: 120, so 80 epochs ran 2."""
     parameters = load_parameters("paper", ["retrieval.train.max_steps=120"], CONF)
     found = effective_recipe(parameters, "retrieval/cub", 2)
     assert (found["epochs"], found["total_steps"]) == (4, 120) != (recipe_of("paper")["retrieval/cub"]["epochs"], 2560)
 
 
 def test_the_published_recipe_is_the_methods():
-    """The quantities METHOD.md gives, read from the table itself: 134 epochs of ResNet-50 at 224 px with a 512-d
+    """The quantities docs/method.md §4 and §7 give, read from the table itself: 134 epochs of ResNet-50 at 224 px with a 512-d
     embedding and SGD at base 0.1 per 256 images (0.8 at 2,048); retrieval 80 epochs at Adam 1e-4, 512-d."""
     paper = recipe_of("paper")
     pretrain, retrieval = paper["pretrain"], paper["retrieval/cub"]

@@ -40,7 +40,7 @@ def pretrain_fingerprint(config, table, world_size=1, spec=TINY_SPEC, device="cp
 
 
 def retrieval_fingerprint(config, start, seed, start_weights, context, training_images):
-    task, run = retrieval.fine_tuning(config, n_classes=2), retrieval.finetune_run(start, seed)
+    task, run = retrieval.fine_tuning(config, n_classes=2), retrieval.finetune_run(config.data.dataset, start, seed)
     return run_fingerprint(finetune.defining_run(task, run, start_weights, training_images), config.train, context)
 
 
@@ -107,6 +107,13 @@ def test_every_key_of_a_pretraining_run(table):
     check_every_key(pretrain.PretrainConfig(), lambda config: pretrain_fingerprint(config, table))
 
 
+def test_a_transformers_optimizer_defines_its_run_through_the_optimizer_it_replaces(table):
+    vit = pretrain.parse_pretrain_params({"model": {"backbone": "vit_tiny_patch4"}})
+    slower = pretrain.parse_pretrain_params({"model": {"backbone": "vit_tiny_patch4"}, "transformer_optimizer": {"name": "adamw", "base_lr": 1e-5}})
+    assert vit.optimizer == vit.transformer_optimizer and slower.optimizer.base_lr == 1e-5
+    assert pretrain_fingerprint(vit, table) != pretrain_fingerprint(slower, table)
+
+
 def test_every_key_of_a_retrieval_run():
     start = StartingPoint("fdsml", "pretrained_model")
     check_every_key(retrieval.RetrievalConfig(), lambda config: retrieval_fingerprint(config, start, 0, "w", CPU, "images"))
@@ -145,7 +152,8 @@ def test_the_declared_non_defining_keys():
     loop = ["train.checkpoint_every", "train.log_every", "train.num_workers", "train.resume"]
     assert declared == {
         "fractals": ["workers"],  # fractals.outputs: written beside the table, never part of a family's settings
-        "pretrain": ["live_dir", "run_dir", *loop, "validation"],  # validation reads the model, never changes it
+        # validation reads the model, never changes it; a transformer's optimizer enters as the `optimizer` it replaces
+        "pretrain": ["live_dir", "run_dir", *loop, "transformer_optimizer", "validation"],
         "retrieval": [
             "data.eval_batch_size", "data.eval_workers", "data.faiss_threads", "data.ks", "data.root",
             "live_dir", "n_example_queries", "run_dir", "seeds", "starts", *loop,

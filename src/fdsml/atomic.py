@@ -35,6 +35,8 @@ def atomic_path(target: str | os.PathLike, *, directory: bool = False) -> Iterat
 
     The temporary keeps the target's suffix (writers that infer a format from it still work).
     A full disk fails here, before the rename, and leaves the previous ``target`` untouched.
+    Every file written into a temporary folder becomes readable as the umask allows (a library
+    may create its files 0600, as safetensors does): an artefact is readable like any other file.
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -50,6 +52,7 @@ def atomic_path(target: str | os.PathLike, *, directory: bool = False) -> Iterat
     try:
         yield temporary
         if directory:
+            _readable_as_umask_allows(temporary)
             _swap_folder(temporary, target)
         else:
             _flush(temporary)
@@ -74,6 +77,16 @@ def current_umask() -> int:
     except OSError:
         pass
     return _UMASK_AT_IMPORT
+
+
+def _readable_as_umask_allows(folder: Path) -> None:
+    """Add the read bits (and, for folders, search bits) the umask grants to everything under ``folder``."""
+    mask = current_umask()
+    for path in folder.rglob("*"):
+        wanted = (0o555 if path.is_dir() else 0o444) & ~mask
+        mode = path.stat().st_mode & 0o7777
+        if mode | wanted != mode:
+            path.chmod(mode | wanted)
 
 
 def remove_stale_temporaries(target: Path) -> None:

@@ -26,7 +26,8 @@ EXPECTED_LAYOUT = {
 
 
 def test_every_benchmark_of_the_method_has_a_reader():
-    assert set(available_classification_datasets()) == {*EXPECTED_LAYOUT, "digits", "fashion_mnist"}  # fashion_mnist: tests/data/test_fashion_mnist.py
+    # fashion_mnist: tests/data/test_fashion_mnist.py; your own imagefolder and csv: tests/data/test_own_data.py
+    assert set(available_classification_datasets()) == {*EXPECTED_LAYOUT, "digits", "fashion_mnist", "imagefolder", "csv"}
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_LAYOUT))
@@ -93,5 +94,5 @@ def test_digits_are_split_80_20_in_every_class_reproducibly_by_seed():
 
 
 def test_an_unknown_dataset_lists_the_known_ones():
-    with pytest.raises(KeyError, match="available: cifar10, cifar100, digits"):
+    with pytest.raises(KeyError, match="available: cifar10, cifar100, csv, digits"):
         read_classification_dataset("mnist")

@@ -9,6 +9,10 @@ import pytest
 
 from fdsml.data import DatasetLayoutError
 from fdsml.data.classification_datasets import FASHION_MNIST_ROOT, read_classification_dataset, read_idx
+from tests.dependencies import require_file
+
+INSTALLED = FASHION_MNIST_ROOT / "t10k-labels-idx1-ubyte.gz"
+INSTALL_HINT = f"Fashion-MNIST is not installed in {FASHION_MNIST_ROOT}: apt-get install dataset-fashion-mnist"
 
 
 def _write_idx(path, array: np.ndarray) -> None:
@@ -31,11 +35,8 @@ def test_a_missing_folder_names_the_debian_package(tmp_path):
         read_classification_dataset("fashion_mnist", tmp_path)
 
 
-@pytest.mark.skipif(
-    not (FASHION_MNIST_ROOT / "t10k-labels-idx1-ubyte.gz").is_file(),
-    reason=f"Fashion-MNIST is not installed in {FASHION_MNIST_ROOT}: apt-get install dataset-fashion-mnist",
-)
 def test_the_installed_dataset_has_its_published_split():
+    require_file(INSTALLED, INSTALL_HINT)
     splits = read_classification_dataset("fashion_mnist")
     assert splits.train.images.shape == (60000, 28, 28) and splits.test.images.shape == (10000, 28, 28)
     assert np.bincount(splits.train.labels).tolist() == [6000] * 10
@@ -43,11 +44,8 @@ def test_the_installed_dataset_has_its_published_split():
     assert splits.num_classes == 10 and splits.class_names[9] == "Ankle boot"
 
 
-@pytest.mark.skipif(
-    not (FASHION_MNIST_ROOT / "t10k-labels-idx1-ubyte.gz").is_file(),
-    reason=f"Fashion-MNIST is not installed in {FASHION_MNIST_ROOT}: apt-get install dataset-fashion-mnist",
-)
 def test_robustness_corrupts_its_test_images_at_the_classifiers_view():
+    require_file(INSTALLED, INSTALL_HINT)
     from fdsml.evaluation.corruptions import clean_test_images, corrupt_images
 
     test = read_classification_dataset("fashion_mnist").test

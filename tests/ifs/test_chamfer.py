@@ -8,7 +8,7 @@ from fdsml.ifs.chamfer import chamfer_distance, chamfer_distances, chamfer_pairs
 
 
 def brute_force(a: np.ndarray, b: np.ndarray) -> float:
-    """METHOD.md's formula over all pixel pairs."""
+    """docs/method.md §6.1's formula over all pixel pairs."""
     d = cdist(np.argwhere(a), np.argwhere(b), metric="cityblock")
     return 0.5 * (d.min(axis=1).mean() + d.min(axis=0).mean())
 

@@ -122,7 +122,7 @@ def test_uniform_sampler_generates_contractive_classes():
     assert table["n_maps"].between(2, 7).all()
 
 
-# --- the generator's open choices (fractals.perturbation, issue 18) ---
+# --- the generator's open choices (fractals.perturbation) ---
 
 GOLDEN_DEFAULT = FineFractalDBConfig(
     n_classes=3, instances_per_class=4, render=RenderSettings(size=32, points=600), class_filter=ClassFilter(size=96, points=4000)

@@ -133,7 +133,7 @@ GOLDEN_CASES = ((64, 4000, "patch", 2), (37, 1500, "patch", 1), (48, 2000, "poin
 
 WALKERS_GOLDEN_DIGEST = "4f4a505c661686cb1c7b79edf66f78806c77f84beddb3de4a951ca4d2db92a09"
 """The same renderings with 8 walkers (48 px with 2,001 points: some walkers draw one point more),
-computed with the float32 lanes of issue 27 (second session): the Triton kernels are held to the
+computed with the float32 lanes as first written: the Triton kernels are held to the
 same definition."""
 
 

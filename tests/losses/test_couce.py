@@ -1,4 +1,4 @@
-"""CouCE (METHOD.md section 7): each formula against a hand computation, gradient routing, zero inference overhead."""
+"""CouCE (docs/method.md §7): each formula against a hand computation, gradient routing, zero inference overhead."""
 
 import copy
 import math

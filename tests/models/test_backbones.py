@@ -4,7 +4,10 @@ import pytest
 import torch
 from torch import nn
 
+from fdsml.config import ConfigError
 from fdsml.models import MODEL_REGISTRY, BackboneRecipe, build_model, register_backbone
+from fdsml.models.backbones import backbone_family
+from fdsml.training.pretrain import parse_pretrain_params
 
 
 def test_resnet18_embeds_small_images():
@@ -66,9 +69,33 @@ def test_config_is_plain_and_rebuilds_the_same_architecture():
     assert [p.shape for p in rebuilt.state_dict().values()] == [p.shape for p in model.state_dict().values()]
 
 
-def test_unknown_backbone_names_the_accepted_ones():
-    with pytest.raises(ValueError, match="unknown backbone 'resnet51'.*resnet18.*resnet50"):
+def test_unknown_backbone_names_the_closest_accepted_ones():
+    with pytest.raises(ValueError, match=r"unknown backbone 'resnet51'; .*timm.list_models\(\).*the closest: .*resnet50"):
         build_model("resnet51")
+    with pytest.raises(ConfigError, match=r"pretrain.model.backbone: unknown backbone 'convnext_ato'.*the closest: convnext_atto"):
+        parse_pretrain_params({"model": {"backbone": "convnext_ato"}})
+
+
+def test_any_timm_convolutional_backbone_gets_a_linear_head_on_its_own_width():
+    model = build_model("convnext_atto", img_size=32, embedding_dim=16).eval()
+    with torch.no_grad():
+        assert model(torch.rand(2, 3, 32, 32)).shape == (2, 16)
+    assert model.num_features == 320 and isinstance(model.head, nn.Linear) and model.head.in_features == 320
+    assert backbone_family("convnext_atto") == "convolutional" and backbone_family("resnet18") == "convolutional"
+    assert model.spec.img_size == 32 and build_model("convnext_atto").spec.img_size == 224  # timm's usual size by default
+
+
+def test_any_timm_vision_transformer_gets_its_img_size_and_an_mlp_head_on_its_own_width():
+    model = build_model("deit_tiny_patch16_224", img_size=32, patch_size=8, depth=1, embedding_dim=16).eval()
+    with torch.no_grad():
+        assert model(torch.rand(2, 3, 32, 32)).shape == (2, 16)
+    assert model.backbone.patch_embed.img_size == (32, 32)  # ViTs fix their input size at creation
+    assert model.head[0].in_features == model.head[0].out_features == model.num_features == 192
+    assert backbone_family("deit_tiny_patch16_224") == "transformer" and backbone_family("vit_tiny_patch4") == "transformer"
+    rebuilt = build_model(**model.config)
+    assert [p.shape for p in rebuilt.state_dict().values()] == [p.shape for p in model.state_dict().values()]
+    with pytest.raises(ValueError, match=r"timm cannot build deit_tiny_patch16_224 with img_size 32.*'num_heads': 5.*divisible"):
+        build_model("deit_tiny_patch16_224", img_size=32, patch_size=8, depth=1, num_heads=5)
 
 
 def test_bad_head_choices_fail_clearly():

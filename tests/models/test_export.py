@@ -15,9 +15,9 @@ from fdsml.models import build_model, model_payload
 from fdsml.models.export import export_trunk, parse_export_params
 from fdsml.models.normalisation import INPUT_MEAN, INPUT_STD
 from fdsml.pipelines.export.nodes import export_backbone
+from fdsml.pipelines.fractals.nodes import parse_fractals_params
 
 FRACTALS = {"n_classes": 7, "instances_per_class": 3, "seed": 5, "render": {"size": 32, "points": 900}}
-PRETRAIN = {"pa_triplet": {"filter": "diff"}, "model": {"backbone": "resnet18"}}
 HISTORY = pd.DataFrame({"step": [1, 2, 3], "loss": [0.9, 0.5, 0.25], "lr": [0.1, 0.1, 0.1]})
 
 
@@ -92,9 +92,10 @@ def test_a_couce_trained_checkpoint_exports_as_the_plain_architecture(tmp_path):
 
 def test_the_node_writes_a_card_with_data_objective_recipe_and_metrics(tmp_path):
     torch.manual_seed(0)
-    payload = _payload(build_model("resnet18", embedding_dim=8, img_size=32))
+    spec = parse_fractals_params(FRACTALS).spec
+    payload = _payload(build_model("resnet18", embedding_dim=8, img_size=32), data={"family": spec.family.title, **spec.family.describe(spec.settings)})
     table = "| start | recall_at_1 |\n|---|---|\n| pretrained | 61.0 ± 0.0 |\n"
-    export = export_backbone(payload, HISTORY, table, FRACTALS, PRETRAIN, {"name": "my-fractal-net", "licence": "mit"})
+    export = export_backbone(payload, HISTORY, table, {"name": "my-fractal-net", "licence": "mit"})
     dataset = TimmFolderDataset(str(tmp_path / "exported"))
     dataset.save(export)
     card = (tmp_path / "exported/README.md").read_text()
@@ -103,8 +104,14 @@ def test_the_node_writes_a_card_with_data_objective_recipe_and_metrics(tmp_path)
     assert "| objective | pa_triplet |" in card and "| candidate filter | diff |" in card
     assert "0.9000" in card and "0.2500" in card and "| pretrained | 61.0 ± 0.0 |" in card
     assert dataset.load().num_features == 512
-    without = export_backbone(payload, HISTORY, None, FRACTALS, PRETRAIN, {}).card
+    without = export_backbone(payload, HISTORY, None, {}).card
     assert "No downstream evaluation" in without
+
+
+def test_a_model_file_without_its_recipe_says_so_rather_than_describing_todays_configuration():
+    card = export_backbone(_payload(build_model("resnet18", embedding_dim=8, img_size=32)), HISTORY, None, {}).card
+    assert "| optimizer | not recorded: this model file predates fdsml recording it" in card
+    assert "## Pre-training data: formula-driven images\n\nnot recorded" in card
 
 
 def test_wrong_export_parameters_name_the_key(tmp_path):
@@ -114,3 +121,14 @@ def test_wrong_export_parameters_name_the_key(tmp_path):
         parse_export_params({"preprocessing": {"mean": [0.1, 0.2]}})
     with pytest.raises(Exception, match="kedro run --pipelines=export"):
         TimmFolderDataset(str(tmp_path / "nothing")).load()
+
+
+def test_every_exported_file_is_readable_by_the_group_and_others(tmp_path):
+    # safetensors creates model.safetensors 0600; the exported folder is for sharing: 0644 under the usual umask 022
+    export = export_trunk(_payload(build_model("resnet18", embedding_dim=8, img_size=32)), parse_export_params({}), "# card\n")
+    TimmFolderDataset(str(tmp_path / "exported")).save(export)
+    umask = int(next(line.split()[1] for line in open("/proc/self/status") if line.startswith("Umask:")), 8)
+    modes = {path.name: path.stat().st_mode & 0o777 for path in (tmp_path / "exported").iterdir()}
+    assert set(modes) == {"config.json", "model.safetensors", "README.md"}
+    assert modes == dict.fromkeys(modes, 0o666 & ~umask)
+    assert (tmp_path / "exported").stat().st_mode & 0o777 == 0o777 & ~umask

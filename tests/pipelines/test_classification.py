@@ -16,6 +16,8 @@ from fdsml.models import build_model, model_payload, save_checkpoint
 from fdsml.pipelines.classification import create_pipeline
 from fdsml.models import model_from_payload
 
+from ..own_images import write_image_folder
+
 
 def tiny_params(tmp_path):
     return {
@@ -67,3 +69,16 @@ def test_pipeline_fine_tunes_every_starting_point_and_reports_top1_top5(tmp_path
 def test_pipeline_refuses_a_missing_checkpoint_naming_the_pretrain_pipeline(tmp_path):
     with pytest.raises(Exception, match="kedro run --pipelines=pretrain"):
         SequentialRunner().run(create_pipeline(), catalog_for(tmp_path, tiny_params(tmp_path), tmp_path / "missing.pt"))
+
+
+def test_a_class_folder_of_your_own_with_train_and_test_subfolders_is_fine_tuned_and_scored(tmp_path, tiny_checkpoint):
+    root = tmp_path / "pets"
+    write_image_folder(root / "train", classes=3, per_class=4)
+    write_image_folder(root / "test", classes=3, per_class=2, seed=1)
+    params = tiny_params(tmp_path) | {"datasets": [{"name": "imagefolder", "root": str(root)}], "batch_size": 4}
+    SequentialRunner().run(create_pipeline(), catalog_for(tmp_path, params, tiny_checkpoint))
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["datasets"] == {"imagefolder": str(root)} and set(metrics["results"]["imagefolder"]) == {"scratch", "fdsml"}
+    for scores in metrics["results"]["imagefolder"].values():
+        # 6 test images of 3 classes: top-1 is a multiple of 1/6, and top-5 covers every class
+        assert scores["top1"] * 6 == pytest.approx(round(scores["top1"] * 6)) and scores["top5"] == 1.0 and scores["steps"] == 2

@@ -64,3 +64,15 @@ def test_shards_rendered_from_another_table_are_refused_with_the_fix(tmp_path):
     _edit_one_descriptor(tmp_path / "codes.parquet")
     with pytest.raises(ConfigError, match=r"fractal_images: .* another codes table .*kedro run --pipelines=fractals"):
         SequentialRunner().run(create_pipeline().from_nodes("pretrain_model_node"), DataCatalog(pretrain_datasets(tmp_path, FRACTALS, quick)))
+
+
+def test_a_vision_transformer_of_timm_pretrains_with_adamw_and_says_so_before_training(tmp_path, caplog):
+    vit = PRETRAIN | {"model": {"backbone": "deit_tiny_patch16_224", "embedding_dim": 8, "overrides": {"patch_size": 8, "depth": 1}}}
+    with caplog.at_level("INFO"):
+        SequentialRunner().run(create_pipeline(), DataCatalog(pretrain_datasets(tmp_path, FRACTALS, vit)))
+    # 3 classes x 2 instances: lr = 5e-4 x 6 / 512
+    said = "Optimizer adamw, lr 5.86e-06 (base_lr 0.0005 x global batch 6 / 512), warmup_cosine: pretrain.transformer_optimizer, as deit_tiny_patch16_224 is a transformer"
+    assert said in caplog.text and caplog.text.index(said) < caplog.text.index("Training on")
+    _, payload = load_checkpoint(tmp_path / "model.pt")
+    assert payload["metadata"]["recipe"]["optimizer"]["name"] == "adamw" and payload["model"]["img_size"] == 32
+    assert payload["metadata"]["recipe"]["learning_rate"] == pytest.approx(5e-4 * 6 / 512)

@@ -15,6 +15,8 @@ from fdsml.datasets import CheckpointDataset
 from fdsml.models import build_model, load_checkpoint_file, model_payload
 from fdsml.pipelines.retrieval import create_pipeline
 
+from ..own_images import write_image_folder
+
 TINY = {
     "starts": [
         {"name": "scratch", "backbone": "resnet18"},
@@ -96,3 +98,32 @@ def test_a_finished_run_is_reused_only_while_the_pretrained_weights_are_the_same
     changed = trunk_after(other)
     start = other["state_dict"]["backbone.conv1.weight"]
     assert not torch.equal(changed, first) and (changed - start).abs().max() < 0.01
+
+
+def test_two_datasets_runs_live_side_by_side_and_a_rerun_of_the_first_reuses_it(tmp_path, pretrained, caplog):
+    scratch = {"starts": [{"name": "scratch", "backbone": "resnet18"}]}
+    folder = write_image_folder(tmp_path / "birds", classes=4, per_class=5)
+    own = TINY | scratch | {"data": TINY["data"] | {"dataset": "imagefolder", "root": str(folder), "batch_size": 8}}
+    digits = TINY | scratch
+    SequentialRunner().run(create_pipeline(), _catalog(tmp_path, digits, pretrained))
+    first = json.loads((tmp_path / "metrics.json").read_text())
+    SequentialRunner().run(create_pipeline(), _catalog(tmp_path, own, pretrained))
+    mine = json.loads((tmp_path / "metrics.json").read_text())
+    assert first["scratch"]["dataset"] == "digits" and mine["scratch"]["dataset"] == "imagefolder-birds"
+    assert (tmp_path / "table.md").read_text().startswith("Retrieval on `imagefolder-birds`:")
+    checkpoints = {path.relative_to(tmp_path / "runs").as_posix() for path in (tmp_path / "runs").rglob("last.pt")}
+    assert checkpoints == {"digits/scratch_seed0/last.pt", "imagefolder-birds/scratch_seed0/last.pt"}
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        SequentialRunner().run(create_pipeline(), _catalog(tmp_path, digits, pretrained))
+    assert "holds the finished run (2 steps): nothing to train" in caplog.text and "starting over" not in caplog.text
+    assert json.loads((tmp_path / "metrics.json").read_text()) == first
+
+
+def test_any_timm_backbone_fine_tunes_from_scratch(tmp_path, pretrained):
+    convnext = TINY | {"starts": [{"name": "convnext", "backbone": "convnext_atto"}], "data": TINY["data"] | {"image_size": 32}}
+    SequentialRunner().run(create_pipeline(), _catalog(tmp_path, convnext, pretrained))
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert 0 <= metrics["convnext"]["mean"]["recall@1"] <= 1
+    payload = load_checkpoint_file(tmp_path / "models.pt")["models"]["convnext"]
+    assert payload["model"]["name"] == "convnext_atto" and payload["state_dict"]["head.weight"].shape == (8, 320)

@@ -1,7 +1,7 @@
 import numpy as np
 import pandas as pd
 
-from fdsml.reporting.history import loss_trend, probe_trend, validation_cost, validation_metrics
+from fdsml.reporting.history import describe_loss_trend, loss_trend, probe_trend, validation_cost, validation_metrics
 from fdsml.reporting.report import pretrain_section
 
 
@@ -53,3 +53,12 @@ def test_probe_trend_compares_the_initialisation_with_the_last_validation():
     )
     assert probe_trend(history) == (0.2, 0.45)
     assert probe_trend(history.drop(columns="val_probe_recall_at_1")) is None
+
+
+def test_the_validation_rows_without_a_loss_never_make_the_trend_nan():
+    # step 0 is the held-out validation's row alone: no loss; the trend starts at the first trained step
+    nan = float("nan")
+    history = pd.DataFrame({"loss": [nan, 4.0, 3.0, 2.0], "step": [0, 1, 2, 3]})
+    assert loss_trend(history) == (4.0, 2.0)
+    assert describe_loss_trend(history) == "loss 4.0000 (first tenth) -> 2.0000 (last tenth) over 3 steps"
+    assert "nan" not in describe_loss_trend(pd.DataFrame({"loss": [nan]}))

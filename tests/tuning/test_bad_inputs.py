@@ -47,6 +47,7 @@ def test_the_shipped_study_passes_its_checks_and_opens_its_sqlite_file(tmp_path)
         ({"metric": "pretrain.val_probe_recall_at_5"}, "tune.metric: no selected pipeline writes 'pretrain.val_probe_recall_at_5'"),
         ({"metric": "classification.top1"}, "tune.metric: no selected pipeline writes 'classification.top1'"),
         ({"validation_dataset": "omniglot"}, "tune.validation_dataset: 'omniglot' is a test split"),
+        ({"heartbeat": {"interval_s": 5, "grace_s": 5}}, "tune.heartbeat.grace_s: 5 must exceed interval_s (5)"),
         ({"space": [{"key": "retrieval.optimizer.base_lr", "low": 1e-4, "high": 1e-2, "log": True}]}, "tune.space.retrieval.optimizer.base_lr: the metric pretrain.val_probe_recall_at_1 runs no fine-tuning"),
         ({"storage": "postgresql://tuner@127.0.0.1:9/studies"}, "tune.storage: cannot open 'postgresql://tuner@127.0.0.1:9/studies'"),
         ({"storage": "sqlite:////proc/no/such/study.db"}, "tune.storage: cannot open 'sqlite:////proc/no/such/study.db'"),
@@ -84,6 +85,16 @@ def test_a_metric_the_pre_training_does_not_write_is_refused(tmp_path, validatio
     with pytest.raises(ConfigError, match="tune.metric") as error:
         _check(tmp_path, pretrain=pretrain)
     assert message in str(error.value)
+
+
+def test_a_key_of_the_optimizer_the_backbone_does_not_train_with_is_refused(tmp_path):
+    vit = BASE["pretrain"] | {"model": BASE["pretrain"]["model"] | {"backbone": "vit_tiny_patch4"}}
+    with pytest.raises(ConfigError, match=r"tune.space.pretrain.optimizer.base_lr: the runs train with pretrain.transformer_optimizer .*"
+                       r"so pretrain.optimizer.base_lr changes nothing; search pretrain.transformer_optimizer.base_lr"):
+        _check(tmp_path, pretrain=vit)
+    _check(tmp_path, pretrain=vit, space=[LR | {"key": "pretrain.transformer_optimizer.base_lr", "low": 1e-4, "high": 1e-3}])
+    with pytest.raises(ConfigError, match=r"search pretrain.optimizer.base_lr"):  # ResNet-18 trains with pretrain.optimizer
+        _check(tmp_path, space=[LR | {"key": "pretrain.transformer_optimizer.base_lr", "low": 1e-4, "high": 1e-3}])
 
 
 def test_a_study_keeps_its_metric(tmp_path):

@@ -35,3 +35,20 @@ def test_a_lasting_database_fault_is_not_retried_and_names_the_key(tmp_path, mon
     with pytest.raises(ConfigError, match="tune.storage: cannot open"):
         storage.open_storage("postgresql://nobody@127.0.0.1:9/none")
     assert len(calls) == 1
+
+
+def test_a_database_lost_mid_study_is_one_error_naming_the_storage_without_its_password():
+    location = "postgresql://tuner:s3cret@db-host:5432/studies"
+    lost = sqlalchemy.exc.OperationalError("UPDATE trials", (), Exception("server closed the connection unexpectedly\nbefore or while"))
+    with pytest.raises(storage.StorageLostError) as caught:
+        with storage.storage_answering(location):
+            try:
+                raise lost
+            except sqlalchemy.exc.OperationalError:  # Optuna's own error while recording the trial's end
+                raise UnboundLocalError("cannot access local variable 'updated_state'")
+    message = str(caught.value)
+    assert message.startswith("tune.storage: 'postgresql://tuner:***@db-host:5432/studies' stopped answering mid-study")
+    assert "(Exception: server closed the connection unexpectedly);" in message and "s3cret" not in message and "\n" not in message
+    with pytest.raises(ZeroDivisionError):  # not a database fault: untouched
+        with storage.storage_answering(location):
+            1 / 0

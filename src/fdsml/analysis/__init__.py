@@ -1,4 +1,4 @@
-"""Pictures that explain the embeddings (METHOD.md section 5, "Pictures").
+"""Pictures that explain the embeddings (docs/method.md §5.7).
 
 One job per module: ``models`` (checkpoints to analyse, embedding), ``inputs`` (real images as
 model input; fractals enter as in pre-training, through ``fdsml.data.fractal_input``),

@@ -1,7 +1,7 @@
 """UMAP of fractal embeddings, coloured by class, with one class's perturbation trajectory shown as pictures.
 
 An instance is its class code with ONE parameter rescaled by a factor s (FineFractalDB: one
-coefficient position in every map, METHOD.md section 2). The family recovers the class code
+coefficient position in every map, docs/method.md §2.2). The family recovers the class code
 (:meth:`~fdsml.families.Family.class_code`), and sweeping s over the perturbation range at the
 same parameter (:meth:`~fdsml.families.Family.rescaled`) traces the path along which the class's
 instances lie. Its points are embedded with the class samples and a few

@@ -1,4 +1,4 @@
-"""The embedding trajectory along a linear interpolation between two codes (METHOD.md section 5).
+"""The embedding trajectory along a linear interpolation between two codes (docs/method.md §5.7).
 
 The family interpolates, psi(alpha) = (1 - alpha) psi_0 + alpha psi_1, parameter by parameter
 (:meth:`fdsml.families.Family.interpolated`; FineFractalDB: map k of one code with map k of the

@@ -11,7 +11,7 @@ from fdsml.data.retrieval_datasets import (
     recommended_ks,
     register_reader,
 )
-from fdsml.data import omniglot  # noqa: F401  (registers the omniglot readers)
+from fdsml.data import omniglot, own_data  # noqa: F401  (register the omniglot readers, and imagefolder and csv)
 from fdsml.data.samplers import ClassBalancedBatchSampler, ExplicitTripletBatchSampler, ShuffledBatchSampler
 
 # torchvision costs seconds to import: the image pipeline loads on first use.

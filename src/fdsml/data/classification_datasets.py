@@ -1,4 +1,4 @@
-"""Readers for the classification benchmarks' layouts (METHOD.md section 5), registered by name.
+"""Readers for the classification benchmarks' layouts (docs/method.md §5.3), registered by name.
 
 Each layout is one small reader ``reader(root, seed) -> ClassificationSplits``:
 

@@ -4,12 +4,16 @@ Each layout is one small reader registered by name (``cub``, ``cars``, ``sop``,
 ``inshop``, ``digits``); :func:`read_retrieval_dataset` looks it up. Training and test
 classes are disjoint, as the retrieval protocol requires:
 
-* CUB-200-2011: the first 100 classes train, the other 100 test.
-* Cars-196 (``cars_annos.mat``): the first 98 classes train, the other 98 test.
+* CUB-200-2011: the first 100 classes train, the other 100 test (``train_classes`` changes the 100).
+* Cars-196 (``cars_annos.mat``): the first 98 classes train, the other 98 test (``train_classes`` changes the 98).
 * Stanford Online Products: ``Ebay_train.txt`` / ``Ebay_test.txt``.
 * In-Shop Clothes: ``list_eval_partition.txt`` (train / query / gallery), item ids as labels.
 * digits (embedded, offline): scikit-learn's 8 x 8 handwritten digits, 0-4 train, 5-9 test.
 * omniglot, omniglot_validation (embedded, offline): :mod:`fdsml.data.omniglot`, split by alphabet.
+* imagefolder, csv (your own images): :mod:`fdsml.data.own_data`.
+
+A layout that splits by class (``class_split``) takes the number of training classes
+(``retrieval.data.train_classes``; None: the protocol's); the others have their split given.
 
 Labels keep the dataset's own class ids; :meth:`ImageRecords.with_contiguous_labels`
 gives 0..C-1 where a classifier or proxy loss needs them.
@@ -122,28 +126,43 @@ class RetrievalSplits:
         return self.query is not None
 
 
-Reader = Callable[[Path | None], RetrievalSplits]
+Reader = Callable[..., RetrievalSplits]
+"""``reader(root) -> RetrievalSplits``; a layout that splits by class: ``reader(root, train_classes)``."""
 
 
 @dataclass(frozen=True)
 class _Layout:
-    read: Callable[[Path | None], RetrievalSplits]
+    read: Reader
     ks: tuple[int, ...]
+    named_by_root: bool
+    class_split: bool
 
 
 _LAYOUTS: dict[str, _Layout] = {}
 
 
-def register_reader(name: str, *, ks: Sequence[int]) -> Callable[[Reader], Reader]:
-    """Register ``reader(root) -> RetrievalSplits`` under ``name``, with its recommended Recall@K list."""
+def register_reader(
+    name: str, *, ks: Sequence[int], named_by_root: bool = False, class_split: bool = False
+) -> Callable[[Reader], Reader]:
+    """Register ``reader`` under ``name``, with its recommended Recall@K list.
+
+    ``class_split``: the layout splits by class and its reader takes the number of training classes
+    (None: its protocol's) after the root. ``named_by_root``: the dataset is named ``<name>-<root's
+    stem>`` (your own layouts: two folders are two datasets, in their metrics and run folders).
+    """
 
     def decorate(reader: Reader) -> Reader:
         if name in _LAYOUTS:
             raise ValueError(f"a dataset reader named {name!r} is already registered")
-        _LAYOUTS[name] = _Layout(read=reader, ks=tuple(ks))
+        _LAYOUTS[name] = _Layout(read=reader, ks=tuple(ks), named_by_root=named_by_root, class_split=class_split)
         return reader
 
     return decorate
+
+
+def splits_by_class(name: str) -> bool:
+    """Whether dataset ``name``'s split is by class rank (``train_classes`` applies) rather than given."""
+    return _layout(name).class_split
 
 
 def available_datasets() -> list[str]:
@@ -155,11 +174,22 @@ def recommended_ks(name: str) -> tuple[int, ...]:
     return _layout(name).ks
 
 
-def read_retrieval_dataset(name: str, root: str | Path | None = None) -> RetrievalSplits:
-    """Read dataset ``name`` from folder ``root`` (``digits`` needs none) into its zero-shot splits."""
+def read_retrieval_dataset(name: str, root: str | Path | None = None, *, train_classes: int | None = None) -> RetrievalSplits:
+    """Read dataset ``name`` from folder ``root`` (``digits`` needs none) into its zero-shot splits.
+
+    ``train_classes``: how many of the sorted classes train, for the layouts that split by class
+    (None: the protocol's, e.g. CUB's 100); refused for a layout whose split is given.
+    """
     layout = _layout(name)
-    splits = layout.read(None if root is None else Path(root).expanduser())
-    splits = dataclasses.replace(splits, name=name, ks=layout.ks)
+    root = None if root is None else Path(root).expanduser()
+    if layout.class_split:
+        splits = layout.read(root, train_classes)
+    elif train_classes is not None:
+        raise DatasetLayoutError(f"retrieval.data.train_classes: {name} has its split given by its files; leave it null")
+    else:
+        splits = layout.read(root)
+    label = f"{name}-{root.stem}" if layout.named_by_root and root is not None else name
+    splits = dataclasses.replace(splits, name=label, ks=layout.ks)
     sizes = [f"{len(getattr(splits, part))} {part}" for part in ("train", "test", "query", "gallery") if getattr(splits, part) is not None]
     logger.debug("dataset %s: %s images", name, ", ".join(sizes))
     return splits
@@ -211,13 +241,18 @@ def _check_images_exist(paths: Sequence[Path], title: str) -> None:
         raise DatasetLayoutError(f"{title}: {len(missing)} of {len(paths)} listed images are missing, e.g. {shown}; restore them, or remove their lines from the listing")
 
 
-def _split_by_class_rank(records: ImageRecords, n_train: int, n_total: int, title: str) -> tuple[ImageRecords, ...]:
-    """First ``n_train`` classes (sorted ids) train, the rest test."""
+def split_by_class_rank(
+    records: ImageRecords, n_train: int, title: str, *, key: str = "retrieval.data.train_classes", expected_total: int | None = None
+) -> tuple[ImageRecords, ...]:
+    """First ``n_train`` classes (sorted ids) train, the rest test; ``key`` is the parameter that sets ``n_train``."""
     classes = records.classes
-    if len(classes) <= n_train:
-        raise DatasetLayoutError(f"{title}: {len(classes)} classes found, the protocol trains on the first {n_train}")
-    if len(classes) != n_total:
-        logger.warning("%s: %d classes found, the standard dataset has %d", title, len(classes), n_total)
+    if not 1 <= n_train < len(classes):
+        raise DatasetLayoutError(
+            f"{title}: {len(classes)} classes found; {key} is {n_train}, it must leave at least one class to train "
+            f"and one to test (1 to {len(classes) - 1})"
+        )
+    if expected_total is not None and len(classes) != expected_total:
+        logger.warning("%s: %d classes found, the standard dataset has %d", title, len(classes), expected_total)
     is_train = np.isin(records.labels, classes[:n_train])
     return records.subset(is_train), records.subset(~is_train)
 
@@ -228,8 +263,11 @@ _CUB = "CUB-200-2011"
 _CUB_FILES = "images.txt, image_class_labels.txt and images/"
 
 
-@register_reader("cub", ks=(1, 2, 4, 8))
-def _read_cub(root: Path | None) -> RetrievalSplits:
+CUB_TRAIN_CLASSES, CARS_TRAIN_CLASSES = 100, 98  # the protocol's zero-shot splits
+
+
+@register_reader("cub", ks=(1, 2, 4, 8), class_split=True)
+def _read_cub(root: Path | None, train_classes: int | None) -> RetrievalSplits:
     root = require_folder(root, _CUB, _CUB_FILES)
     images_txt = _require_file(root / "images.txt", _CUB, _CUB_FILES)
     labels_txt = _require_file(root / "image_class_labels.txt", _CUB, _CUB_FILES)
@@ -242,7 +280,7 @@ def _read_cub(root: Path | None) -> RetrievalSplits:
     ids = sorted(paths)
     records = ImageRecords(labels=np.array([labels[i] for i in ids]), paths=[root / "images" / paths[i] for i in ids])
     _check_images_exist(records.paths, _CUB)
-    train, test = _split_by_class_rank(records, 100, 200, _CUB)
+    train, test = split_by_class_rank(records, CUB_TRAIN_CLASSES if train_classes is None else train_classes, _CUB, expected_total=200)
     return RetrievalSplits(name="cub", train=train, test=test, ks=())
 
 
@@ -250,8 +288,8 @@ _CARS = "Cars-196"
 _CARS_FILES = "cars_annos.mat (struct array 'annotations' with fields relative_im_path and class) and car_ims/"
 
 
-@register_reader("cars", ks=(1, 4, 16))
-def _read_cars(root: Path | None) -> RetrievalSplits:
+@register_reader("cars", ks=(1, 4, 16), class_split=True)
+def _read_cars(root: Path | None, train_classes: int | None) -> RetrievalSplits:
     from scipy.io import loadmat
 
     root = require_folder(root, _CARS, _CARS_FILES)
@@ -271,7 +309,7 @@ def _read_cars(root: Path | None) -> RetrievalSplits:
     paths = [root / str(p) for p in annotations["relative_im_path"]]
     records = ImageRecords(labels=np.array([int(c) for c in annotations["class"]]), paths=paths)
     _check_images_exist(records.paths, _CARS)
-    train, test = _split_by_class_rank(records, 98, 196, _CARS)
+    train, test = split_by_class_rank(records, CARS_TRAIN_CLASSES if train_classes is None else train_classes, _CARS, expected_total=196)
     return RetrievalSplits(name="cars", train=train, test=test, ks=())
 
 

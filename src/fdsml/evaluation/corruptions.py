@@ -1,7 +1,7 @@
-"""Common corruptions (METHOD.md section 5): the benchmarks' group tables, seeded generation, released-set readers.
+"""Common corruptions (docs/method.md §5.5): the benchmarks' group tables, seeded generation, released-set readers.
 
 * **Groups.** :data:`CORRUPTION_GROUPS` lists, per benchmark, the corruption types of each
-  group as METHOD.md does (CIFAR-10-C adds speckle noise, Gaussian blur, spatter and saturate
+  group as docs/method.md §5.5 does (CIFAR-10-C adds speckle noise, Gaussian blur, spatter and saturate
   to ImageNet-C's fifteen; elastic transform is its own "geometric" group).
   :func:`group_errors` averages a model's error over severities, then over the types of each
   group; ``mean`` is the mean over every corruption type of the benchmark.

@@ -1,4 +1,4 @@
-"""Corruption robustness of fine-tuned classifiers (METHOD.md section 5): the corrupted test set, its reuse, the metrics.
+"""Corruption robustness of fine-tuned classifiers (docs/method.md §5.5): the corrupted test set, its reuse, the metrics.
 
 * **One test view.** Every image is seen as classification sees its test images
   (:func:`fdsml.data.image_records.test_view` at the classifier's ``image_size`` and

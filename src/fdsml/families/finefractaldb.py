@@ -1,7 +1,7 @@
 """FineFractalDB, the first formula family: IFS codes from :mod:`fdsml.ifs` behind the family interface.
 
 A class code is an IFS code (sigma-factor or uniform sampler, class filter) with the coefficient
-positions its instances may perturb; an instance rescales one position (METHOD.md section 2) and
+positions its instances may perturb; an instance rescales one position (docs/method.md §2.2) and
 is valid when still strictly contractive. Its descriptor is Psi, the probability-weighted mean of
 the maps' six coefficients, kept unscaled so the tables stay byte-identical: every entry already
 lies on one scale (linear coefficients of a contractive map and translations in [-1, 1], times

@@ -1,4 +1,4 @@
-"""Table generation and instance drawing for any formula family (METHOD.md section 2).
+"""Table generation and instance drawing for any formula family (docs/method.md §2.2).
 
 Every class is generated independently from ``SeedSequence(seed, spawn_key=(class_id,))`` and
 every instance from ``SeedSequence(seed, spawn_key=(class_id, replacement, instance_id))``, so

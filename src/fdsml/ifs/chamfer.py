@@ -1,4 +1,4 @@
-"""Symmetric L1 Chamfer distance between renderings (METHOD.md section 6), in pixels.
+"""Symmetric L1 Chamfer distance between renderings (docs/method.md §6.1), in pixels.
 
     D(A, B) = 1/2 * ( mean_{p in A} min_{q in B} |p - q|_1 + mean_{q in B} min_{p in A} |q - p|_1 )
 

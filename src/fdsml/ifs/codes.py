@@ -1,7 +1,7 @@
 """IFS codes: sampling, contraction, |det| probabilities and single-coefficient perturbation.
 
 A code is an ``(N, 6)`` float array, one row ``(a, b, c, d, e, f)`` per affine map
-``w(x) = [[a, b], [c, d]] x + (e, f)`` (METHOD.md section 1).
+``w(x) = [[a, b], [c, d]] x + (e, f)`` (docs/method.md §1.1).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The parameter descriptor Psi of an IFS code (METHOD.md section 2)."""
+"""The parameter descriptor Psi of an IFS code (docs/method.md §2.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""FineFractalDB's settings, class-code search and table rows (METHOD.md section 2).
+"""FineFractalDB's settings, class-code search and table rows (docs/method.md §2).
 
 The kernels of the first formula family: :mod:`fdsml.families.finefractaldb` puts them behind
 the family interface, and :mod:`fdsml.families.generation` draws the table.
@@ -106,7 +106,7 @@ class ClassFilter:
 
 @dataclass(frozen=True)
 class Perturbation:
-    """Instance draw: one coefficient position rescaled by a factor s (METHOD.md section 2).
+    """Instance draw: one coefficient position rescaled by a factor s (docs/method.md §2.2).
 
     The defaults are our first reading of the method: the position is any of the six, drawn per
     instance (``positions_per_class = 6``), rescaled in every map (``scope = every_map``) by

@@ -1,4 +1,4 @@
-"""Chaos-game rendering of IFS codes in Numba (METHOD.md section 1).
+"""Chaos-game rendering of IFS codes in Numba (docs/method.md §1.2).
 
 Two passes over one orbit: the first iterates the maps and records the points and their
 per-axis bounds (one walker: a serial chain, the floor of its cost; several: float32 lanes

@@ -1,4 +1,4 @@
-"""PA-Triplet candidate filters and descriptor ordering (METHOD.md section 3), shared by all users.
+"""PA-Triplet candidate filters and descriptor ordering (docs/method.md §3), shared by all users.
 
 Class labels only restrict where the two candidates come from; the descriptor distance decides
 which of them is the positive. ``FILTER_RULES`` is the single statement of the four filters:

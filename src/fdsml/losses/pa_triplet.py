@@ -1,4 +1,4 @@
-"""PA-Triplet: triplets ordered by the IFS descriptor, fed to pytorch-metric-learning (METHOD.md section 3).
+"""PA-Triplet: triplets ordered by the IFS descriptor, fed to pytorch-metric-learning (docs/method.md §3).
 
 Triplet construction is a miner in spirit: it only produces ``(anchors, positives, negatives)``
 indices; :class:`PATripletLoss` scores them with the library's distance and reducers (the

@@ -1,21 +1,30 @@
-"""Backbone recipes on timm (METHOD.md section 4), registered by name.
+"""Backbone recipes on timm (docs/method.md §4.1): the registered ones, and any name ``timm.list_models()`` gives.
 
 A recipe is a small description, not model code: which timm architecture to create, which
-embedding head replaces its classifier, and the head's sizes. Adding a backbone is one
-decorated function returning a :class:`BackboneRecipe`; :func:`create_trunk` is the one
-shared builder. No weights are ever downloaded (``pretrained=False``; ``HF_HUB_OFFLINE``
-defaults to 1 so that timm never reaches for the network).
+embedding head replaces its classifier, and the head's sizes. Adding a backbone with its own
+head sizes is one decorated function returning a :class:`BackboneRecipe`; any other timm name
+gets a recipe read from the model itself (:func:`timm_recipe`): its family (a transformer when
+it holds attention blocks), whether timm fixes its input size at creation (ViTs' ``img_size``)
+and its usual input size. :func:`create_trunk` is the one shared builder. No weights are ever
+downloaded (``pretrained=False``; ``HF_HUB_OFFLINE`` defaults to 1 so that timm never reaches
+for the network).
 """
 
 from __future__ import annotations
 
+import difflib
+import functools
+import inspect
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import timm
+import torch
 from torch import nn
+
+from fdsml.config import ConfigError
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -26,6 +35,7 @@ class BackboneRecipe:
 
     ``needs_img_size``: the architecture fixes its input size at creation (ViT position
     embeddings), so ``img_size`` is passed to timm; convolutional trunks take any size.
+    ``hidden_dim`` None with the ``mlp`` projection: the trunk's own width (``num_features``).
     """
 
     timm_name: str
@@ -53,11 +63,57 @@ def register_backbone(name: str) -> Callable[[Callable[[], BackboneRecipe]], Cal
     return register
 
 
+Family = Literal["convolutional", "transformer"]
+
+
 def backbone_recipe(name: str) -> BackboneRecipe:
-    """The recipe registered as ``name``; a ValueError naming the accepted names otherwise."""
-    if name not in MODEL_REGISTRY:
-        raise ValueError(f"unknown backbone {name!r}; choose one of {', '.join(sorted(MODEL_REGISTRY))}")
-    return MODEL_REGISTRY[name]
+    """The recipe registered as ``name``, or read from timm's model of that name; a ValueError naming the closest
+    accepted names otherwise."""
+    if name in MODEL_REGISTRY:
+        return MODEL_REGISTRY[name]
+    if name in _timm_names():
+        return timm_recipe(name)
+    closest = difflib.get_close_matches(name, list(dict.fromkeys([*MODEL_REGISTRY, *sorted(_timm_names())])), n=5, cutoff=0.6)
+    hint = f"the closest: {', '.join(closest)}" if closest else f"registered: {', '.join(sorted(MODEL_REGISTRY))}"
+    raise ValueError(f"unknown backbone {name!r}; give a registered name or any name timm.list_models() gives ({hint})")
+
+
+def require_backbone(key: str, name: str) -> None:
+    """A ConfigError naming ``key`` when ``name`` is no backbone (:func:`backbone_recipe`'s message)."""
+    try:
+        backbone_recipe(name)
+    except ValueError as error:
+        raise ConfigError(f"{key}: {error}") from None
+
+
+def backbone_family(name: str) -> Family:
+    """``transformer`` when the backbone's trunk holds attention blocks (ViT, DeiT, Swin, CoAtNet...), else
+    ``convolutional``: the family decides the pre-training optimizer (docs/pretrain.md)."""
+    return _timm_shape(backbone_recipe(name).timm_name)[0]
+
+
+def timm_recipe(name: str) -> BackboneRecipe:
+    """A recipe for timm's ``name``: a linear 128-d embedding on a convolutional trunk, the MLP projection
+    (the trunk's width -> 128) on a transformer, at timm's usual input size for it."""
+    family, takes_img_size, img_size = _timm_shape(name)
+    projection = "mlp" if family == "transformer" else "linear"
+    return BackboneRecipe(name, projection=projection, embedding_dim=128, default_img_size=img_size, needs_img_size=takes_img_size)
+
+
+@functools.cache
+def _timm_names() -> frozenset[str]:
+    return frozenset(timm.list_models())
+
+
+@functools.cache
+def _timm_shape(timm_name: str) -> tuple[Family, bool, int]:
+    """(family, whether the model takes ``img_size`` at creation, its usual input size), read from the model built on
+    the meta device (no memory, no weights)."""
+    with torch.device("meta"):
+        model = timm.create_model(timm_name, pretrained=False, num_classes=0)
+    family: Family = "transformer" if any("Attention" in type(m).__name__ for m in model.modules()) else "convolutional"
+    takes_img_size = "img_size" in inspect.signature(type(model).__init__).parameters
+    return family, takes_img_size, int(model.pretrained_cfg.get("input_size", (3, 224, 224))[-1])
 
 
 def create_trunk(recipe: BackboneRecipe, *, img_size: int, in_chans: int, overrides: Mapping[str, Any]) -> nn.Module:
@@ -65,7 +121,13 @@ def create_trunk(recipe: BackboneRecipe, *, img_size: int, in_chans: int, overri
     kwargs = {**recipe.timm_kwargs, **overrides}
     if recipe.needs_img_size:
         kwargs["img_size"] = img_size
-    return timm.create_model(recipe.timm_name, pretrained=False, num_classes=0, in_chans=in_chans, **kwargs)
+    try:
+        return timm.create_model(recipe.timm_name, pretrained=False, num_classes=0, in_chans=in_chans, **kwargs)
+    except (TypeError, ValueError, AssertionError) as error:  # timm's own checks of sizes and arguments
+        raise ValueError(
+            f"timm cannot build {recipe.timm_name} with img_size {img_size}, in_chans {in_chans} and {dict(overrides)}: "
+            f"{error}; choose an image size the architecture takes (e.g. a multiple of its patch or window) or other overrides"
+        ) from error
 
 
 @register_backbone("resnet18")

@@ -1,4 +1,4 @@
-"""Heads put on a timm trunk's pooled features (METHOD.md section 4).
+"""Heads put on a timm trunk's pooled features (docs/method.md §4.1).
 
 The embedding heads are the "projection" a backbone recipe names: a single linear layer
 (ResNets: the classifier becomes a linear embedding) or the MoCo v3-style two-layer MLP

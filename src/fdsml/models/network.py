@@ -99,7 +99,8 @@ class EmbeddingModel(nn.Module):
             self.head = classifier(self.num_features, spec.num_classes)
             self.output_dim = spec.num_classes
         else:
-            self.head = PROJECTIONS[recipe.projection](self.num_features, spec.embedding_dim, spec.hidden_dim)
+            hidden = spec.hidden_dim if spec.hidden_dim is not None or recipe.projection != "mlp" else self.num_features
+            self.head = PROJECTIONS[recipe.projection](self.num_features, spec.embedding_dim, hidden)
             self.output_dim = spec.embedding_dim
 
     @property
@@ -129,7 +130,7 @@ def build_model(
     input_std: tuple[float, ...] = INPUT_STD,
     **overrides: Any,
 ) -> EmbeddingModel:
-    """A registered backbone with an embedding head (default) or a classifier head.
+    """A backbone (registered, or any timm name) with an embedding head (default) or a classifier head.
 
     Unset sizes come from the backbone's recipe; ``overrides`` go to ``timm.create_model``.
     Raises ValueError for an unknown backbone or head, naming the accepted ones.

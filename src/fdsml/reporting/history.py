@@ -5,10 +5,26 @@ from __future__ import annotations
 import pandas as pd
 
 
-def loss_trend(history: pd.DataFrame) -> tuple[float, float]:
-    """(mean loss over the first tenth of the steps, over the last tenth); a tenth is at least one step."""
-    tenth = max(len(history) // 10, 1)
-    return float(history["loss"].iloc[:tenth].mean()), float(history["loss"].iloc[-tenth:].mean())
+def loss_trend(history: pd.DataFrame) -> tuple[float, float] | None:
+    """(mean loss over the first tenth of the steps, over the last tenth); a tenth is at least one step.
+
+    Only the rows that trained count: the validation's step-0 row has no loss, and a mean over it
+    alone would print ``nan``. None when no row has a loss.
+    """
+    losses = history["loss"].dropna() if "loss" in history else pd.Series(dtype=float)
+    if losses.empty:
+        return None
+    tenth = max(len(losses) // 10, 1)
+    return float(losses.iloc[:tenth].mean()), float(losses.iloc[-tenth:].mean())
+
+
+def describe_loss_trend(history: pd.DataFrame) -> str:
+    """The loss trend as every summary prints it: ``loss 1.2345 (first tenth) -> 0.2262 (last tenth) over 36 steps``."""
+    trend = loss_trend(history)
+    if trend is None:
+        return "no training step recorded a loss"
+    steps = int(history["loss"].notna().sum())
+    return f"loss {trend[0]:.4f} (first tenth) -> {trend[1]:.4f} (last tenth) over {steps} steps"
 
 
 VALIDATION_PREFIX = "val_"

@@ -1,7 +1,9 @@
 """The model card (``README.md``) of an exported backbone: what it was trained on, how, and how well.
 
 Hugging Face reads the YAML front matter (licence, library, tags); the body says which
-FineFractalDB, which objective and filter, the recipe, and the run's own numbers.
+FineFractalDB, which objective and filter, the recipe, and the run's own numbers. Everything
+comes from the model file's own record of how it was trained (its ``metadata``) and the run's
+history, never from the configuration at export time, which may have changed since.
 """
 
 from __future__ import annotations
@@ -10,9 +12,9 @@ from typing import Any
 
 import pandas as pd
 
-from fdsml.families import FamilySpec
-from fdsml.reporting.history import loss_trend
-from fdsml.training.pretrain import PretrainConfig
+from fdsml.reporting.history import describe_loss_trend
+
+NOT_RECORDED = "not recorded: this model file predates fdsml recording it; pre-train again to have it"
 
 
 def model_card(
@@ -21,23 +23,23 @@ def model_card(
     licence: str,
     architecture: str,
     payload: dict[str, Any],
-    fractals: FamilySpec,
-    pretrain: PretrainConfig,
     history: pd.DataFrame | None = None,
     downstream: str | None = None,
 ) -> str:
     """Markdown model card; ``downstream`` is the retrieval comparison table when the run has one."""
     model, metadata = payload["model"], payload.get("metadata", {})
+    data = dict(metadata.get("data") or {})
+    family = data.pop("family", "formula-driven images")
     sections = [
         _front_matter(licence),
-        f"# {name}\n\nA `{architecture}` trunk pre-trained on {fractals.family.title} (synthetic formula-driven images) "
+        f"# {name}\n\nA `{architecture}` trunk pre-trained on {family} (synthetic formula-driven images) "
         f"with fdsml. It returns pooled features ({_input(model)}).",
         _usage(name),
-        _data(fractals),
+        f"## Pre-training data: {family}\n\n" + (_table(data) if data else NOT_RECORDED),
         _objective(metadata),
-        _recipe(model, pretrain, metadata),
+        _recipe(model, metadata),
         _metrics(history, downstream),
-        f"## Licence\n\n`{licence}`. {fractals.family.title} is generated from formulas: no real image was used in pre-training.",
+        f"## Licence\n\n`{licence}`. {family} is generated from formulas: no real image was used in pre-training.",
     ]
     return "\n\n".join(sections) + "\n"
 
@@ -59,10 +61,6 @@ def _usage(name: str) -> str:
     )
 
 
-def _data(fractals: FamilySpec) -> str:
-    return f"## Pre-training data: {fractals.family.title}\n\n" + _table(fractals.family.describe(fractals.settings))
-
-
 def _objective(metadata: dict[str, Any]) -> str:
     objective = metadata.get("objective", "unknown")
     rows = {"objective": objective}
@@ -71,25 +69,28 @@ def _objective(metadata: dict[str, Any]) -> str:
     return "## Objective\n\n" + _table(rows)
 
 
-def _recipe(model: dict[str, Any], pretrain: PretrainConfig, metadata: dict[str, Any]) -> str:
-    optimizer, data = pretrain.optimizer, pretrain.data
-    rows = {
-        "backbone": model["name"],
-        "input size": model["img_size"],
-        "batch": f"{data.classes_per_batch} classes x {data.instances_per_class} instances",
-        "optimizer": f"{optimizer.name}, base lr {optimizer.base_lr} (per {optimizer.reference_batch} images), "
-        f"weight decay {optimizer.weight_decay}, {optimizer.schedule}",
-        "steps": metadata.get("steps", "unknown"),
-        "seed": pretrain.train.seed,
-    }
+def _recipe(model: dict[str, Any], metadata: dict[str, Any]) -> str:
+    rows = {"backbone": model["name"], "input size": model["img_size"]}
+    recipe = metadata.get("recipe")
+    if recipe is None:
+        rows["optimizer"] = NOT_RECORDED
+    else:
+        optimizer = recipe["optimizer"]
+        global_batch = recipe["batch_per_replica"] * recipe["world_size"]
+        rows |= {
+            "batch": f"{recipe['batch']} per replica, {recipe['world_size']} replica(s): {global_batch} images",
+            "optimizer": f"{optimizer['name']}, base lr {optimizer['base_lr']} (per {optimizer['reference_batch']} images): "
+            f"lr {recipe['learning_rate']:.4g}, weight decay {optimizer['weight_decay']}, {optimizer['schedule']}",
+            "seed": recipe["seed"],
+        }
+    rows["steps"] = metadata.get("steps", "unknown")
     return "## Recipe\n\n" + _table(rows)
 
 
 def _metrics(history: pd.DataFrame | None, downstream: str | None) -> str:
     lines = ["## Metrics"]
     if history is not None and len(history):
-        first, last = loss_trend(history)
-        lines.append(f"Pre-training loss {first:.4f} (first tenth of the steps) -> {last:.4f} (last tenth), {int(history['loss'].notna().sum())} steps.")
+        lines.append(f"Pre-training {describe_loss_trend(history)}.")
     else:
         lines.append("No pre-training history was recorded.")
     if downstream:

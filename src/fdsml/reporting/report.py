@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from fdsml.reporting.history import VALIDATION_PREFIX, loss_trend, validation_cost, validation_metrics  # noqa: E402
+from fdsml.reporting.history import VALIDATION_PREFIX, describe_loss_trend, validation_cost, validation_metrics  # noqa: E402
 
 
 def training_curves(history: pd.DataFrame, title: str):
@@ -63,9 +63,8 @@ def fractals_section(summary: dict) -> str:
 
 
 def pretrain_section(history: pd.DataFrame) -> str:
-    first, last = loss_trend(history)
     text = (
-        f"{len(history)} steps; loss {first:.4f} (first tenth) -> {last:.4f} (last tenth); "
+        f"{len(history)} steps; {describe_loss_trend(history)}; "
         f"{history['images_per_s'].median():.0f} images/s (median).\n"
     )
     return "## Pre-training\n\n" + text + heldout_validation(history) + "\n" + _picture("pre-training curves", "pretrain_curves.png")

@@ -1,4 +1,4 @@
-"""Classification fine-tuning (METHOD.md section 5): settings, objectives, and its part of the fine-tuning assembly.
+"""Classification fine-tuning (docs/method.md §5.4): settings, objectives, and its part of the fine-tuning assembly.
 
 Every starting point (scratch, FDSL or FDSML checkpoints) gets the same recipe: the trunk from
 its checkpoint, a fresh linear classifier, cross-entropy with label smoothing, optionally mixup
@@ -30,7 +30,7 @@ from fdsml.data.classification_datasets import (
 from fdsml.errors import MissingInputError
 from fdsml.models import model_from_payload, model_payload
 from fdsml.seeds import replica_rank, step_seed
-from fdsml.models.backbones import MODEL_REGISTRY
+from fdsml.models.backbones import require_backbone
 from fdsml.models.starting_points import PRETRAINED, StartingPoint
 from fdsml import distributed
 from fdsml.training.finetune import FineTuneRun, FineTuning, finetune
@@ -135,11 +135,7 @@ class ClassificationConfig:
             if len(set(names)) != len(names):
                 raise ConfigError(f"{key}: names must be unique, got {names}")
         for index, start in enumerate(self.starting_points):
-            if start.backbone not in MODEL_REGISTRY:
-                raise ConfigError(
-                    f"starting_points[{index}].backbone: unknown backbone {start.backbone!r}; "
-                    f"choose one of {', '.join(sorted(MODEL_REGISTRY))}"
-                )
+            require_backbone(f"starting_points[{index}].backbone", start.backbone)
 
 
 def parse_classification_params(params: dict[str, Any]) -> ClassificationConfig:

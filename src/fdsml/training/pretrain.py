@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -27,7 +29,7 @@ from fdsml.evaluation.validation_settings import ValidationSettings
 from fdsml.families import FamilySpec, family_spec
 from fdsml.families.generation import shards_fingerprint
 from fdsml.models import build_model, model_payload
-from fdsml.models.backbones import MODEL_REGISTRY
+from fdsml.models.backbones import backbone_family, require_backbone
 from fdsml import distributed
 from fdsml.distributed import DistContext
 from fdsml.training.live import live_metrics
@@ -48,10 +50,17 @@ from fdsml.training.pretrain_objectives import (
 from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, mined_triplets, plan_training
 from fdsml.training.run_folders import RunDefinition, run_fingerprint, run_folder
 
+logger = logging.getLogger(__name__)
+
+TRANSFORMER_OPTIMIZER = OptimizerConfig(
+    name="adamw", base_lr=5e-4, reference_batch=512, weight_decay=0.05, schedule="warmup_cosine", warmup_fraction=0.05
+)
+"""DeiT's recipe (AdamW, 5e-4 per 512 images, weight decay 0.05, warm-up then cosine): transformers' default."""
+
 
 @dataclass(frozen=True)
 class ModelSettings:
-    """A registered backbone and its head sizes (``None`` = the backbone's recipe)."""
+    """A backbone (registered, or any timm name) and its head sizes (``None`` = the backbone's recipe)."""
 
     backbone: str = "resnet18"
     embedding_dim: int | None = None
@@ -60,10 +69,7 @@ class ModelSettings:
     overrides: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
-        if self.backbone not in MODEL_REGISTRY:
-            raise ConfigError(
-                f"pretrain.model.backbone: unknown backbone {self.backbone!r}; choose one of {', '.join(sorted(MODEL_REGISTRY))}"
-            )
+        require_backbone("pretrain.model.backbone", self.backbone)
 
 
 @dataclass(frozen=True)
@@ -103,6 +109,9 @@ class PretrainConfig:
     model: ModelSettings = field(default_factory=ModelSettings)
     data: DataSettings = field(default_factory=DataSettings)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    # Replaces `optimizer` for a transformer backbone (in __post_init__): what a run trains with is `optimizer`, which
+    # the fingerprint reads, so this field itself defines nothing.
+    transformer_optimizer: OptimizerConfig | None = reuse.non_defining(default_factory=lambda: TRANSFORMER_OPTIMIZER)
     train: LoopConfig = field(default_factory=LoopConfig)
     # Validation reads the model under its own random state and restores it: it cannot change the weights.
     validation: ValidationSettings = reuse.non_defining(default_factory=ValidationSettings)
@@ -110,6 +119,8 @@ class PretrainConfig:
     live_dir: str | None = reuse.non_defining(default=None)
 
     def __post_init__(self):
+        if idle_optimizer_block(self) == "pretrain.optimizer":
+            object.__setattr__(self, "optimizer", self.transformer_optimizer)
         check_batch_composition(self)
         if self.shuffled_batches and self.data.batches_per_epoch is not None:
             raise ConfigError(
@@ -123,6 +134,28 @@ class PretrainConfig:
         class-balanced ones: FDSL by default, ``fdsl_pa`` when asked, and PA-Triplet's batch mode for the filters
         without a same-class candidate (``all``, ``diff``: :func:`fdsml.losses.candidates.needs_class_balance`)."""
         return shuffled_batches(self)
+
+
+def idle_optimizer_block(config: PretrainConfig) -> str:
+    """The optimizer block this run does not train with: ``pretrain.optimizer`` for a transformer (when
+    ``transformer_optimizer`` replaces it), ``pretrain.transformer_optimizer`` otherwise."""
+    replaced = config.transformer_optimizer is not None and backbone_family(config.model.backbone) == "transformer"
+    return "pretrain.optimizer" if replaced else "pretrain.transformer_optimizer"
+
+
+def optimizer_choice(config: PretrainConfig, plan: TrainingPlan) -> str:
+    """One line: the optimizer and rate the run trains with, and why (its backbone's family, docs/pretrain.md)."""
+    optimizer, backbone = config.optimizer, config.model.backbone
+    if idle_optimizer_block(config) == "pretrain.optimizer":
+        source = f"pretrain.transformer_optimizer, as {backbone} is a transformer"
+    elif backbone_family(backbone) == "transformer":
+        source = f"pretrain.optimizer: pretrain.transformer_optimizer is null, so the transformer {backbone} trains with it"
+    else:
+        source = f"pretrain.optimizer, as {backbone} is convolutional"
+    return (
+        f"Optimizer {optimizer.name}, lr {plan.learning_rate:.3g} (base_lr {optimizer.base_lr:g} x global batch "
+        f"{plan.global_batch} / {optimizer.reference_batch}), {optimizer.schedule}: {source} (docs/pretrain.md)"
+    )
 
 
 def parse_pretrain_params(params: dict[str, Any]) -> PretrainConfig:
@@ -344,6 +377,8 @@ def pretrain(
     if validation is not None and watch_validation is not None:
         validation = watch_validation(validation)
     live = live_metrics(config.live_dir, config, context)
+    if context.is_main:
+        logger.info("%s", optimizer_choice(config, plan))
     result = train(
         model,
         objective,
@@ -364,5 +399,20 @@ def pretrain(
         "steps": result.steps,
         "training_classes": split.training_classes.tolist(),
         "run_fingerprint": fingerprint,
+        "recipe": trained_recipe(config, plan),
+        "data": {"family": spec.family.title, **spec.family.describe(spec.settings)},
     }
     return model_payload(result.model, **metadata), result.history
+
+
+def trained_recipe(config: PretrainConfig, plan: TrainingPlan) -> dict[str, Any]:
+    """How the run trained, as its model file records it: what the model card and summaries read, never
+    the configuration at the time they are written (which may have changed since)."""
+    return {
+        "optimizer": dataclasses.asdict(config.optimizer),
+        "learning_rate": plan.learning_rate,
+        "batch_per_replica": plan.batch_per_replica,
+        "world_size": plan.world_size,
+        "batch": f"{config.data.classes_per_batch} classes x {config.data.instances_per_class} instances",
+        "seed": config.train.seed,
+    }

@@ -1,7 +1,7 @@
 """Pre-training objectives as configured: each one's settings (``pretrain.<objective>``), the triplets it
 mines per batch, and the objective the loop calls.
 
-* ``pa_triplet``: PA-Triplet (METHOD.md section 3);
+* ``pa_triplet``: PA-Triplet (docs/method.md §3);
 * ``fdsl``: cross-entropy over the fractal classes (the FDSL baseline);
 * ``fdsl_pa``: cross-entropy plus a weighted PA-Triplet term on the same embeddings (parameter-aware,
   keeping the class contrast cross-entropy learns fast);

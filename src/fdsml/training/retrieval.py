@@ -1,4 +1,4 @@
-"""Retrieval fine-tuning with proxy losses and its evaluation (METHOD.md sections 5 and 8).
+"""Retrieval fine-tuning with proxy losses and its evaluation (docs/method.md §5.1 and §8).
 
 Each starting point (scratch, or a pre-trained checkpoint's trunk) gets the same recipe: a
 fresh embedding head, a proxy loss whose proxies train at a multiple of the model's rate, a
@@ -26,11 +26,13 @@ from fdsml.data import (
     available_datasets,
     read_retrieval_dataset,
 )
+from fdsml.data.retrieval_datasets import splits_by_class
 from fdsml.evaluation.embedding import model_outputs, retrieval_split_metrics
 from fdsml.evaluation.retrieval_examples import nearest_neighbours, top_k_figure
 from fdsml.losses.couce import CouCESettings, build_couce_objective
 from fdsml.losses.proxy import PROXY_LOSSES, build_proxy_loss
 from fdsml.models import model_payload
+from fdsml.models.backbones import require_backbone
 from fdsml.models.network import EmbeddingModel
 from fdsml.models.starting_points import StartingPoint
 from fdsml import distributed
@@ -59,10 +61,15 @@ class RetrievalData:
     eval_workers: int = reuse.non_defining(default=0)  # DataLoader processes loading the test images
     faiss_threads: int | None = reuse.non_defining(default=None)  # null: every core rank 0 may use
     ks: tuple[int, ...] | None = reuse.non_defining(default=None)
+    train_classes: int | None = None  # layouts split by class: how many of the sorted classes train (None: the protocol's)
 
     def __post_init__(self):
         if self.dataset not in available_datasets():
             raise ConfigError(f"dataset: unknown dataset {self.dataset!r}; choose one of {', '.join(available_datasets())}")
+        if self.train_classes is not None:
+            require_positive("train_classes", self.train_classes)
+            if not splits_by_class(self.dataset):
+                raise ConfigError(f"train_classes: {self.dataset} has its split given by its files; leave it null")
         require_positive("image_size", self.image_size)
         require_positive("batch_size", self.batch_size)
         require_positive("eval_batch_size", self.eval_batch_size)
@@ -126,6 +133,8 @@ class RetrievalConfig:
         names = [start.name for start in self.starts]
         if len(set(names)) != len(names):
             raise ConfigError(f"starts: names must be unique, got {names}")
+        for index, start in enumerate(self.starts):
+            require_backbone(f"starts[{index}].backbone", start.backbone)
         if not self.seeds:
             raise ConfigError("seeds: give at least one seed")
 
@@ -140,7 +149,7 @@ def load_splits(config: RetrievalConfig) -> RetrievalSplits:
 
     Refuses, before any training, a Recall@K list whose largest K exceeds what a query searches.
     """
-    splits = read_retrieval_dataset(config.data.dataset, config.data.root)
+    splits = read_retrieval_dataset(config.data.dataset, config.data.root, train_classes=config.data.train_classes)
     ks = config.data.ks or splits.ks
     _check_ks_fit(ks, splits, given=config.data.ks is not None)
     return RetrievalSplits(
@@ -197,9 +206,10 @@ def fine_tuning(config: RetrievalConfig, n_classes: int) -> FineTuning:
     )
 
 
-def finetune_run(start: StartingPoint, seed: int) -> FineTuneRun:
-    """The run of ``start`` with ``seed``: its folder ``<start>_seed<seed>``; its start and seed define it."""
-    return FineTuneRun(start, seed, f"{start.name}_seed{seed}", {"start": start, "seed": seed})
+def finetune_run(dataset: str, start: StartingPoint, seed: int) -> FineTuneRun:
+    """The run of ``start`` with ``seed`` on ``dataset`` (the splits' name): its folder ``<dataset>/<start>_seed<seed>``,
+    so that two datasets' runs live side by side and each resumes; its start and seed define it."""
+    return FineTuneRun(start, seed, f"{dataset}/{start.name}_seed{seed}", {"start": start, "seed": seed})
 
 
 def build_objective(config: RetrievalConfig, n_classes: int, seed: int):
@@ -237,9 +247,9 @@ def evaluate(model: EmbeddingModel, splits: RetrievalSplits, config: RetrievalCo
 def compare_starting_points(config: RetrievalConfig, pretrained: dict | None = None) -> tuple[dict, pd.DataFrame, dict[str, dict]]:
     """Fine-tune and evaluate every starting point with every seed.
 
-    Returns the metrics (``{start: {"seeds": {seed: metrics}, "mean": ..., "std": ...}}``), the
+    Returns the metrics (``{start: {"dataset": name, "seeds": {seed: metrics}, "mean": ..., "std": ...}}``), the
     concatenated training histories, and the model files of the first seed per starting point.
-    Each run's rows and final metrics go live to ``live_dir`` under ``<start>_seed<seed>/``.
+    Each run's rows and final metrics go live to ``live_dir`` under ``<dataset>/<start>_seed<seed>/``.
     """
     splits = load_splits(config)
     context = distributed.setup(config.train.device)
@@ -250,7 +260,7 @@ def compare_starting_points(config: RetrievalConfig, pretrained: dict | None = N
     for start in config.starts:
         per_seed = {}
         for seed in config.seeds:
-            run = finetune_run(start, seed)
+            run = finetune_run(splits.name, start, seed)
             prefix = f"{run.folder}/"
             live_run = live.run(prefix) if live is not None else None
             result, _ = finetune(task, splits.train, run, pretrained=pretrained, plan=plan, live=live_run)
@@ -259,11 +269,12 @@ def compare_starting_points(config: RetrievalConfig, pretrained: dict | None = N
             if live is not None:
                 live.final(per_seed[str(seed)], prefix)
             logger.info("%s seed %d: %s", start.name, seed, _format(per_seed[str(seed)]))
-            histories.append(result.history.assign(start=start.name, seed=seed))
+            histories.append(result.history.assign(dataset=splits.name, start=start.name, seed=seed))
             if seed == config.seeds[0]:
                 models[start.name] = model_payload(model.cpu(), start=start.name, checkpoint=start.checkpoint, seed=seed)
         table = pd.DataFrame(per_seed).T
         metrics[start.name] = {
+            "dataset": splits.name,
             "seeds": per_seed,
             "mean": table.mean().to_dict(),
             "std": table.std(ddof=1).fillna(0.0).to_dict() if len(table) > 1 else {k: 0.0 for k in table.columns},
@@ -276,9 +287,10 @@ def _format(metrics: dict[str, float]) -> str:
 
 
 def comparison_table(metrics: dict) -> str:
-    """Markdown: rows = starting points, columns = metrics (mean ± std over seeds, in %)."""
-    names = list(next(iter(metrics.values()))["mean"])
-    lines = ["| start | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    """Markdown: the dataset, then rows = starting points, columns = metrics (mean ± std over seeds, in %)."""
+    first = next(iter(metrics.values()))
+    names = list(first["mean"])
+    lines = [f"Retrieval on `{first['dataset']}`:", "", "| start | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for start, result in metrics.items():
         cells = [f"{100 * result['mean'][n]:.1f} ± {100 * result['std'][n]:.1f}" for n in names]
         lines.append(f"| {start} | " + " | ".join(cells) + " |")

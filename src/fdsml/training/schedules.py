@@ -20,7 +20,7 @@ def register_schedule(name: str):
 
 
 def scaled_learning_rate(base_lr: float, batch_size: int, reference_batch: int = 256) -> float:
-    """lr = base_lr * effective batch / reference batch (METHOD.md section 4)."""
+    """lr = base_lr * effective batch / reference batch (docs/method.md §4.3)."""
     return base_lr * batch_size / reference_batch
 
 

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from fdsml.config import ConfigError, parse, require_positive, require_seed
 from fdsml.tuning.space import SearchParameter, parse_space
+from fdsml.tuning.storage import storage_location
 
 PRETRAIN_METRICS = (
     "val_probe_recall_at_1",
@@ -65,6 +66,23 @@ class PrunerSettings:
 
 
 @dataclass(frozen=True)
+class HeartbeatSettings:
+    """``tune.heartbeat`` (RDB storages): a running trial beats every ``interval_s``; one silent for ``grace_s`` (its
+    worker killed, on any machine) is failed and its parameters run again by a worker of the study."""
+
+    interval_s: int = 60
+    grace_s: int = 180
+
+    def __post_init__(self):
+        require_positive("tune.heartbeat.interval_s", self.interval_s)
+        if self.grace_s <= self.interval_s:
+            raise ConfigError(
+                f"tune.heartbeat.grace_s: {self.grace_s} must exceed interval_s ({self.interval_s}), or a live worker's trial "
+                "would be failed between two beats"
+            )
+
+
+@dataclass(frozen=True)
 class TuneConfig:
     """``params:tune``."""
 
@@ -77,6 +95,7 @@ class TuneConfig:
     budget: BudgetSettings = field(default_factory=BudgetSettings)
     sampler: SamplerSettings = field(default_factory=SamplerSettings)
     pruner: PrunerSettings = field(default_factory=PrunerSettings)
+    heartbeat: HeartbeatSettings = field(default_factory=HeartbeatSettings)
     finish_pruned: int = 0  # after the budget, run the best this many pruned trials to their end: did pruning stop a winner?
     storage_dir: str = "data/07_model_output/tune"
     run_dir: str = "data/06_models/tune"  # trial n's runs: <run_dir>/<study>/trial_<n>/
@@ -102,6 +121,11 @@ class TuneConfig:
     @property
     def parameters(self) -> tuple[SearchParameter, ...]:
         return parse_space(self.space, grid=self.sampler.name == "grid")
+
+    @property
+    def location(self) -> str:
+        """The study's storage URL or journal location (``storage: null``: its SQLite file)."""
+        return storage_location(self.storage, self.storage_dir, self.study)
 
     @property
     def fine_tunes(self) -> bool:

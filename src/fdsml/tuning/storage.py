@@ -9,7 +9,8 @@ A worker killed mid-trial leaves its trial RUNNING in the storage. Each trial re
 (host and PID); a worker starting on that host marks the trials of workers that are gone FAIL
 (:func:`fail_trials_of_dead_workers`), so a killed trial is never counted and never blocks the
 budget. RDB storages also carry Optuna's heartbeat, which fails a trial whose worker stopped
-beating on any machine after ``HEARTBEAT_GRACE_S``.
+beating on any machine after its grace period; a study's worker then runs that trial's
+parameters again (once: ``retry_stale``), since a killed run says nothing about them.
 """
 
 from __future__ import annotations
@@ -18,19 +19,24 @@ import os
 import socket
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import optuna
+import sqlalchemy.engine
 import sqlalchemy.exc
-from optuna.storages import RDBStorage
+from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.storages.journal import JournalFileBackend, JournalStorage
 from optuna.trial import TrialState
 
 from fdsml.atomic import pid_alive
 from fdsml.config import ConfigError
+from fdsml.errors import UserFixableError
 
 HEARTBEAT_S = 60
 HEARTBEAT_GRACE_S = 180
+STALE_RETRIES = 1
 OPEN_ATTEMPTS = 5
 """Tries at opening an RDB storage: workers (or a reader) started at once on a new database race to
 create its schema, and the losers' inserts of the same schema version fail; a later try finds it made."""
@@ -51,8 +57,13 @@ def storage_location(storage: str | None, storage_dir: str, study: str) -> str:
     )
 
 
-def open_storage(location: str) -> optuna.storages.BaseStorage:
-    """Open (creating when new) the storage at ``location``; ConfigError naming ``tune.storage`` when it cannot be."""
+def open_storage(
+    location: str, heartbeat_s: int = HEARTBEAT_S, grace_s: int = HEARTBEAT_GRACE_S, retry_stale: bool = False
+) -> optuna.storages.BaseStorage:
+    """Open (creating when new) the storage at ``location``; ConfigError naming ``tune.storage`` when it cannot be.
+
+    An RDB storage's running trials beat every ``heartbeat_s``; one silent for ``grace_s`` is failed by the next
+    worker that looks, which (``retry_stale``) queues its parameters again."""
     try:
         if location.startswith("journal:"):
             path = Path(location.removeprefix("journal:"))
@@ -61,11 +72,57 @@ def open_storage(location: str) -> optuna.storages.BaseStorage:
             return JournalStorage(JournalFileBackend(str(path)))
         if location.startswith("sqlite:///"):
             Path(location.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        return _rdb_storage(location)
+        return _rdb_storage(location, heartbeat_s, grace_s, retry_stale)
     except ConfigError:
         raise
     except Exception as error:  # SQLAlchemy, a missing driver, an unreachable server: all mean "cannot open"
-        raise ConfigError(f"tune.storage: cannot open {location!r}: {type(error).__name__}: {error}") from error
+        raise ConfigError(f"tune.storage: cannot open {shown(location)}: {fault(error)}") from error
+
+
+class StorageLostError(UserFixableError, ConnectionError):
+    """The study's storage stopped answering mid-study (a database server stopped or unreachable)."""
+
+
+@contextmanager
+def storage_answering(location: str) -> Iterator[None]:
+    """Turn a database fault mid-study into one message naming ``tune.storage`` and how to resume."""
+    try:
+        yield
+    except Exception as error:
+        database = _database_fault(error)
+        if database is None:
+            raise
+        raise StorageLostError(
+            f"tune.storage: {shown(location)} stopped answering mid-study ({fault(database)}); every trial it recorded "
+            "stays there: start it again and rerun the same command, the study resumes"
+        ) from error
+
+
+def _database_fault(error: BaseException | None) -> sqlalchemy.exc.SQLAlchemyError | None:
+    """The database error in ``error``'s chain: Optuna, failing to record a trial's end on a lost server, raises
+    an error of its own while handling it."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, sqlalchemy.exc.SQLAlchemyError):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def shown(location: str) -> str:
+    """``location`` as a message may show it: a database URL's password hidden."""
+    if "://" not in location:
+        return repr(location)
+    return repr(sqlalchemy.engine.make_url(location).render_as_string(hide_password=True))
+
+
+def fault(error: Exception) -> str:
+    """A storage error in one line: the database driver's own first line (``FATAL: password authentication failed``,
+    ``database "x" does not exist``, ``connection refused``), without SQLAlchemy's statement and links."""
+    cause = getattr(error, "orig", None) or error
+    first = next((line.strip() for line in str(cause).splitlines() if line.strip()), "")
+    return f"{type(cause).__name__}: {first}"
 
 
 def _schema_race(error: Exception) -> bool:
@@ -76,22 +133,23 @@ def _schema_race(error: Exception) -> bool:
     )
 
 
-def _new_rdb_storage(location: str) -> RDBStorage:
+def _new_rdb_storage(location: str, heartbeat_s: int, grace_s: int, retry_stale: bool) -> RDBStorage:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # the heartbeat: in Optuna since 2.9
-        return RDBStorage(location, heartbeat_interval=HEARTBEAT_S, grace_period=HEARTBEAT_GRACE_S)
+        retry = RetryHeartbeatStaleTrialCallback(max_retry=STALE_RETRIES) if retry_stale else None
+        return RDBStorage(location, heartbeat_interval=heartbeat_s, grace_period=grace_s, heartbeat_stale_trial_callback=retry)
 
 
-def _rdb_storage(location: str) -> RDBStorage:
+def _rdb_storage(location: str, *heartbeat) -> RDBStorage:
     """Optuna's RDB storage at ``location``, with its heartbeat; tried again while another process creates its schema."""
     for attempt in range(1, OPEN_ATTEMPTS):
         try:
-            return _new_rdb_storage(location)
+            return _new_rdb_storage(location, *heartbeat)
         except sqlalchemy.exc.SQLAlchemyError as error:
             if not _schema_race(error):
                 raise
             time.sleep(0.2 * attempt)
-    return _new_rdb_storage(location)
+    return _new_rdb_storage(location, *heartbeat)
 
 
 def worker_name() -> str:

@@ -7,6 +7,11 @@ a killed study resumes where it stopped. Failed trials (a killed worker) never c
 loss is its parameters' result, so its trial is PRUNED at that step: it counts, and the sampler
 learns to avoid its region instead of drawing there again. Two workers checking at the same instant may each start one, so N workers can end up to
 N - 1 trials over. ``timeout_s`` bounds this worker's time: no trial starts after it.
+
+On an RDB storage (with its heartbeat) a worker that reaches the budget while other workers' trials
+still run waits for them: each ends, or its worker was killed and the heartbeat fails it after the
+grace period, and this worker runs its parameters again. So every worker ends on the same finished
+study, and a trial lost with its machine is made up by the workers left.
 """
 
 from __future__ import annotations
@@ -14,19 +19,21 @@ from __future__ import annotations
 import logging
 import math
 import time
+import warnings
 from typing import Any
 
 import optuna
+from optuna.storages import fail_stale_trials
 from optuna.trial import TrialState
 
 from fdsml.config import ConfigError
 from fdsml.seeds import stream
-from fdsml.training.pretrain import parse_pretrain_params
+from fdsml.training.pretrain import idle_optimizer_block, parse_pretrain_params
 from fdsml.training.retrieval import parse_retrieval_params
 from fdsml.tuning.config import TuneConfig
 from fdsml.tuning.objective import DIVERGED, PRETRAINED, SET_BY_THE_STUDY, TrialObjective
 from fdsml.tuning.space import SearchParameter, joint_value
-from fdsml.tuning.storage import fail_trials_of_dead_workers, open_storage, storage_location
+from fdsml.tuning.storage import fail_trials_of_dead_workers, open_storage, storage_answering
 
 logger = logging.getLogger(__name__)
 COUNTED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
@@ -47,6 +54,15 @@ def _check_parameter(objective: TrialObjective, parameter: SearchParameter) -> N
                 PARSERS[stage](configuration[stage])
         except ConfigError as error:
             raise ConfigError(f"tune.space.{parameter.key}: {value!r} is refused by the configuration: {error}") from error
+    if "pretrain" in stages:
+        idle = idle_optimizer_block(parse_pretrain_params(objective.trial_configuration(0, {})["pretrain"]))
+        dead = [key for key in parameter.keys if key.startswith(f"{idle}.")]
+        if dead:
+            used = "pretrain.transformer_optimizer" if idle == "pretrain.optimizer" else "pretrain.optimizer"
+            raise ConfigError(
+                f"tune.space.{parameter.key}: the runs train with {used} (the backbone's family decides, docs/pretrain.md), "
+                f"so {dead[0]} changes nothing; search {used}{dead[0].removeprefix(idle)}"
+            )
 
 
 def check_study(objective: TrialObjective) -> None:
@@ -129,9 +145,10 @@ def make_pruner(config: TuneConfig) -> optuna.pruners.BasePruner:
 
 def load_study(config: TuneConfig) -> optuna.Study:
     """The study in its storage (created when new), with this configuration's sampler and pruner."""
-    location = storage_location(config.storage, config.storage_dir, config.study)
+    location = config.location
+    heartbeat = config.heartbeat
     study = optuna.create_study(
-        storage=open_storage(location),
+        storage=open_storage(location, heartbeat.interval_s, heartbeat.grace_s, retry_stale=True),
         study_name=config.study,
         direction="maximize",
         sampler=make_sampler(config, 0),
@@ -161,19 +178,42 @@ def run_study(objective: TrialObjective) -> optuna.Study:
     config = objective.config
     check_study(objective)
     study = load_study(config)
-    failed = fail_trials_of_dead_workers(study)
-    if failed:
-        logger.warning("Trials %s of study %s were left running by a worker that ended: marked failed", failed, config.study)
-    if config.baseline:  # once per study (two workers starting at the same instant may both enqueue it)
-        study.enqueue_trial(baseline_values(objective), user_attrs={"baseline": True}, skip_if_exists=True)
+    with storage_answering(config.location):
+        failed = fail_trials_of_dead_workers(study)
+        if failed:
+            logger.warning("Trials %s of study %s were left running by a worker that ended: marked failed", failed, config.study)
+        if config.baseline:  # once per study (two workers starting at the same instant may both enqueue it)
+            study.enqueue_trial(baseline_values(objective), user_attrs={"baseline": True}, skip_if_exists=True)
+        run_to_budget(study, objective)
+        finish_pruned(study, objective)
+    return study
+
+
+def run_to_budget(study: optuna.Study, objective: TrialObjective) -> None:
+    """Trials until the study holds its budget (and no other worker's trial still runs), or this worker's time is up."""
+    config = objective.config
     deadline = time.monotonic() + config.budget.timeout_s if config.budget.timeout_s else None
-    while (left := trials_left(study, config)) is None or left > 0:
-        if deadline is not None and time.monotonic() >= deadline:
-            break
+    while deadline is None or time.monotonic() < deadline:
+        left = trials_left(study, config)
+        if left is not None and left <= 0:
+            if not wait_for_other_workers(study, config):
+                return
+            continue
         study.sampler = make_sampler(config, len(study.get_trials(deepcopy=False)))
         study.optimize(objective, n_trials=1)
-    finish_pruned(study, objective)
-    return study
+
+
+def wait_for_other_workers(study: optuna.Study, config: TuneConfig) -> bool:
+    """Wait one heartbeat while other workers' trials run, failing those gone silent (their parameters queued
+    again); False when none runs, or the storage has no heartbeat to tell a killed worker from a slow one."""
+    beating = not config.location.startswith("journal:")  # RDB storages: the heartbeat tells a killed worker
+    if not beating or not study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        return False
+    time.sleep(config.heartbeat.interval_s)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        fail_stale_trials(study)
+    return True
 
 
 FINISHED = "finished_pruned_trial_"

@@ -1,4 +1,4 @@
-"""Validating the descriptor (METHOD.md section 6): does d_Psi order candidates as their renderings do?"""
+"""Validating the descriptor (docs/method.md §6): does d_Psi order candidates as their renderings do?"""
 
 from fdsml.validation.agreement import (
     SAME_POSITION_GROUPS,

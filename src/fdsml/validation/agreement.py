@@ -1,4 +1,4 @@
-"""Triplet agreement: does the descriptor order two candidates the way their renderings do? (METHOD.md 6)
+"""Triplet agreement: does the descriptor order two candidates the way their renderings do? (docs/method.md §6.2)
 
 Triplets are drawn exactly as pre-training draws them (``sample_explicit_triplets``), each
 candidate filter in turn. For every triplet the descriptor picks a positive with the

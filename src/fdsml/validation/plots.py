@@ -1,4 +1,4 @@
-"""Pictures of the descriptor validation, readable at a glance (METHOD.md section 6).
+"""Pictures of the descriptor validation, readable at a glance (docs/method.md §6).
 
 Figures are built on ``matplotlib.figure.Figure`` directly (no pyplot state), so nodes can
 return them to ``matplotlib.MatplotlibDataset`` without leaking open figures.

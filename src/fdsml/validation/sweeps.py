@@ -1,4 +1,4 @@
-"""Perturbation sweeps: does D grow with the size of a one-parameter perturbation? (METHOD.md 6)
+"""Perturbation sweeps: does D grow with the size of a one-parameter perturbation? (docs/method.md §6.3)
 
 From a class's base code, one of the family's sweep parameters (``position``; FineFractalDB: a
 coefficient, rescaled in every map, probabilities recomputed from |det|) is multiplied by each

@@ -1,4 +1,4 @@
-"""Generator variants side by side: one entry of figures per FineFractalDB variant (issue 18).
+"""Generator variants side by side: one entry of figures per FineFractalDB variant.
 
 The method leaves parts of its generator open (``fractals.perturbation``, the class sampler, the
 class filter); its published descriptor statistics are the only fingerprint of the choices it

@@ -1,4 +1,4 @@
-"""CouCE: training-only debiasing regularisers for any proxy-based metric-learning loss (METHOD.md section 7).
+"""CouCE: training-only debiasing regularisers for any proxy-based metric-learning loss (docs/method.md §7).
 
 The trunk is split into Stage 1 and Stage 2 (:class:`StageSplit`, a view on the timm model, no
 copied model code). MSRCI perturbs the amplitude spectrum of the Stage-1 map in concentric

@@ -1,4 +1,4 @@
-"""MSRCI: the multi-scale random amplitude intervention on the Stage-1 feature map (METHOD.md section 7)."""
+"""MSRCI: the multi-scale random amplitude intervention on the Stage-1 feature map (docs/method.md §7.2)."""
 
 from __future__ import annotations
 

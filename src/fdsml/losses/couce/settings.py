@@ -1,4 +1,4 @@
-"""CouCE's settings: every switch and hyper-parameter, METHOD.md section 7's defaults."""
+"""CouCE's settings: every switch and hyper-parameter, docs/method.md §7's defaults."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from fdsml.losses.couce.stage_split import parse_split_point
 
 @dataclass(frozen=True)
 class CouCESettings:
-    """Every CouCE switch and hyper-parameter; the defaults are METHOD.md section 7's.
+    """Every CouCE switch and hyper-parameter; the defaults are docs/method.md §7's.
 
     Modules: ``msrci`` (intervention + L_inv), ``odba`` (L_orth), ``decorrelation`` (L_cov).
     ``split_at``: ``"auto"`` (ResNet: after layer3; ViT: after block 3/4 of the depth),

@@ -1,4 +1,4 @@
-"""Pictures that explain the embeddings (METHOD.md section 5): ``kedro run --pipelines=analysis``."""
+"""Pictures that explain the embeddings (docs/method.md §5.7): ``kedro run --pipelines=analysis``."""
 
 from .pipeline import create_pipeline
 

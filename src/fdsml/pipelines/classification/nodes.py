@@ -19,11 +19,12 @@ def finetune_classifiers(pretrained_model: dict, params: dict[str, Any]) -> tupl
     ``pretrained_model`` use it).
 
     Returns the fine-tuned models (``fine_tuned_classifiers``: ``{"models": {"<dataset>/<start>":
-    payload}}``), top-1 / top-5 per dataset and starting point (``classification_metrics``), the
+    payload}}``), top-1 / top-5 per dataset and starting point with each dataset's folder (``classification_metrics``), the
     same as a Markdown table (``classification_table``) and the training histories
     (``classification_history``).
     """
     config = parse_classification_params(params)
     models, metrics, history = run_classification(config, pretrained_model)
-    report = {"image_size": config.image_size, "seed": config.train.seed, "results": metrics}
+    datasets = {d.name: d.root for d in config.datasets}  # which folder each result's dataset was read from
+    report = {"image_size": config.image_size, "seed": config.train.seed, "datasets": datasets, "results": metrics}
     return {"models": models}, report, metrics_table(metrics), history

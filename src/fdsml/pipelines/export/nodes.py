@@ -8,20 +8,17 @@ import pandas as pd
 
 from fdsml.models.backbones import backbone_recipe
 from fdsml.models.export import TimmExport, export_trunk, parse_export_params
-from fdsml.pipelines.fractals.nodes import parse_fractals_params
 from fdsml.reporting.model_card import model_card
-from fdsml.training.pretrain import parse_pretrain_params
 
 
 def export_backbone(
     pretrained_model: dict,
     pretrain_history: pd.DataFrame,
     retrieval_table: str | None,
-    fractals_params: dict[str, Any],
-    pretrain_params: dict[str, Any],
     export_params: dict[str, Any],
 ) -> TimmExport:
-    """The pre-trained trunk (``exported_backbone``) with a card from the run's data, recipe and metrics.
+    """The pre-trained trunk (``exported_backbone``) with a card from the model file's record of its data and
+    recipe, and the run's metrics: the pretrain and fractals parameters of today are not read.
 
     ``retrieval_table`` is the retrieval comparison when that pipeline has run, else ``None``.
     """
@@ -31,8 +28,6 @@ def export_backbone(
         licence=config.licence,
         architecture=backbone_recipe(pretrained_model["model"]["name"]).timm_name,
         payload=pretrained_model,
-        fractals=parse_fractals_params(fractals_params).spec,
-        pretrain=parse_pretrain_params(pretrain_params),
         history=pretrain_history,
         downstream=retrieval_table,
     )

@@ -14,8 +14,6 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "pretrained_model",
                     "pretrain_history",
                     "retrieval_table_if_any",
-                    "params:fractals",
-                    "params:pretrain",
                     "params:export",
                 ],
                 outputs="exported_backbone",

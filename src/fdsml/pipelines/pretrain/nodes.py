@@ -9,7 +9,7 @@ import pandas as pd
 
 from fdsml.data.holdout import split_table
 from fdsml.pipelines.fractals.nodes import parse_fractals_params
-from fdsml.reporting.history import loss_trend, probe_trend, validation_cost
+from fdsml.reporting.history import describe_loss_trend, probe_trend, validation_cost
 from fdsml.training.pretrain import parse_pretrain_params, pretrain
 
 logger = logging.getLogger(__name__)
@@ -40,8 +40,7 @@ def pretrain_model(
         split=split_table(fractal_codes, fractals.holdout, spec.settings.seed),
     )
     if len(history):
-        first, last = loss_trend(history)
-        logger.info("Pre-training loss %.4f -> %.4f over %d steps", first, last, int(history["loss"].notna().sum()))
+        logger.info("Pre-training %s", describe_loss_trend(history))
     probe = probe_trend(history)
     if probe is not None:
         logger.info(

@@ -1,4 +1,4 @@
-"""Descriptor validation pipeline: triplet agreement and perturbation sweeps (METHOD.md section 6)."""
+"""Descriptor validation pipeline: triplet agreement and perturbation sweeps (docs/method.md §6)."""
 
 from .pipeline import create_pipeline
 

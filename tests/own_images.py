@@ -1,0 +1,45 @@
+"""Tiny datasets of generated PNGs in the two layouts of your own data (docs/own-data.md)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+
+def write_png(path: Path, class_index: int, rng: np.random.Generator, size: int = 24) -> Path:
+    """A size x size RGB picture: one colour and stripe period per class, noise per image."""
+    y, x = np.mgrid[0:size, 0:size]
+    stripes = ((x + y) // (2 + class_index % 4)) % 2
+    colour = np.array([(37 * class_index) % 256, (91 * class_index + 60) % 256, (53 * class_index + 120) % 256])
+    image = stripes[..., None] * colour + rng.integers(0, 40, size=(size, size, 3))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(np.clip(image, 0, 255).astype(np.uint8)).save(path)
+    return path
+
+
+def write_image_folder(root: Path, classes: int = 6, per_class: int = 5, seed: int = 0) -> Path:
+    """``root/<class>/<image>.png``: classes named class_00, class_01, ..."""
+    rng = np.random.default_rng(seed)
+    for c in range(classes):
+        for i in range(per_class):
+            write_png(root / f"class_{c:02d}" / f"{i}.png", c, rng)
+    return root
+
+
+def write_csv_listing(csv_path: Path, classes: int = 6, per_class: int = 5, splits: dict[int, str] | None = None, seed: int = 0) -> Path:
+    """A CSV (path,label[,split]) with its images in ``images/`` beside it; ``splits`` maps a class index to its split."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for c in range(classes):
+        for i in range(per_class):
+            relative = f"images/{c}_{i}.png"
+            write_png(csv_path.parent / relative, c, rng)
+            rows.append({"path": relative, "label": f"bird{c}"} | ({"split": splits[c]} if splits else {}))
+    with csv_path.open("w", newline="") as stream:
+        writer = csv.DictWriter(stream, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return csv_path

@@ -1,0 +1,107 @@
+"""A team's DVC remote on a real SSH server: Debian's OpenSSH on 127.0.0.1 (host and user keys made here,
+sshd started with its own configuration) and dvc-ssh, over the project's chain (tiny parameters).
+
+One clone pushes every output, the server going down half-way through the first push; the push run
+again completes, nothing in the cache or on the remote is corrupt; a second clone pulls, finds
+nothing out of date and has nothing to reproduce.
+"""
+
+import hashlib
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from .dependencies import require_module
+from .servers import SshServer
+from .test_dvc import BIN, _outputs, _ran, _run, dvc_env, tiny_chain
+
+pytestmark = pytest.mark.slow
+PUSH_TIMEOUT_S = 600
+
+
+OBJECT_NAME = re.compile(r"[0-9a-f]{30}(\.dir)?")
+"""An object's file name (the md5's last 30 digits; the first two name its folder). DVC uploads under a
+temporary name (``<name>.<random>.tmp``) and renames the file once complete."""
+
+
+def _objects(cache: Path) -> dict[str, Path]:
+    """The content-addressed files of a DVC cache or remote (``files/md5/ab/cdef...``), by their md5."""
+    files = (cache / "files/md5").glob("??/*")
+    return {f"{path.parent.name}{path.name.removesuffix('.dir')}": path for path in files if OBJECT_NAME.fullmatch(path.name)}
+
+
+def _corrupt(cache: Path) -> list[str]:
+    """Objects whose bytes do not hash to their name (a partial upload would be one)."""
+    return sorted(name for name, path in _objects(cache).items() if hashlib.md5(path.read_bytes()).hexdigest() != name)
+
+
+@pytest.fixture(scope="module")
+def ssh(tmp_path_factory):
+    """The server, and a home folder holding its host key in ``.ssh/known_hosts`` (a team member's machine)."""
+    require_module("dvc_ssh", "DVC's SSH remote is not installed: pip install -e '.[team]'")
+    folder = tmp_path_factory.mktemp("ssh")
+    server = SshServer(folder)
+    server.start()
+    home = folder / "home"
+    (home / ".ssh").mkdir(parents=True)
+    shutil.copy(server.known_hosts, home / ".ssh/known_hosts")
+    yield server, {"HOME": str(home)}
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def pushed(ssh, tmp_path_factory):
+    """The first clone after ``dvc repro`` and a push cut half-way by the server stopping, then run again:
+    the clone, the remote's folder and what the cut push left."""
+    server, env = ssh
+    base = tmp_path_factory.mktemp("team")
+    alice, remote = base / "alice", base / "remote"
+    alice.mkdir()
+    tiny_chain(alice)
+    _run(["dvc", "remote", "add", "-d", "team", f"ssh://{server.user}@127.0.0.1:{server.port}{remote}"], alice, env)
+    _run(["dvc", "remote", "modify", "--local", "team", "keyfile", str(server.user_key)], alice, env)
+    _run(["git", "add", "-A"], alice)  # dvc.lock of this repro and the remote's address (outputs are git-ignored)
+    _run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "outputs, SSH remote"], alice)
+
+    push = subprocess.Popen([str(BIN / "dvc"), "push"], cwd=alice, env=dvc_env(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + PUSH_TIMEOUT_S
+    while not _objects(remote) and push.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    server.stop()  # half-way: the first objects are there
+    cut = {"running_when_cut": push.poll() is None, "output": push.communicate(timeout=PUSH_TIMEOUT_S)[0],
+           "returncode": push.returncode, "objects": len(_objects(remote)), "corrupt": _corrupt(remote),
+           "partial": sorted(path.name for path in remote.glob("files/md5/??/*.tmp"))}
+    server.start()
+    _run(["dvc", "push"], alice, env)
+    return alice, remote, cut
+
+
+def test_a_push_cut_by_the_server_going_down_completes_when_run_again(pushed, ssh):
+    alice, remote, cut = pushed
+    _, env = ssh
+    local = _objects(alice / ".dvc/cache")
+    assert cut["running_when_cut"] and cut["returncode"] != 0, cut["output"][-3000:]
+    assert 0 < cut["objects"] < len(local), "the server went down half-way"
+    assert cut["corrupt"] == [], "a cut upload leaves no partial object under an object's name"
+    assert _corrupt(alice / ".dvc/cache") == [] and _corrupt(remote) == []
+    assert set(_objects(remote)) == set(local)
+    print(f"cut after {cut['objects']} of {len(local)} objects; partial uploads left under temporary names: {cut['partial']}")
+    assert "Cache and remote 'team' are in sync" in _run(["dvc", "status", "-c"], alice, env)
+
+
+def test_a_second_clone_pulls_every_output_and_has_nothing_to_reproduce(pushed, ssh, tmp_path):
+    alice, _, _ = pushed
+    server, env = ssh
+    bob = tmp_path / "bob"
+    _run(["git", "clone", "-q", str(alice), str(bob)], tmp_path)
+    assert not any(path.exists() for path in _outputs(bob))
+    _run(["dvc", "remote", "modify", "--local", "team", "keyfile", str(server.user_key)], bob, env)
+    _run(["dvc", "pull"], bob, env)
+    assert all(path.exists() for path in _outputs(bob))
+    assert "Data and pipelines are up to date" in _run(["dvc", "status"], bob, env)
+    assert _ran(_run(["dvc", "repro"], bob, env)) == set()
+    assert _corrupt(bob / ".dvc/cache") == []
