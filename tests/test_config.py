@@ -9,7 +9,7 @@ from fdsml.pipelines.validate_descriptor.nodes import ValidateDescriptorConfig
 @pytest.mark.parametrize(
     "params, message",
     [
-        ({"n_classe": 3}, r"fractals: unknown key\(s\) n_classe; accepted keys: .*n_classes"),
+        ({"n_classe": 3}, r"fractals: unknown key\(s\) n_classe \(did you mean fractals\.n_classes\?\); accepted keys: .*n_classes"),
         ({"n_classes": "ten"}, r"fractals.n_classes: expected an integer"),
         ({"n_classes": 0}, r"fractals.n_classes: must be positive"),
         ({"instances_per_class": -2}, r"fractals.instances_per_class: must be positive"),

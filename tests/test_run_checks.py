@@ -68,3 +68,91 @@ def test_every_parameter_section_a_pipeline_reads_is_checked_before_the_first_no
 def test_a_bad_value_of_every_section_stops_the_run_naming_it(key, params, named):
     with pytest.raises(RunCheckError, match=named):
         check_run({key: params})
+
+
+@pytest.mark.parametrize(
+    ("parameters", "named"),
+    [
+        ({"pretan": {"train": {"max_steps": 6}}}, "pretan: unknown parameter section; did you mean pretrain.train.max_steps?"),
+        ({"retrieval": {"data": {"kss": [1]}}}, r"retrieval.data: unknown key(s) kss (did you mean retrieval.data.ks?)"),
+        ({"fractals": {"rcdb": {"vertice": [3, 9]}}}, "fractals.rcdb: unknown key(s) vertice (did you mean fractals.rcdb.vertices?)"),
+        ({"fractals": {"family": "rcdb", "rcdb": {}, "n_classe": 3}}, "fractals: unknown key(s) n_classe (did you mean fractals.n_classes?)"),
+        ({"plan": {"dataset_size": {}}}, "plan: unknown key(s) dataset_size (did you mean plan.dataset_sizes?)"),
+        ({"fair_comparison": {"learning_rate": {}, "arms": {"a": {"methd": "x"}}}}, "fair_comparison.arms.a: unknown key(s) methd"),
+        (
+            {"fair_comparison": {"learning_rate": {"key": "pretrain.optimizer.base_lr", "choices": [1]}, "arms": {"a": {"method": "x", "pretrain": {"fdsl": {"batchs": "shuffled"}}}}}},
+            "fair_comparison.arms.a.pretrain.fdsl: unknown key(s) batchs (did you mean fair_comparison.arms.a.pretrain.fdsl.batches?)",
+        ),
+    ],
+)
+def test_an_unknown_key_at_any_depth_of_any_section_is_refused_naming_the_closest(parameters, named):
+    with pytest.raises(RunCheckError) as raised:
+        check_run(parameters, reads=set())  # sections the run does not read are held to their keys too
+    assert named in str(raised.value) and raised.value.kind == "ConfigError"
+
+
+@pytest.mark.parametrize("env", sorted(p.name for p in (Path(__file__).resolve().parents[1] / "conf").iterdir() if p.is_dir() and p.name != "local"))
+def test_every_key_of_every_environment_is_known(env):
+    from fdsml.plan import load_parameters
+
+    check_run(load_parameters(env, [], Path(__file__).resolve().parents[1] / "conf"), reads=set())
+
+
+def test_recall_at_k_beyond_what_a_query_searches_is_refused_naming_the_key_and_the_fix(tmp_path):
+    from .test_check_before_work import tiny_sop
+
+    sop = tiny_sop(tmp_path)
+    with pytest.raises(RunCheckError, match=r"retrieval.data.ks: \[1, 10, 100\] \(null: sop's own list\) asks for Recall@100, "
+                       r"but a query of sop searches 5 items; set ks to Ks of at most 5, e\.g\. `retrieval: \{data: \{ks: \[1\]\}\}`"):
+        check_run({"retrieval": {"data": {"dataset": "sop", "root": str(sop)}}})
+    check_run({"retrieval": {"data": {"dataset": "sop", "root": str(sop), "ks": [1, 5], "batch_size": 3}}})
+
+
+def test_a_starting_point_is_held_to_the_backbone_of_its_checkpoint_or_of_the_pre_training_that_writes_it(tmp_path):
+    from fdsml.models import model_payload
+    from fdsml.models.checkpoint import save_checkpoint
+    from fdsml.models.network import build_model
+
+    retrieval = {"starts": [{"name": "fdsml", "checkpoint": "pretrained_model", "backbone": "resnet18"}]}
+    with pytest.raises(RunCheckError, match=r"'fdsml': the pre-training \(pretrain.model.backbone\) holds a vit_tiny_patch4 backbone"):
+        check_run({"retrieval": retrieval, "pretrain": {"model": {"backbone": "vit_tiny_patch4"}}})
+    check_run({"retrieval": retrieval, "pretrain": {"model": {"backbone": "resnet18"}}})
+    stored = tmp_path / "pretrained_model.pt"
+    save_checkpoint(stored, model_payload(build_model("vit_tiny_patch4", img_size=32)))
+    with pytest.raises(RunCheckError, match=rf"'fdsml': {stored} holds a vit_tiny_patch4 backbone, but backbone: resnet18 was asked for"):
+        check_run({"retrieval": retrieval, "pretrain": {"model": {"backbone": "resnet18"}}}, pretrained_model=str(stored))
+    classification = {"starting_points": [{"name": "mine", "checkpoint": str(stored), "backbone": "resnet18"}]}
+    with pytest.raises(RunCheckError, match=rf"'mine': {stored} holds a vit_tiny_patch4 backbone"):
+        check_run({"classification": classification})
+
+
+def test_the_plan_command_refuses_an_unknown_key(capsys):
+    from fdsml.plan import main
+
+    assert main(["--pipelines", "pretrain", "--params", "pretan.train.max_steps=6"]) == 2
+    assert "pretan: unknown parameter section; did you mean pretrain.train.max_steps?" in capsys.readouterr().err
+
+
+def test_a_plan_that_cannot_train_is_refused_before_work(tmp_path):
+    from .test_check_before_work import tiny_sop
+
+    sop = tiny_sop(tmp_path)
+    with pytest.raises(RunCheckError, match=r"a batch of 90 is larger than the 6 training images.*retrieval.data.batch_size"):
+        check_run({"retrieval": {"data": {"dataset": "sop", "root": str(sop), "ks": [1], "batch_size": 90}}})
+    with pytest.raises(RunCheckError, match=r"pretrain at 1 replica\(s\): the warm-up \(1000 steps\) is not shorter than training \(12 steps\)"):
+        check_run({"fractals": {}, "pretrain": {"optimizer": {"schedule": "warmup_cosine", "warmup_steps": 1000}, "validation": {"probe": None}}})
+
+
+def test_one_problem_two_sections_find_is_said_once(tmp_path):
+    absent = str(tmp_path / "absent")
+    with pytest.raises(RunCheckError) as raised:
+        check_run({"pretrain": {"validation": {"probe": {"dataset": "cub", "root": absent}}}, "retrieval": {"data": {"dataset": "cub", "root": absent}}})
+    assert str(raised.value).count(absent) == 1 and "rank" not in str(raised.value)
+
+
+def test_every_classification_dataset_s_problem_is_said_at_once(tmp_path):
+    datasets = [{"name": "cifar10", "root": str(tmp_path / "a")}, {"name": "digits", "root": None}, {"name": "cifar100", "root": str(tmp_path / "b")}]
+    with pytest.raises(RunCheckError) as raised:
+        check_run({"classification": {"datasets": datasets}})
+    message = str(raised.value)
+    assert f"{tmp_path}/a not found" in message and f"{tmp_path}/b not found" in message and raised.value.kind == "DatasetLayoutError"

@@ -46,16 +46,53 @@ def _options_with_the_pipeline_alias() -> list[click.Parameter]:
     return options
 
 
-@cli.command(name="run", params=_options_with_the_pipeline_alias(), help=kedro_run.help, short_help=kedro_run.short_help)
-@click.pass_context
-def run(context: click.Context, **options) -> dict:
+def _resolve_pipeline_alias(context: click.Context, options: dict) -> None:
     if options["pipeline"]:
         if options["pipelines"]:
             raise click.UsageError("--pipeline is an alias of --pipelines: give one of them, not both")
         options["pipelines"] = split_string(context, None, options["pipeline"])
         options["pipeline"] = None
+
+
+@cli.command(name="run", params=_options_with_the_pipeline_alias(), help=kedro_run.help, short_help=kedro_run.short_help)
+@click.pass_context
+def run(context: click.Context, **options) -> dict:
+    _resolve_pipeline_alias(context, options)
     with short_answers_to_user_errors():
         return kedro_run.callback(**options)
+
+
+CHECK_OPTIONS = ("env", "pipeline", "pipelines", "params", "conf_source")
+
+
+@cli.command(name="check", params=[o for o in _options_with_the_pipeline_alias() if o.name in CHECK_OPTIONS])
+@click.pass_context
+def check(context: click.Context, **options) -> None:
+    """Check a run before any work, as `kedro run` does first, and run nothing.
+
+    Every parameter key is known (the closest is named otherwise); each selected pipeline's values, dataset
+    folders and layouts, that every listed image decodes (cached by content), Recall@K against what a query
+    searches, each starting point's checkpoint backbone, and the inputs other pipelines write.
+    """
+    _resolve_pipeline_alias(context, options)
+    from kedro.framework.project import pipelines as registered
+    from kedro.framework.session import KedroSession
+    from kedro.pipeline import Pipeline
+
+    from fdsml.hooks import UpstreamInputs, check_before_work
+
+    names = list(options["pipelines"] or ["__default__"])
+    unknown = [name for name in names if name not in registered]
+    if unknown:
+        raise click.UsageError(f"--pipelines: no pipeline {', '.join(unknown)}; choose from {', '.join(sorted(registered))}")
+    with short_answers_to_user_errors():
+        create = {key: options[key] for key in ("env", "conf_source")} | {"runtime_params": options["params"]}
+        with KedroSession.create(**create) as session:
+            catalog = session.load_context().catalog
+            selected = sum((registered[name] for name in names), Pipeline([]))
+            check_before_work(selected, catalog)
+            UpstreamInputs().before_pipeline_run({"env": options["env"], "pipeline_names": options["pipelines"]}, selected, catalog)
+    click.echo(f"{', '.join(names)}: nothing wrong found; `kedro run` would start the work")
 
 
 @cli.group(name="runs")

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import hashlib
 import json
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal, TypeVar, Union
 
 from fdsml.errors import UserFixableError
@@ -34,9 +35,7 @@ def parse(cls: type[T], raw: Any, name: str) -> T:
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(raw) - set(fields))
     if unknown:
-        raise ConfigError(
-            f"{name}: unknown key(s) {', '.join(unknown)}; accepted keys: {', '.join(sorted(fields))}"
-        )
+        raise ConfigError(f"{name}: {unknown_keys_message(name, unknown, fields)}; accepted keys: {', '.join(sorted(fields))}")
     hints = typing.get_type_hints(cls)
     values = {}
     for key, field in fields.items():
@@ -53,6 +52,20 @@ def parse(cls: type[T], raw: Any, name: str) -> T:
         raise ConfigError(f"{name}.{message}") from error
     except (TypeError, ValueError) as error:
         raise ConfigError(f"{name}: {error}") from error
+
+
+def closest_key(key: str, known: Iterable[str]) -> str | None:
+    """The known key a misspelt ``key`` most likely meant (difflib's closest match), or None when none is close."""
+    found = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def unknown_keys_message(name: str, unknown: Iterable[str], known: Iterable[str]) -> str:
+    """``unknown key(s) a, b`` with, for each that is close to a known key, ``did you mean <name>.<key>?``"""
+    unknown, known = list(unknown), list(known)
+    guesses = [f"{name}.{guess}" for key in unknown if (guess := closest_key(key, known))]
+    message = f"unknown key(s) {', '.join(unknown)}"
+    return message + (f" (did you mean {', '.join(guesses)}?)" if guesses else "")
 
 
 def _convert(hint: Any, value: Any, name: str) -> Any:

@@ -2,8 +2,8 @@
 
 * :class:`UpstreamInputs`: a pipeline whose input files another pipeline writes stops at once,
   naming the command that writes them, instead of failing on a missing file mid-run.
-* :class:`ChecksBeforeWork`: every replica checks the run's parameters and dataset folders before
-  the first node, and all stop together with one message.
+* :class:`ChecksBeforeWork`: every replica checks the run's parameters (every key known), dataset
+  folders, images and starting checkpoints before the first node, and all stop together with one message.
 * :class:`RunSummary`: a finished run says what it wrote and where, what it reused, and what to
   try next; when every step reused stored work, it says so and how to redo it.
 """
@@ -20,7 +20,7 @@ from kedro.framework.project import pipelines as registered_pipelines
 from kedro.pipeline import Pipeline
 
 from fdsml.errors import MissingInputError
-from fdsml.pipelines.run_checks import CHECKS, check_run
+from fdsml.pipelines.run_checks import check_run
 from fdsml.run_events import StepReport, start_recording, stop_recording
 
 logger = logging.getLogger(__name__)
@@ -76,13 +76,21 @@ class UpstreamInputs:
         )
 
 
+def check_before_work(pipeline: Pipeline, catalog) -> None:
+    """Every parameter of the run, and in full the sections ``pipeline`` reads (:mod:`fdsml.pipelines.run_checks`);
+    a starting point's pre-trained model is the catalog's file unless this run writes it."""
+    reads = {name.removeprefix("params:").split(".")[0] for name in pipeline.inputs() if name.startswith("params:")}
+    writes = "pretrained_model" in pipeline.all_outputs()
+    pretrained = catalog_files(catalog).get("pretrained_model") if not writes and catalog.exists("pretrained_model") else None
+    check_run(catalog.load("parameters"), reads=reads, pretrained_model=pretrained)
+
+
 class ChecksBeforeWork:
-    """Before the first node, every replica checks the parameters and dataset folders of the run (:mod:`fdsml.pipelines.run_checks`)."""
+    """Before the first node, every replica checks the run's parameters, dataset folders, images and starting checkpoints."""
 
     @hook_impl
     def before_pipeline_run(self, run_params: dict[str, Any], pipeline: Pipeline, catalog) -> None:
-        keys = {name.removeprefix("params:") for name in pipeline.inputs() if name.startswith("params:")}
-        check_run({key: catalog.load(f"params:{key}") for key in keys if key in CHECKS})
+        check_before_work(pipeline, catalog)
 
 
 class RunSummary:

@@ -4,7 +4,8 @@ Parameters load the way ``kedro run`` loads them (``conf/base`` + the environmen
 on top), so the plan printed is the plan the run will check at start. A dataset's training
 images are counted when its folder is readable, and taken from ``plan.dataset_sizes`` (the
 published split sizes, ``conf/base/parameters_plan.yml``) otherwise. Exit status 1 when a plan
-cannot train, 2 when the parameters are invalid.
+cannot train, 2 when the parameters are invalid (an unknown key at any depth included). `kedro check`
+checks the rest before work: folders, images, Recall@K, starting checkpoints.
 
     python -m fdsml.plan --env paper --world-size 8 --pipelines pretrain
 """
@@ -15,7 +16,6 @@ import argparse
 import dataclasses
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,24 +23,12 @@ from kedro.config import OmegaConfigLoader
 from omegaconf import OmegaConf
 
 from fdsml import settings
-from fdsml.config import ConfigError, parse, require_positive
+from fdsml.config import ConfigError
 from fdsml.data.layout import DatasetLayoutError
-from fdsml.training.run_arithmetic import TrainingPlan, format_plans
+from fdsml.errors import UserFixableError
+from fdsml.training.run_arithmetic import PublishedSizes, TrainingPlan, format_plans, parse_plan_params
 
 PIPELINES = ("pretrain", "retrieval", "classification")
-
-
-@dataclass(frozen=True)
-class PublishedSizes:
-    """``params:plan.dataset_sizes``: training images per dataset when its folder is not on this machine."""
-
-    classification: dict[str, int] = field(default_factory=dict)
-    retrieval: dict[str, int] = field(default_factory=dict)
-
-    def __post_init__(self):
-        for kind in ("classification", "retrieval"):
-            for name, size in getattr(self, kind).items():
-                require_positive(f"{kind}.{name}", size)
 
 
 def load_parameters(env: str | None, params: list[str], conf_source: str | Path = "conf") -> dict[str, Any]:
@@ -64,29 +52,12 @@ def _images(kind: str, name: str, count: Callable[[], int], sizes: PublishedSize
         return published[name], "published split size (plan.dataset_sizes), no folder here"
 
 
-def pretraining_rows(fractals: dict[str, Any]) -> tuple[int, str]:
-    """The rows pre-training trains on, with a note: the codes table's, less those ``fractals.holdout``
-    holds out (whole classes and a region of each other class). The guard band around each region
-    (``fractals.holdout.gap``) depends on the table's descriptors: with a gap the count is an upper bound.
-    """
-    from fdsml.data.holdout import HoldoutSettings, training_rows_at_most
-    from fdsml.families import family_spec
-
-    family = family_spec(fractals).settings
-    holdout = parse(HoldoutSettings, fractals.get("holdout", {}), "fractals.holdout")
-    rows = training_rows_at_most(family.n_classes, family.instances_per_class, holdout)
-    note = "images: the training rows of fractals.n_classes x fractals.instances_per_class after fractals.holdout"
-    if holdout.gap and holdout.instance_fraction:
-        note += " (at most: the guard band of fractals.holdout.gap takes a few more, drawn from the table)"
-    return rows, note
-
-
 def plan_steps(parameters: dict[str, Any], pipelines: tuple[str, ...], world_size: int) -> list[TrainingPlan]:
     """The (unchecked) plans of the training steps of ``pipelines`` at ``world_size``."""
-    sizes = parse(PublishedSizes, parameters.get("plan", {}).get("dataset_sizes", {}), "plan.dataset_sizes")
+    sizes = parse_plan_params(parameters.get("plan", {})).dataset_sizes
     plans = []
     if "pretrain" in pipelines:
-        from fdsml.training.pretrain import parse_pretrain_params, plan_pretrain
+        from fdsml.training.pretrain import parse_pretrain_params, plan_pretrain, pretraining_rows
 
         images, note = pretraining_rows(parameters["fractals"])
         plan = plan_pretrain(parse_pretrain_params(parameters["pretrain"]), images, world_size)
@@ -122,10 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(pipelines) - set(PIPELINES))
     if unknown:
         parser.error(f"--pipelines: unknown {', '.join(unknown)}; choose from {', '.join(PIPELINES)}")
+    from fdsml.pipelines.run_checks import check_run
+
     try:
         parameters = load_parameters(args.env, [p for p in args.params.split(",") if p.strip()], args.conf_source)
+        check_run(parameters, reads=set())  # every key known, every section's values; no folder is read
         plans = plan_steps(parameters, pipelines, args.world_size)
-    except ConfigError as error:
+    except UserFixableError as error:
         print(f"invalid parameters: {error}", file=sys.stderr)
         return 2
     print(format_plans(plans, f"Training plan, environment {args.env or 'base'}, {args.world_size} replica(s)"))

@@ -64,6 +64,22 @@ def family_spec(params: Mapping[str, Any], key: str = "fractals", reserved: tupl
     return FamilySpec(family, family.parse_settings(raw, key))
 
 
+def check_every_block(params: Mapping[str, Any], key: str = "fractals", reserved: tuple[str, ...] = ("outputs", "holdout")) -> None:
+    """Parse every family's settings ``params`` holds, the selected family's and the others' alike.
+
+    :func:`family_spec` reads only the selected family's; a misspelt key in another block (or in the
+    top-level FineFractalDB layout while another family is selected) would otherwise wait, unread,
+    until that family is switched on.
+    """
+    selected = family_spec(params, key, reserved).family.name
+    for name in known_families():
+        if name in params and name != selected:
+            _FAMILIES[name].parse_settings(params[name], f"{key}.{name}")
+    if selected in params:  # the top-level keys are FineFractalDB's layout, then read by nobody
+        layout = {k: v for k, v in params.items() if k not in {"family", *reserved, *_FAMILIES}}
+        _FAMILIES[DEFAULT_FAMILY].parse_settings(layout, key)
+
+
 register_family(FINEFRACTALDB)
 register_family(VISUAL_ATOM)
 register_family(RCDB)
@@ -73,6 +89,7 @@ __all__ = [
     "GENERIC_COLUMNS",
     "Family",
     "FamilySpec",
+    "check_every_block",
     "family_spec",
     "get_family",
     "known_families",

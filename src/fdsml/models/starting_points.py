@@ -53,23 +53,28 @@ def trunk_digest(payload: dict | None) -> str:
     return content_digest(trunk_state_dict(payload)) if payload is not None else ""
 
 
+def require_backbone(start: StartingPoint, held: str, source: str) -> None:
+    """Raise CheckpointError when ``source`` (a checkpoint, or the pre-training that writes it) holds another
+    backbone than ``start`` names: a comparison never silently mixes architectures."""
+    if held != start.backbone:
+        raise CheckpointError(
+            f"starting point {start.name!r}: {source} holds a {held} backbone, but backbone: {start.backbone} was "
+            f"asked for; set the starting point's backbone to {held} or pick a matching checkpoint"
+        )
+
+
 def build_from_start(
     start: StartingPoint, *, seed: int, img_size: int | None = None, payload: dict | None = None, **head: Any
 ) -> EmbeddingModel:
     """A model with a new ``head`` (``build_model`` keywords) whose trunk comes from ``start``.
 
     ``payload`` is the model file the start begins from, read with :func:`start_payload` when not given.
-    Raises CheckpointError (a ValueError) when the checkpoint's backbone is not the one ``start`` names, so a
-    comparison never silently mixes architectures.
+    Raises CheckpointError (a ValueError) when the checkpoint's backbone is not the one ``start`` names.
     """
     if payload is None:
         payload = start_payload(start)
-    if payload is not None and payload["model"]["name"] != start.backbone:
-        raise CheckpointError(
-            f"starting point {start.name!r}: {start.checkpoint} holds a {payload['model']['name']} backbone, "
-            f"but backbone: {start.backbone} was asked for; set the starting point's backbone to "
-            f"{payload['model']['name']} or pick a matching checkpoint"
-        )
+    if payload is not None:
+        require_backbone(start, payload["model"]["name"], start.checkpoint)
     overrides = dict(start.overrides)
     if payload is not None:
         stored = recorded_model_config(payload)  # its normalisation travels on with the trunk

@@ -1,5 +1,11 @@
-"""Checks a ``kedro run`` makes before its first node, on every replica: each selected pipeline's
-parameters, and the presence and layout of every dataset folder it will read.
+"""Checks a ``kedro run`` (and ``kedro check``) makes before its first node, on every replica.
+
+Every parameter belongs to a known section and key: an unknown one, at any depth (a misspelt section
+from ``--params`` too), stops the run naming the closest known key. Each selected pipeline's sections
+are checked in full: their values; the presence and layout of every dataset folder they read (through
+the readers' registries); the training plans (the images counted, the world size of the run); Recall@K against what a retrieval query searches; each starting point's
+checkpoint backbone against the one it names; and that every listed image decodes (a cache keyed by
+the files' content, :mod:`fdsml.data.decode_check`).
 
 Under ``torchrun`` each replica checks its own view (dataset folders may sit on node-local
 disks), then all replicas compare: when any finds a problem, every replica stops with the same
@@ -8,11 +14,17 @@ message, naming the ranks where it differs, before any work is done.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from fdsml.errors import UserFixableError
 from fdsml import distributed
+from fdsml.config import closest_key, parse
+from fdsml.errors import UserFixableError
+
+if TYPE_CHECKING:
+    from fdsml.data.retrieval_datasets import ImageRecords
 
 
 class RunCheckError(UserFixableError, ValueError):
@@ -27,94 +39,195 @@ class RunCheckError(UserFixableError, ValueError):
         self.kind = kind
 
 
-def _check_pretrain(params: Any) -> None:
+@dataclass(frozen=True)
+class RunInputs:
+    """What a section's check may need beyond the section: every section of the run, and the pre-trained model
+    file (the catalog's ``pretrained_model``) when it is on disk and this run does not write it."""
+
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    pretrained_model: str | None = None
+
+
+def _check_images(title: str, *parts: ImageRecords | None) -> None:
+    from fdsml.data.decode_check import check_images_decode
+
+    paths = [path for part in parts if part is not None and part.paths is not None for path in part.paths]
+    check_images_decode(paths, title)
+
+
+def _check_starts(starts: tuple, run: RunInputs) -> None:
+    """Each starting point's checkpoint holds the backbone it names: the file's, or the pre-training's of this run."""
+    from fdsml.models.checkpoint import load_checkpoint_file
+    from fdsml.models.starting_points import PRETRAINED, require_backbone
+
+    for start in starts:
+        if start.checkpoint == PRETRAINED and run.pretrained_model is None:
+            if "pretrain" in run.parameters:  # the model this run (or the pretrain pipeline run first) writes
+                held = PARSERS["pretrain"](run.parameters["pretrain"]).model.backbone
+                require_backbone(start, held, "the pre-training (pretrain.model.backbone)")
+        elif start.checkpoint is not None:
+            path = run.pretrained_model if start.checkpoint == PRETRAINED else start.checkpoint
+            require_backbone(start, load_checkpoint_file(path)["model"]["name"], path)
+
+
+def _world_size() -> int:
+    return distributed.current().world_size
+
+
+def _check_pretrain(params: Any, run: RunInputs) -> None:
     from fdsml.data import read_retrieval_dataset
-    from fdsml.training.pretrain import parse_pretrain_params
+    from fdsml.training.pretrain import plan_pretrain, pretraining_rows
 
-    validation = parse_pretrain_params(params).validation
+    config = PARSERS["pretrain"](params)
+    if "fractals" in run.parameters:  # the plan on the rows fractals.holdout leaves (at most), before they are drawn
+        plan_pretrain(config, pretraining_rows(run.parameters["fractals"])[0], _world_size()).check()
+    validation = config.validation
     if validation.enabled and validation.probe is not None:
-        read_retrieval_dataset(validation.probe.dataset, validation.probe.root)  # the probe's folder and layout
+        probe = read_retrieval_dataset(validation.probe.dataset, validation.probe.root)  # the probe's folder and layout
+        _check_images(probe.name, probe.test, probe.query, probe.gallery)
 
 
-def _check_retrieval(params: Any) -> None:
-    from fdsml.training.retrieval import load_splits, parse_retrieval_params
+def _check_retrieval(params: Any, run: RunInputs) -> None:
+    from fdsml.training.retrieval import load_splits, plan_retrieval
 
-    load_splits(parse_retrieval_params(params))
+    config = PARSERS["retrieval"](params)
+    splits = load_splits(config)  # the folder, its layout, and Recall@K against what a query searches
+    plan_retrieval(config, len(splits.train), _world_size()).check()
+    _check_starts(config.starts, run)
+    _check_images(splits.name, splits.train, splits.test, splits.query, splits.gallery)
 
 
-def _check_classification(params: Any) -> None:
+def _check_classification(params: Any, run: RunInputs) -> None:
     from fdsml.data.classification_datasets import read_classification_dataset
-    from fdsml.training.classification import parse_classification_params
+    from fdsml.training.classification import plan_classification
 
-    config = parse_classification_params(params)
-    for dataset in config.datasets:
-        read_classification_dataset(dataset.name, dataset.root, seed=config.train.seed)
+    config = PARSERS["classification"](params)
+    _check_starts(config.starting_points, run)
+    errors = []
+    for dataset in config.datasets:  # every dataset's problem at once (conf/paper lists seven)
+        try:
+            splits = read_classification_dataset(dataset.name, dataset.root, seed=config.train.seed)
+            plan_classification(config, dataset.name, len(splits.train), _world_size()).check()
+            _check_images(splits.name, splits.train, splits.test)
+        except UserFixableError as error:
+            errors.append(error)
+    if errors:
+        raise ExceptionGroup("classification datasets", errors)
 
 
-def _check_fractals(params: Any) -> None:
+def _parse_fractals(params: Any) -> Any:
     from fdsml.data.fractals_config import parse_fractals_params
+    from fdsml.families import check_every_block
 
-    parse_fractals_params(params)
+    check_every_block(params)  # the blocks of the families not selected too
+    return parse_fractals_params(params)
 
 
-def _check_validate_descriptor(params: Any) -> None:
+def _parse_fair_comparison(params: Any) -> Any:
+    from fdsml.training.pretrain import PretrainConfig
+    from fdsml.tuning.config import parse_fair_comparison_params
+
+    settings = parse_fair_comparison_params(params)
+    for name, arm in settings.arms.items():  # each arm's pretrain keys, on the defaults: a misspelt one never reaches a trial
+        parse(PretrainConfig, arm.pretrain, f"fair_comparison.arms.{name}.pretrain")
+    return settings
+
+
+def _parser(module: str, name: str) -> Callable[[Any], Any]:
+    """``module.name``, imported when first called: a run loads only what its sections need."""
+
+    def parse_section(params: Any) -> Any:
+        return getattr(importlib.import_module(module), name)(params)
+
+    return parse_section
+
+
+def _parse_validate_descriptor(params: Any) -> Any:
     from fdsml.pipelines.validate_descriptor.nodes import ValidateDescriptorConfig
-    from fdsml.config import parse
 
-    parse(ValidateDescriptorConfig, params, "validate_descriptor")
-
-
-def _check_robustness(params: Any) -> None:
-    from fdsml.evaluation.robustness import parse_robustness_params
-
-    parse_robustness_params(params)  # its dataset is one of classification's, whose folders that check reads
+    return parse(ValidateDescriptorConfig, params, "validate_descriptor")
 
 
-def _check_analysis(params: Any) -> None:
-    from fdsml.analysis.config import parse_analysis_params
-
-    parse_analysis_params(params)
-
-
-def _check_export(params: Any) -> None:
-    from fdsml.models.export import parse_export_params
-
-    parse_export_params(params)
-
-
-def _check_tune(params: Any) -> None:
-    from fdsml.tuning import parse_tune_params
-
-    parse_tune_params(params)  # its space against pretrain and retrieval: by the study, before any trial
+PARSERS: dict[str, Callable[[Any], Any]] = {
+    "fractals": _parse_fractals,
+    "pretrain": _parser("fdsml.training.pretrain", "parse_pretrain_params"),
+    "validate_descriptor": _parse_validate_descriptor,
+    "retrieval": _parser("fdsml.training.retrieval", "parse_retrieval_params"),
+    "classification": _parser("fdsml.training.classification", "parse_classification_params"),
+    "robustness": _parser("fdsml.evaluation.robustness", "parse_robustness_params"),  # its dataset is classification's
+    "analysis": _parser("fdsml.analysis.config", "parse_analysis_params"),
+    "export": _parser("fdsml.models.export", "parse_export_params"),
+    "tune": _parser("fdsml.tuning", "parse_tune_params"),  # its space against pretrain and retrieval: by the study
+    "plan": _parser("fdsml.training.run_arithmetic", "parse_plan_params"),
+    "fair_comparison": _parse_fair_comparison,  # conf/fair's arms
+}
+"""Every known parameter section and its parser: a key outside them, at any depth, is refused before work."""
 
 
-CHECKS: dict[str, Callable[[Any], None]] = {
-    "fractals": _check_fractals,
+def _parsed(parse_section: Callable[[Any], Any]) -> Callable[[Any, RunInputs], None]:
+    def check(params: Any, run: RunInputs) -> None:
+        parse_section(params)
+
+    return check
+
+
+CHECKS: dict[str, Callable[[Any, RunInputs], None]] = {key: _parsed(parse_section) for key, parse_section in PARSERS.items()} | {
     "pretrain": _check_pretrain,
-    "validate_descriptor": _check_validate_descriptor,
     "retrieval": _check_retrieval,
     "classification": _check_classification,
-    "robustness": _check_robustness,
-    "analysis": _check_analysis,
-    "export": _check_export,
-    "tune": _check_tune,
 }
-"""What each ``params:<key>`` a pipeline reads is checked with: its parser, then the folders it names."""
+"""What a ``params:<key>`` a pipeline reads is checked with: its parser, then the folders, images and checkpoints it names."""
 
 
-def problem_of(key: str, params: Any) -> tuple[str, str] | None:
-    """The kind and message of what is wrong with ``params:<key>`` or the folders it names; None when nothing is."""
+def unknown_sections(parameters: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """A problem for each top-level key of ``parameters`` that is no known section, naming the closest one."""
+    problems = []
+    for key in sorted(set(parameters) - set(PARSERS)):
+        guess = closest_key(key, PARSERS)
+        below = ".".join(_first_path(parameters[key]))
+        meant = f"; did you mean {'.'.join(filter(None, (guess, below)))}?" if guess else ""
+        problems.append(
+            ("ConfigError", f"{key}: unknown parameter section{meant} Known sections: {', '.join(sorted(PARSERS))}")
+        )
+    return problems
+
+
+def _first_path(value: Any) -> list[str]:
+    """The keys down to the first leaf of a nested mapping (``{"train": {"max_steps": 6}}``: train, max_steps)."""
+    path = []
+    while isinstance(value, Mapping) and value:
+        key = next(iter(value))
+        path.append(str(key))
+        value = value[key]
+    return path
+
+
+def _problems(check: Callable[[], Any]) -> list[tuple[str, str]]:
+    """The kind and message of each user-fixable error ``check`` raises (several: an ExceptionGroup of them)."""
+    found = []
     try:
-        CHECKS[key](params)
-    except UserFixableError as error:
-        return type(error).__name__, str(error)
-    return None
+        check()
+    except* UserFixableError as group:
+        found = [(type(error).__name__, str(error)) for error in group.exceptions]
+    return found
 
 
-def check_run(parameters: dict[str, Any]) -> None:
-    """Check every ``params:<key>`` of ``parameters`` that has a check; every replica raises the same
-    :class:`RunCheckError` when any replica found a problem."""
-    problems = [problem for key in CHECKS if key in parameters if (problem := problem_of(key, parameters[key]))]
+def problems_of(key: str, params: Any, run: RunInputs | None = None) -> list[tuple[str, str]]:
+    """What is wrong with ``params:<key>`` or what it names (empty when nothing is)."""
+    return _problems(lambda: CHECKS[key](params, run or RunInputs()))
+
+
+def check_run(parameters: Mapping[str, Any], reads: set[str] | None = None, pretrained_model: str | None = None) -> None:
+    """Check every section of ``parameters``: an unknown section, or an unknown key at any depth, stops the run. The
+    sections in ``reads`` (all when None) are checked in full, with the folders, images and checkpoints they name;
+    the others are parsed. Every replica raises the same :class:`RunCheckError` when any replica found a problem."""
+    run = RunInputs(parameters, pretrained_model)
+    problems = unknown_sections(parameters)
+    for key in (key for key in PARSERS if key in parameters):
+        if reads is None or key in reads:
+            problems += problems_of(key, parameters[key], run)
+        else:
+            problems += _problems(lambda key=key: PARSERS[key](parameters[key]))
     context = distributed.current()
     seen = distributed.from_every_rank(problems, context)
     if not any(seen):
@@ -122,7 +235,8 @@ def check_run(parameters: dict[str, Any]) -> None:
     ranks: dict[str, list[int]] = {}
     for rank, found in enumerate(seen):
         for _, problem in found:
-            ranks.setdefault(problem, []).append(rank)
+            where = ranks.setdefault(problem, [])
+            where += [rank] if rank not in where else []  # two sections may find the same (the probe's folder is retrieval's)
     lines = [
         problem if len(where) == context.world_size else f"{problem} (rank {', '.join(map(str, where))})"
         for problem, where in ranks.items()

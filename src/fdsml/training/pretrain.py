@@ -23,10 +23,10 @@ from fdsml.data import (
     read_retrieval_dataset,
 )
 from fdsml.data.device_render import DeviceRenderedCodes, renders_on_device
-from fdsml.data.holdout import HoldoutSettings, HoldoutSplit, TrainingRows, split_table
+from fdsml.data.holdout import HoldoutSettings, HoldoutSplit, TrainingRows, split_table, training_rows_at_most
 from fdsml.evaluation.pretrain_validation import PretrainValidation
 from fdsml.evaluation.validation_settings import ValidationSettings
-from fdsml.families import FamilySpec
+from fdsml.families import FamilySpec, family_spec
 from fdsml.families.generation import shards_fingerprint
 from fdsml.losses.pa_triplet import mined_triplets
 from fdsml.models import build_model, model_payload
@@ -221,6 +221,20 @@ def build_fractal_dataset(
         instances="table" if as_stored else data.instances,
         img_size=img_size,
     )
+
+
+def pretraining_rows(fractals: dict[str, Any]) -> tuple[int, str]:
+    """The rows pre-training trains on, with a note: the codes table's, less those ``fractals.holdout``
+    holds out (whole classes and a region of each other class). The guard band around each region
+    (``fractals.holdout.gap``) depends on the table's descriptors: with a gap the count is an upper bound.
+    """
+    family = family_spec(fractals).settings
+    holdout = parse(HoldoutSettings, fractals.get("holdout", {}), "fractals.holdout")
+    rows = training_rows_at_most(family.n_classes, family.instances_per_class, holdout)
+    note = "images: the training rows of fractals.n_classes x fractals.instances_per_class after fractals.holdout"
+    if holdout.gap and holdout.instance_fraction:
+        note += " (at most: the guard band of fractals.holdout.gap takes a few more, drawn from the table)"
+    return rows, note
 
 
 def plan_pretrain(config: PretrainConfig, images: int, world_size: int) -> TrainingPlan:

@@ -145,15 +145,34 @@ def parse_retrieval_params(params: dict[str, Any]) -> RetrievalConfig:
 
 
 def load_splits(config: RetrievalConfig) -> RetrievalSplits:
-    """The dataset's zero-shot splits, training labels renumbered 0..C-1 for the proxies."""
+    """The dataset's zero-shot splits, training labels renumbered 0..C-1 for the proxies.
+
+    Refuses, before any training, a Recall@K list whose largest K exceeds what a query searches.
+    """
     splits = read_retrieval_dataset(config.data.dataset, config.data.root, train_classes=config.data.train_classes)
+    ks = config.data.ks or splits.ks
+    _check_ks_fit(ks, splits, given=config.data.ks is not None)
     return RetrievalSplits(
         splits.name,
         splits.train.with_contiguous_labels(),
-        config.data.ks or splits.ks,
+        ks,
         test=splits.test,
         query=splits.query,
         gallery=splits.gallery,
+    )
+
+
+def _check_ks_fit(ks: tuple[int, ...], splits: RetrievalSplits, *, given: bool) -> None:
+    """Recall@K needs K items to search: the gallery, or the other test items when every test item queries."""
+    searched = len(splits.gallery) if splits.has_query_set else len(splits.test) - 1
+    if max(ks) <= searched:
+        return
+    fitting = [k for k in ks if k <= searched] or [1]
+    source = "" if given else f" (null: {splits.name}'s own list)"
+    raise ConfigError(
+        f"retrieval.data.ks: {list(ks)}{source} asks for Recall@{max(ks)}, but a query of {splits.name} searches "
+        f"{searched} items; set ks to Ks of at most {searched}, e.g. `retrieval: {{data: {{ks: {fitting}}}}}` in "
+        "conf/local/parameters_retrieval.yml (or the --env environment's folder): --params cannot give a list"
     )
 
 

@@ -6,13 +6,15 @@ rate of every parameter group (linearly scaled by the global batch), images per 
 memory of PA-Triplet's in-batch mining. :meth:`TrainingPlan.check` refuses a plan that cannot
 train, naming the configuration key to change, so a published configuration fails in seconds,
 not after days of GPU time. The loop takes its numbers from the plan and from nowhere else.
+``params:plan`` holds the published split sizes a plan counts when a dataset's folder is absent.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from fdsml.config import ConfigError, require_positive
+from fdsml.config import ConfigError, parse, require_positive
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
 from fdsml.training.schedules import scaled_learning_rate
 
@@ -189,3 +191,28 @@ def format_plans(plans: list[TrainingPlan], title: str = "") -> str:
         lines += [f"  REFUSED: {problem}" for problem in plan.problems()]
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks) + "\n"
+
+
+@dataclass(frozen=True)
+class PublishedSizes:
+    """``params:plan.dataset_sizes``: training images per dataset when its folder is not on this machine."""
+
+    classification: dict[str, int] = field(default_factory=dict)
+    retrieval: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self):
+        for kind in ("classification", "retrieval"):
+            for name, size in getattr(self, kind).items():
+                require_positive(f"{kind}.{name}", size)
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    """``params:plan``."""
+
+    dataset_sizes: PublishedSizes = field(default_factory=PublishedSizes)
+
+
+def parse_plan_params(params: dict[str, Any]) -> PlanSettings:
+    """Validate ``params:plan``; a wrong key or value raises ``ConfigError`` naming it."""
+    return parse(PlanSettings, params, "plan")

@@ -133,6 +133,32 @@ class TuneConfig:
         return self.metric.startswith("retrieval.")
 
 
+@dataclass(frozen=True)
+class FairArm:
+    """One arm of ``params:fair_comparison``: its name in the budget study, the pretrain keys it sets, its search space."""
+
+    method: str
+    pretrain: dict[str, Any] = field(default_factory=dict)
+    space: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True)
+class FairComparisonSettings:
+    """``params:fair_comparison`` (conf/fair): the arms ``benchmarks/fair_comparison.py`` tunes with one budget."""
+
+    learning_rate: dict[str, Any]
+    arms: dict[str, FairArm]
+
+    def __post_init__(self):
+        for arm in self.arms.values():
+            parse_space([self.learning_rate, *arm.space], grid=False)  # ranges and choices: ConfigError naming tune.space.<key>
+
+
+def parse_fair_comparison_params(params: dict[str, Any]) -> FairComparisonSettings:
+    """Validate ``params:fair_comparison``; a wrong key or value raises ``ConfigError`` naming it."""
+    return parse(FairComparisonSettings, params, "fair_comparison")
+
+
 def parse_tune_params(params: dict[str, Any]) -> TuneConfig:
     """Validate ``params:tune`` on its own (its space's keys are checked against the configuration by the study)."""
     config = parse(TuneConfig, params, "tune")
