@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 sys.path.insert(0, str(ROOT))
 
-from tests.scratch import copy_tracked  # noqa: E402  (every file git tracks or would track, as on disk)
+from tests.support import copy_tracked  # noqa: E402  (every file git tracks or would track, as on disk)
 
 
 def environment(folder: Path) -> dict[str, str]:

@@ -43,7 +43,7 @@ def generated_table(env: str) -> pd.DataFrame:
     from fair_comparison import parameters  # the project's loader with its soft env merge (same folder)
 
     from fdsml.families.generation import generate_table
-    from fdsml.pipelines.fractals.nodes import parse_fractals_params
+    from fdsml.data.fractals_config import parse_fractals_params
 
     table, _ = generate_table(parse_fractals_params(parameters(env)["fractals"]).spec)
     return table

@@ -42,7 +42,8 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
-from pretraining_budget import _merge  # the budget study's helper (same folder)
+
+from fdsml.config import with_overlay
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = "fair"
@@ -109,7 +110,7 @@ def recipe(all_params: dict, arm: str, study) -> dict:
     if done < budget or best is None:
         state = f"{done} of its {budget} trials done" if done < budget else "no complete trial"
         raise SystemExit(f"arm {arm}: study {study.study_name} has {state}; run `fair_comparison.py tune --arms {arm}` first")
-    return _merge({"pretrain": all_params["fair_comparison"]["arms"][arm]["pretrain"]}, best_overlay(study))["pretrain"]
+    return with_overlay({"pretrain": all_params["fair_comparison"]["arms"][arm]["pretrain"]}, best_overlay(study))["pretrain"]
 
 
 def seeds_params(all_params: dict, arm: str, study, seeds: list[int], vary: dict[str, object], storage_dir: str | None) -> dict:

@@ -42,6 +42,7 @@ import numba
 import yaml
 
 from fdsml import experiment_queue
+from fdsml.config import with_overlay
 from fdsml.errors import GenerationError
 from fdsml.pipelines.fractals.nodes import generate_fractal_codes
 from fdsml.pipelines.validate_descriptor.nodes import measure_sweeps, measure_triplet_agreement
@@ -49,7 +50,7 @@ from fdsml.tuning.arms import STUDIES_DIR, arm_results, open_arms_study, run_arm
 from fdsml.validation.agreement import summarise_agreement
 from fdsml.validation.report import variants_markdown
 from fdsml.validation.sweeps import summarise_sweeps
-from fdsml.validation.variants import variant_entry, with_overrides
+from fdsml.validation.variants import variant_entry
 
 logger = logging.getLogger("generator_variants")
 LOG_FORMAT = "%(asctime)s %(name)s %(message)s"
@@ -202,7 +203,7 @@ def run_variant(jobs: dict[str, tuple[dict, dict]], name: str) -> tuple[float, d
         return -math.inf, {"name": name, "overrides": overrides, "error": str(error), "cpu_seconds": cpu}
     with _cpu_time(cpu, "triplets"):
         triplets = measure_triplet_agreement(table, fractals, params["validate_descriptor"])
-    ranged = [with_overrides(params, {"validate_descriptor.sweep.factor_range": list(r)})["validate_descriptor"] for r in SWEEP_RANGES]
+    ranged = [with_overlay(params, {"validate_descriptor.sweep.factor_range": list(r)}, only_existing=True)["validate_descriptor"] for r in SWEEP_RANGES]
     with _cpu_time(cpu, "sweeps"):
         points = [measure_sweeps(table, fractals, sweep_params) for sweep_params in ranged]
     with _cpu_time(cpu, "statistics"):
@@ -264,8 +265,8 @@ def main() -> None:
         else:
             print("\n".join(experiment_queue.printed(grid)))
         return
-    base = with_overrides(base_parameters(), SCALES[scale_name])
-    jobs = {name: (overrides, with_overrides(base, overrides)) for name, overrides in variants.items()}
+    base = with_overlay(base_parameters(), SCALES[scale_name], only_existing=True)
+    jobs = {name: (overrides, with_overlay(base, overrides, only_existing=True)) for name, overrides in variants.items()}
     stem = "generator_grid" if args.grid else "generator_variants"
     study, fingerprints = f"{stem}_{scale_name}", variant_fingerprints(jobs)
     started, cpu_started = time.perf_counter(), cpu_seconds()

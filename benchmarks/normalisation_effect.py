@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from fdsml.config import with_overlay
 from fdsml.tuning.arms import arm_results, open_arms_study, run_arms
 
 ARMS = ("before", "after", "scratch")
@@ -83,13 +84,6 @@ def arm(name: str) -> Arm:
     raise SystemExit(f"unknown arm {name!r}; choose from {', '.join(ARMS)}")
 
 
-def _merge(base: dict, extra: dict) -> dict:
-    """``base`` with ``extra``'s keys set, nested mappings merged and lists replaced (OmegaConf's merge)."""
-    from omegaconf import OmegaConf
-
-    return OmegaConf.to_container(OmegaConf.merge(base, extra))
-
-
 def work_folder(out: Path, name: str, seed: int) -> Path:
     """Where a run's pre-training and fine-tuning write their run folders (checkpoints)."""
     return out / "work" / f"{name}_seed{seed}"
@@ -105,7 +99,7 @@ def pretrain_params(base: dict, chosen: Arm, seed: int, work: Path) -> dict:
         "run_dir": str(work / "pretrain"),
         "live_dir": None,
     }
-    return _merge(base, overrides)
+    return with_overlay(base, overrides)
 
 
 def retrieval_params(
@@ -114,7 +108,7 @@ def retrieval_params(
     """conf/base's ``retrieval`` fine-tuning the given model file (None: a random trunk) alone, with one seed."""
     cut = {key: value for key, value in (("max_steps", steps), ("freeze_backbone_steps", freeze_steps)) if value is not None}
     start = {"name": name, "checkpoint": checkpoint, "backbone": base["starts"][-1]["backbone"]}
-    return _merge(base, {"starts": [start], "seeds": [seed], "train": cut, "run_dir": str(work / "finetune"), "live_dir": None})
+    return with_overlay(base, {"starts": [start], "seeds": [seed], "train": cut, "run_dir": str(work / "finetune"), "live_dir": None})
 
 
 def consumer_payload(payload: dict, chosen: Arm) -> dict:
@@ -176,7 +170,7 @@ def initial_payload(table, fractals_params: dict, params: dict) -> dict:
 
     from fdsml.data.holdout import split_table
     from fdsml.models import model_payload
-    from fdsml.pipelines.fractals.nodes import parse_fractals_params
+    from fdsml.data.fractals_config import parse_fractals_params
     from fdsml.training.pretrain import build_pretrain_model, parse_pretrain_params
 
     fractals, config = parse_fractals_params(fractals_params), parse_pretrain_params(params)

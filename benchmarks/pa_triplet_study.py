@@ -35,8 +35,9 @@ import time
 from functools import partial
 from pathlib import Path
 
-from pretraining_budget import _git_commit, _merge  # the budget study's helpers (same folder)
+from pretraining_budget import _git_commit  # the budget study's helper (same folder)
 
+from fdsml.config import with_overlay
 from fdsml.tuning.arms import arm_results, open_arms_study, run_arms
 
 ARMS = {
@@ -84,9 +85,9 @@ def conf_base() -> dict:
 def arm_definition(params: dict, arm: str, seed: int) -> dict:
     """The arm's whole configuration: conf/base ``fractals``, and ``pretrain`` with the arm's overrides, the seed and at
     least :data:`HELDOUT_TRIPLETS` held-out triplets (a stored run is reused only while conf/base still gives it)."""
-    merged = _merge(params["pretrain"], ARMS[arm])
+    merged = with_overlay(params["pretrain"], ARMS[arm])
     triplets = max(merged["validation"]["triplets"], HELDOUT_TRIPLETS)
-    pretrain = _merge(merged, {"train": {"seed": seed}, "validation": {"triplets": triplets}, "live_dir": None})
+    pretrain = with_overlay(merged, {"train": {"seed": seed}, "validation": {"triplets": triplets}, "live_dir": None})
     return {"arm": arm, "seed": seed, "overrides": ARMS[arm], "pretrain": pretrain, "fractals": params["fractals"]}
 
 
@@ -109,7 +110,7 @@ def run_arm(out: str, name: str) -> tuple[float, dict]:
     torch.set_num_threads(1)
     from fdsml.data.holdout import split_table
     from fdsml.families.generation import generate_table
-    from fdsml.pipelines.fractals.nodes import parse_fractals_params
+    from fdsml.data.fractals_config import parse_fractals_params
     from fdsml.training import pretrain as pretraining
 
     params = conf_base()

@@ -43,6 +43,7 @@ from pathlib import Path
 import yaml
 
 from fdsml import experiment_queue
+from fdsml.config import with_overlay
 from fdsml.tuning.arms import arm_results, open_arms_study, run_arms
 
 DEFAULT_METHODS = ("fdsl", "all", "each", "same", "diff", "fresh_each")
@@ -80,20 +81,13 @@ class Study:
         return {"n_classes": self.classes, "instances_per_class": self.instances, "render": {"size": self.size, "points": self.points}}
 
     def pretrain_overrides(self, method: str, budget: int, seed: int) -> dict:
-        recipe = _merge(METHOD_OVERRIDES[method], self.recipes.get(method, {}))
-        return _merge(recipe, {"model": {"backbone": self.backbone}, "train": {"max_steps": budget, "seed": seed}})
+        recipe = with_overlay(METHOD_OVERRIDES[method], self.recipes.get(method, {}))
+        return with_overlay(recipe, {"model": {"backbone": self.backbone}, "train": {"max_steps": budget, "seed": seed}})
 
     def retrieval_overrides(self) -> dict:
         cut = {"max_steps": self.finetune_steps, "freeze_backbone_steps": self.finetune_freeze_steps}
         train = {key: value for key, value in cut.items() if value is not None}
         return {"data": {"dataset": self.dataset, "image_size": self.size}, "seeds": list(self.seeds)} | ({"train": train} if train else {})
-
-
-def _merge(base: dict, extra: dict) -> dict:
-    merged = dict(base)
-    for key, value in extra.items():
-        merged[key] = _merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
-    return merged
 
 
 def _dotted(prefix: str, tree: dict) -> list[tuple[str, object]]:
@@ -181,13 +175,13 @@ def run_arm(study: Study, out: str, threads: int, name: str) -> tuple[float, dic
     from fdsml.families.generation import generate_table
     from fdsml.models import build_model, model_from_payload, save_checkpoint
     from fdsml.models.starting_points import StartingPoint
-    from fdsml.pipelines.fractals.nodes import parse_fractals_params
+    from fdsml.data.fractals_config import parse_fractals_params
     from fdsml.training.pretrain import parse_pretrain_params, pretrain
     from fdsml.training.retrieval import compare_starting_points, load_splits, parse_retrieval_params
 
     work = Path(out) / "runs" / f"{method}_{budget}_{arm.seed}"
     params = OmegaConfigLoader("conf", base_env="base", default_run_env="base")["parameters"]
-    retrieval = parse_retrieval_params(_merge(params["retrieval"], study.retrieval_overrides()) | {"run_dir": str(work / "finetune")})
+    retrieval = parse_retrieval_params(with_overlay(params["retrieval"], study.retrieval_overrides()) | {"run_dir": str(work / "finetune")})
     started = time.perf_counter()
     if method == "scratch":
         torch.manual_seed(arm.seed)
@@ -195,11 +189,11 @@ def run_arm(study: Study, out: str, threads: int, name: str) -> tuple[float, dic
         start = StartingPoint("scratch", backbone=study.backbone)
         pretrain_seconds, steps = 0.0, 0
     else:
-        spec = parse_fractals_params(_merge(params["fractals"], study.fractals_overrides())).spec
+        spec = parse_fractals_params(with_overlay(params["fractals"], study.fractals_overrides())).spec
         table, _ = generate_table(spec)
         # Every row, no held-out validation: the study's own probe and fine-tuning are its measures.
-        overrides = _merge(study.pretrain_overrides(*arm), {"validation": {"every": None}})
-        config = parse_pretrain_params(_merge(params["pretrain"], overrides) | {"run_dir": str(work / "pretrain")})
+        overrides = with_overlay(study.pretrain_overrides(*arm), {"validation": {"every": None}})
+        config = parse_pretrain_params(with_overlay(params["pretrain"], overrides) | {"run_dir": str(work / "pretrain")})
         payload, history = pretrain(table, spec, config)
         save_checkpoint(work / "model.pt", payload)
         model = model_from_payload(payload)

@@ -24,7 +24,7 @@ from kedro.config import OmegaConfigLoader
 from fdsml.families.generation import generate_table
 from fdsml.models import save_checkpoint
 from fdsml.models.starting_points import StartingPoint
-from fdsml.pipelines.fractals.nodes import parse_fractals_params
+from fdsml.data.fractals_config import parse_fractals_params
 from fdsml.training.pretrain import parse_pretrain_params, pretrain
 from fdsml.training.retrieval import compare_starting_points, comparison_table, parse_retrieval_params
 

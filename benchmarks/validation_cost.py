@@ -26,7 +26,8 @@ from fdsml.data.holdout import split_table
 from fdsml.evaluation.frozen_probe import frozen_probe
 from fdsml.evaluation.pretrain_validation import evaluation_mode, probe_splits
 from fdsml.evaluation.retrieval import retrieval_metrics
-from fdsml.pipelines.fractals.nodes import generate_fractal_codes, parse_fractals_params
+from fdsml.data.fractals_config import parse_fractals_params
+from fdsml.pipelines.fractals.nodes import generate_fractal_codes
 from fdsml.reporting.history import validation_cost
 from fdsml.training.pretrain import build_pretrain_model, build_validation, parse_pretrain_params, pretrain
 

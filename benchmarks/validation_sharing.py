@@ -22,12 +22,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from generator_variants import SCALES, base_parameters  # noqa: E402
 
+from fdsml.config import with_overlay  # noqa: E402
 from fdsml.families import family_spec  # noqa: E402
 from fdsml.ifs.table_check import _row_problem, check_codes_table  # noqa: E402
 from fdsml.losses.candidates import FILTERS  # noqa: E402
 from fdsml.pipelines.fractals.nodes import generate_fractal_codes  # noqa: E402
 from fdsml.validation.agreement import measure_all_filters, measure_triplets  # noqa: E402
-from fdsml.validation.variants import with_overrides  # noqa: E402
 
 
 def cpu(action):
@@ -38,7 +38,7 @@ def cpu(action):
 
 
 def main() -> None:
-    params = with_overrides(base_parameters(), SCALES["full"])
+    params = with_overlay(base_parameters(), SCALES["full"], only_existing=True)
     table, _ = generate_fractal_codes(params["fractals"], None, None)
     spec = family_spec(params["fractals"], "fractals")
     n_triplets = params["validate_descriptor"]["n_triplets"]

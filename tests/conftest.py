@@ -1,9 +1,12 @@
-"""Shared test settings: no telemetry, no hub downloads, one torch thread (tiny models, shared cores)."""
+"""Shared test settings (no telemetry, no hub downloads, one torch thread: tiny models, shared cores) and fixtures."""
 
 import os
 
 import pytest
 import torch
+
+from fdsml.families.finefractaldb import generate_finefractaldb
+from tests.support import TINY_FRACTALS, UNFILTERED_FRACTALS
 
 os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -17,3 +20,17 @@ def one_torch_thread():
     count): results that depend on the float sums' order, and the next module's fixtures, see one thread."""
     yield
     torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def tiny_table():
+    """The training tests' FineFractalDB table (:data:`tests.support.TINY_FRACTALS`), generated once."""
+    table, _ = generate_finefractaldb(TINY_FRACTALS)
+    return table
+
+
+@pytest.fixture(scope="session")
+def tiny_unfiltered_table():
+    """The validation and analysis tests' table (:data:`tests.support.UNFILTERED_FRACTALS`), generated once."""
+    table, _ = generate_finefractaldb(UNFILTERED_FRACTALS)
+    return table

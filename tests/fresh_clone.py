@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .scratch import ROOT, copy_tracked
+from .support import ROOT, copy_tracked
 
 BIN = Path(sys.executable).parent
 ENV = os.environ | {

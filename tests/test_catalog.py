@@ -9,7 +9,7 @@ import yaml
 from kedro_datasets.pandas import CSVDataset
 
 from fdsml.catalog import RankAwareDataCatalog
-from .scratch import copy_tracked
+from .support import NO_HOLDOUT, copy_tracked, tiny_fractals, tiny_pretrain
 
 
 def test_only_rank_zero_writes_files(tmp_path, monkeypatch):
@@ -23,20 +23,8 @@ def test_only_rank_zero_writes_files(tmp_path, monkeypatch):
 
 
 TINY_SHARDED_RUN = {
-    "fractals": {
-        "holdout": {"instance_fraction": 0.0, "class_fraction": 0.0},
-        "n_classes": 3,
-        "instances_per_class": 6,
-        "class_filter": {"size": 96, "points": 4000},
-        "render": {"size": 32, "points": 600},
-        "outputs": {"materialize": True, "shard_size": 8},
-    },
-    "pretrain": {
-        "validation": {"every": 0},
-        "data": {"source": "shards", "classes_per_batch": 3, "instances_per_class": 3},
-        "model": {"embedding_dim": 8},
-        "train": {"max_steps": 2, "checkpoint_every": 1, "device": "cpu"},
-    },
+    "fractals": tiny_fractals(holdout=NO_HOLDOUT, outputs={"materialize": True, "shard_size": 8}),
+    "pretrain": tiny_pretrain(2, {"data.source": "shards"}),
 }
 
 

@@ -1,8 +1,8 @@
 import pytest
 
 from fdsml.analysis.config import parse_analysis_params
-from fdsml.config import ConfigError, parse
-from fdsml.pipelines.fractals.nodes import parse_fractals_params
+from fdsml.config import ConfigError, parse, with_overlay
+from fdsml.data.fractals_config import parse_fractals_params
 from fdsml.pipelines.validate_descriptor.nodes import ValidateDescriptorConfig
 
 
@@ -80,3 +80,59 @@ def test_every_environment_parses_for_every_pipeline():
 def test_a_seed_outside_what_numpy_and_the_renderer_take_is_refused_naming_the_key(parse_params, key, seed):
     with pytest.raises(ConfigError, match=rf"^{key}: must lie in \[0, 2\*\*63\), got {seed}$"):
         parse_params({"seed": seed})
+
+
+BASE = {"train": {"seed": 0, "steps": 10}, "data": {"sizes": [32, 64], "root": None}, "objective": "fdsl", "probe": None}
+
+
+def test_an_overlay_merges_nested_mappings_and_dotted_keys_alike():
+    expected = {"train": {"seed": 3, "steps": 10}, "data": {"sizes": [32, 64], "root": "x"}, "objective": "fdsl", "probe": None}
+    assert with_overlay(BASE, {"train": {"seed": 3}, "data": {"root": "x"}}) == expected
+    assert with_overlay(BASE, {"train.seed": 3, "data.root": "x"}) == expected
+    assert with_overlay(BASE, {"train": {"seed": 1}, "train.seed": 3, "data": {"root": "x"}}) == expected  # in order: the last wins
+
+
+def test_an_overlay_replaces_lists_and_values_whole_and_adds_missing_sections():
+    changed = with_overlay(BASE, {"data.sizes": [16], "train": None, "probe": {"k": 1}, "new.deep.key": 2})
+    assert changed == {
+        "train": None,
+        "data": {"sizes": [16], "root": None},
+        "objective": "fdsl",
+        "probe": {"k": 1},  # a null section counts as an empty one
+        "new": {"deep": {"key": 2}},
+    }
+
+
+def test_an_overlay_never_changes_its_inputs_nor_shares_their_mappings():
+    base, overlay = {"train": {"seed": 0}, "data": {"sizes": [32]}}, {"train": {"seed": 1}, "model": {"dims": [8]}}
+    changed = with_overlay(base, overlay)
+    changed["data"]["sizes"].append(64)
+    changed["model"]["dims"].append(16)
+    assert base == {"train": {"seed": 0}, "data": {"sizes": [32]}} and overlay == {"train": {"seed": 1}, "model": {"dims": [8]}}
+
+
+@pytest.mark.parametrize(
+    "overlay, message",
+    [
+        ({"train.seed.low": 1}, r"train\.seed\.low: train\.seed holds a value \(0\), not a section"),
+        ({"objective": {"name": "pml"}}, r"objective: objective holds a value \('fdsl'\), not a section"),
+    ],
+)
+def test_a_key_whose_parent_is_a_value_is_refused_naming_it(overlay, message):
+    for only_existing in (False, True):
+        with pytest.raises(ConfigError, match=message):
+            with_overlay(BASE, overlay, only_existing=only_existing)
+
+
+@pytest.mark.parametrize(
+    "key, message",
+    [
+        ("train.sead", r"train\.sead: not a key of the configuration"),
+        ("trian.seed", r"trian\.seed: trian is not a section"),
+        ("probe.k", r"probe\.k: probe is not a section"),
+    ],
+)
+def test_only_existing_refuses_a_key_the_configuration_lacks(key, message):
+    with pytest.raises(ConfigError, match=message):
+        with_overlay(BASE, {key: 1}, only_existing=True)
+    assert with_overlay(BASE, {"train.seed": 5, "data.root": "x"}, only_existing=True)["train"] == {"seed": 5, "steps": 10}

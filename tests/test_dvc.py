@@ -18,7 +18,7 @@ import yaml
 from kedro.framework.project import pipelines
 from kedro.framework.startup import bootstrap_project
 
-from .scratch import copy_tracked
+from .support import NO_HOLDOUT, copy_tracked, tiny_fractals, tiny_pretrain
 
 pytestmark = pytest.mark.slow
 
@@ -26,19 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 TINY = {
-    "fractals": {
-        "holdout": {"instance_fraction": 0.0, "class_fraction": 0.0},
-        "n_classes": 3,
-        "instances_per_class": 6,
-        "class_filter": {"size": 128, "points": 8000},
-        "render": {"size": 32, "points": 800},
-    },
-    "pretrain": {
-        "validation": {"every": 0},
-        "data": {"classes_per_batch": 3, "instances_per_class": 3},
-        "model": {"embedding_dim": 8},
-        "train": {"max_steps": 2, "checkpoint_every": 1, "device": "cpu"},
-    },
+    "fractals": tiny_fractals(points=800, class_filter=(128, 8000), holdout=NO_HOLDOUT),
+    "pretrain": tiny_pretrain(),
     "validate_descriptor": {"n_triplets": 20, "n_base_codes": 1, "grid_triplets_per_filter": 1, "sweep": {"n_noise_seeds": 1}},
     "retrieval": {
         "data": {"image_size": 16, "batch_size": 64},

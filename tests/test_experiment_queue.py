@@ -11,7 +11,7 @@ import pytest
 
 from fdsml.experiment_queue import Experiment, printed, settings
 
-from .scratch import copy_tracked
+from .support import copy_tracked
 from .test_dvc import BIN, _run
 
 QUEUE_TIMEOUT_S = 1800  # two tiny arms take 5 minutes alone, 16 on a shared 2-core machine

@@ -5,6 +5,7 @@ import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState, create_trial
 
+from fdsml.config import with_overlay
 from fdsml.training.pretrain import parse_pretrain_params
 from fdsml.tuning import TrialObjective, parse_tune_params
 from fdsml.tuning.study import check_study
@@ -33,7 +34,7 @@ def test_every_arm_shares_the_budget_and_tunes_keys_its_objective_reads(fair, pa
         config = parse_tune_params(params["tune"] | runtime["tune"])  # the shared budget, sampler and pruner; its own space
         assert config.study == f"fair_{arm}" and config.parameters[0].key == "pretrain.optimizer.base_lr"
         assert (config.budget.n_trials, config.sampler.seed, config.pruner.name) == (params["tune"]["budget"]["n_trials"], 0, "median")
-        pretrain = fair._merge(params["pretrain"], runtime["pretrain"])
+        pretrain = with_overlay(params["pretrain"], runtime["pretrain"])
         drawn = {parameter.key: parameter.low if parameter.choices is None else parameter.choices[-1] for parameter in config.parameters}
         tuned = overlay({"pretrain": pretrain}, drawn)["pretrain"]  # ConfigError for a key the configuration lacks
         assert parse_pretrain_params(tuned | {"run_dir": "unused"}).objective == budget.METHOD_OVERRIDES[chosen["method"]]["objective"]
@@ -170,5 +171,5 @@ def test_the_defaults_carry_the_recorded_recipes(fair, monkeypatch):
 def test_every_recorded_recipe_is_a_pretraining_of_its_method(fair, params, monkeypatch, path):
     budget = load_benchmark("pretraining_budget", monkeypatch)
     for method, recorded in budget.read_recipes(path).items():
-        config = parse_pretrain_params(fair._merge(params["pretrain"], recorded) | {"run_dir": "unused"})  # ConfigError for a wrong key or value
+        config = parse_pretrain_params(with_overlay(params["pretrain"], recorded) | {"run_dir": "unused"})  # ConfigError for a wrong key or value
         assert config.objective == budget.METHOD_OVERRIDES[method]["objective"], method

@@ -18,7 +18,7 @@ from kedro.framework.startup import bootstrap_project
 from fdsml.lineage_site import DEFAULT_PREFIX
 
 from .dependencies import require_program
-from .scratch import copy_tracked
+from .support import copy_tracked
 from .test_dvc_remote import BUCKET, ENV, _run, _use_s3_remote, s3  # noqa: F401 (s3 is a fixture)
 from .test_kedro_viz import CHROMIUM_FLAGS, INSTALL_HINT, ROOT, _screenshot, _stop_group, lineage_graph_drawn
 

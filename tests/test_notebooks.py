@@ -15,26 +15,15 @@ import pytest
 import yaml
 from nbclient import NotebookClient
 
-from .scratch import ROOT, copy_tracked
+from .support import NO_HOLDOUT, ROOT, copy_tracked, tiny_fractals, tiny_pretrain
 
 pytestmark = pytest.mark.slow
 
 BIN = Path(sys.executable).parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 TINY = {
-    "fractals": {
-        "n_classes": 3,
-        "instances_per_class": 6,
-        "class_filter": {"size": 128, "points": 8000},
-        "render": {"size": 32, "points": 800},
-        "holdout": {"instance_fraction": 0.0, "class_fraction": 0.0},
-    },
-    "pretrain": {
-        "validation": {"every": 0},
-        "data": {"classes_per_batch": 3, "instances_per_class": 3},
-        "model": {"embedding_dim": 8},
-        "train": {"max_steps": 2, "checkpoint_every": 1, "device": "cpu"},
-    },
+    "fractals": tiny_fractals(points=800, class_filter=(128, 8000), holdout=NO_HOLDOUT),
+    "pretrain": tiny_pretrain(),
 }
 ENV = {"PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "KEDRO_DISABLE_TELEMETRY": "1", "DVC_NO_ANALYTICS": "1", "HF_HUB_OFFLINE": "1"}
 

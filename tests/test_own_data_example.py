@@ -12,7 +12,7 @@ from fdsml.models.checkpoint import save_checkpoint
 
 from .fresh_clone import fresh_clone, run
 from .own_images import write_image_folder
-from .scratch import ROOT
+from .support import ROOT
 
 PAGE = ROOT / "docs" / "own-data.md"
 

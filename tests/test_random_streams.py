@@ -18,7 +18,7 @@ from fdsml.data.holdout import HoldoutSettings, split_table
 from fdsml.families import FamilySpec
 from fdsml.families.finefractaldb import FINEFRACTALDB
 from fdsml.families.generation import generate_table
-from tests.training.conftest import TINY_FRACTALS
+from tests.support import TINY_FRACTALS
 
 SEED = 0
 SPEC = FamilySpec(FINEFRACTALDB, dataclasses.replace(TINY_FRACTALS, seed=SEED, n_classes=4, instances_per_class=6))

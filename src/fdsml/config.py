@@ -8,6 +8,7 @@ a training loop.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import hashlib
@@ -162,3 +163,49 @@ def digest(definition: Any) -> str:
     """
     text = json.dumps(definition, sort_keys=True, default=list)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def with_overlay(base: Mapping[str, Any], overlay: Mapping[str, Any], *, only_existing: bool = False) -> dict[str, Any]:
+    """``base`` (nested parameters) with ``overlay`` applied, as a new nested dict; neither input changes.
+
+    Every study, variant and trial is the configuration with a few keys changed, so they all change
+    it here, alike. A key of ``overlay`` is a dotted path or a name: ``{"train.seed": 1}`` and
+    ``{"train": {"seed": 1}}`` are the same overlay. A mapping merges into the section it lands on;
+    any other value (a list too) replaces what was there. A key or section ``base`` lacks is added (a
+    ``null`` section counts as an empty one), unless ``only_existing``: then it is a ConfigError naming
+    the key, since a misspelt key would otherwise change nothing a run reads. A key through a value
+    (``train.seed.x`` where ``train.seed`` is 3) is always a ConfigError.
+    """
+    result = copy.deepcopy(dict(base))
+    _overlay_into(result, overlay, "", only_existing)
+    return result
+
+
+def _overlay_into(node: dict[str, Any], overlay: Mapping[str, Any], prefix: str, only_existing: bool) -> None:
+    for key, value in overlay.items():
+        dotted = prefix + key
+        *parents, leaf = key.split(".")
+        target, path = node, prefix
+        for name in parents:
+            path += name
+            target = _section(target, name, path, dotted, only_existing)
+            path += "."
+        if isinstance(value, Mapping):
+            _overlay_into(_section(target, leaf, dotted, dotted, only_existing), value, dotted + ".", only_existing)
+        elif only_existing and leaf not in target:
+            raise ConfigError(f"{dotted}: not a key of the configuration; a misspelt key would change nothing a run reads")
+        else:
+            target[leaf] = copy.deepcopy(value)
+
+
+def _section(node: dict[str, Any], name: str, path: str, key: str, only_existing: bool) -> dict[str, Any]:
+    """``node[name]`` (``path`` in the configuration) as a mapping to change: made when missing or null, unless ``only_existing``."""
+    current = node.get(name)
+    if isinstance(current, dict):
+        return current
+    if current is not None and not isinstance(current, Mapping):
+        raise ConfigError(f"{key}: {path} holds a value ({current!r}), not a section of keys")
+    if only_existing and current is None:
+        raise ConfigError(f"{key}: {path} is not a section of the configuration; a misspelt key would change nothing a run reads")
+    node[name] = dict(current or {})
+    return node[name]

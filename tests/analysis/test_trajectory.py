@@ -12,7 +12,7 @@ from fdsml.analysis.trajectory import (
 from fdsml.ifs import is_contractive
 from fdsml.ifs.codes import interpolate_codes
 
-from .conftest import RENDER, SPEC
+from tests.support import UNFILTERED_RENDER, UNFILTERED_SPEC
 
 
 def test_smoothness_is_the_known_jump_over_the_median_step():
@@ -35,25 +35,25 @@ def test_an_evenly_paced_path_scores_one_and_the_ratio_ignores_scale():
         trajectory_smoothness(np.zeros((2, 3)))
 
 
-def test_interpolation_runs_from_one_code_to_the_other_and_stays_contractive(tiny_table):
-    row_0, row_1 = pick_code_pair(tiny_table, SPEC.family.interpolation_groups(tiny_table), np.random.default_rng(0))
+def test_interpolation_runs_from_one_code_to_the_other_and_stays_contractive(tiny_unfiltered_table):
+    row_0, row_1 = pick_code_pair(tiny_unfiltered_table, UNFILTERED_SPEC.family.interpolation_groups(tiny_unfiltered_table), np.random.default_rng(0))
     assert row_0["n_maps"] == row_1["n_maps"] and row_0["class_id"] != row_1["class_id"]
-    code_0, code_1 = (SPEC.instance(row).coefficients for row in (row_0, row_1))
-    instances = interpolated_path(SPEC, row_0, row_1, np.linspace(0, 1, 5))
+    code_0, code_1 = (UNFILTERED_SPEC.instance(row).coefficients for row in (row_0, row_1))
+    instances = interpolated_path(UNFILTERED_SPEC, row_0, row_1, np.linspace(0, 1, 5))
     codes = np.stack([instance.coefficients for instance in instances])
     np.testing.assert_allclose(codes[0], code_0)
     np.testing.assert_allclose(codes[-1], code_1)
     np.testing.assert_allclose(codes[2], (code_0 + code_1) / 2)
     assert all(is_contractive(code) for code in codes)
-    images = render_path(SPEC, instances, seed=7)
-    assert images.shape == (5, RENDER.size, RENDER.size) and (images > 0).any(axis=(1, 2)).all()
+    images = render_path(UNFILTERED_SPEC, instances, seed=7)
+    assert images.shape == (5, UNFILTERED_RENDER.size, UNFILTERED_RENDER.size) and (images > 0).any(axis=(1, 2)).all()
     with pytest.raises(ValueError, match="different shapes"):
         interpolate_codes(code_0, code_0[:1], [0.5])
 
 
-def test_without_two_classes_sharing_n_maps_the_pair_comes_from_one_class(tiny_table):
-    firsts = tiny_table.groupby("class_id").head(1)
+def test_without_two_classes_sharing_n_maps_the_pair_comes_from_one_class(tiny_unfiltered_table):
+    firsts = tiny_unfiltered_table.groupby("class_id").head(1)
     keep = firsts.drop_duplicates("n_maps")["class_id"]
-    table = tiny_table[tiny_table["class_id"].isin(keep)]
-    row_0, row_1 = pick_code_pair(table, SPEC.family.interpolation_groups(table), np.random.default_rng(1))
+    table = tiny_unfiltered_table[tiny_unfiltered_table["class_id"].isin(keep)]
+    row_0, row_1 = pick_code_pair(table, UNFILTERED_SPEC.family.interpolation_groups(table), np.random.default_rng(1))
     assert row_0["class_id"] == row_1["class_id"] and row_0["instance_id"] != row_1["instance_id"]

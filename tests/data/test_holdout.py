@@ -8,7 +8,7 @@ from scipy.spatial.distance import cdist, pdist
 
 from fdsml.config import ConfigError
 from fdsml.data.holdout import HoldoutSettings, TrainingRows, split_table
-from fdsml.pipelines.fractals.nodes import parse_fractals_params
+from fdsml.data.fractals_config import parse_fractals_params
 
 
 def _table(n_classes=10, instances=20, first_class=0):

@@ -5,14 +5,9 @@ import numpy as np
 from fdsml.families import family_spec
 from fdsml.families.generation import generate_table
 from fdsml.ifs import render
+from tests.support import tiny_fractals
 
-PARAMS = {
-    "seed": 3,
-    "n_classes": 2,
-    "instances_per_class": 3,
-    "class_filter": {"enabled": False},
-    "render": {"size": 32, "points": 800},
-}
+PARAMS = tiny_fractals(seed=3, classes=2, instances=3, points=800, class_filter=None)
 
 
 def spec(walkers: int):

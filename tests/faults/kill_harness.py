@@ -18,15 +18,14 @@ import os
 import re
 import shutil
 import signal
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support import NO_HOLDOUT, make_project, tiny_fractals, tiny_pretrain
+
 PIPELINES = ("fractals", "validate_descriptor", "pretrain", "retrieval", "classification", "robustness", "analysis", "report")
 KILLS = {"fractals": 6, "pretrain": 4, "retrieval": 2, "classification": 2, "robustness": 2, "report": 4}
 """Kills per pipeline (20 in all), weighted towards the short runs to keep the suite's time small."""
@@ -34,20 +33,8 @@ RUN_STATE = re.compile(r"_runs?$")  # training run folders: resume state, not ou
 WALL_TIME = re.compile(r"(^|_)(s|seconds|time|elapsed|images_per_s)$")
 
 TINY = {
-    "fractals": {
-        "holdout": {"instance_fraction": 0.0, "class_fraction": 0.0},
-        "n_classes": 3,
-        "instances_per_class": 4,
-        "class_filter": {"size": 64, "points": 3000},
-        "render": {"size": 32, "points": 600},
-        "outputs": {"materialize": True, "shard_size": 4},
-    },
-    "pretrain": {
-        "validation": {"every": 0},
-        "data": {"source": "shards", "classes_per_batch": 3, "instances_per_class": 3},
-        "model": {"embedding_dim": 8},
-        "train": {"max_steps": 3, "checkpoint_every": 1, "device": "cpu"},
-    },
+    "fractals": tiny_fractals(instances=4, class_filter=(64, 3000), holdout=NO_HOLDOUT, outputs={"materialize": True, "shard_size": 4}),
+    "pretrain": tiny_pretrain(3, {"data.source": "shards"}),
     "validate_descriptor": {
         "n_triplets": 6,
         "n_base_codes": 1,
@@ -71,18 +58,6 @@ TINY = {
         "grids": {"n_classes": 2, "n_instances": 2, "triplets_per_filter": 1},
     },
 }
-
-
-def make_project(folder: Path) -> Path:
-    """A scratch project: the repository's conf, tiny local parameters, an empty ``data/``; code is shared."""
-    folder.mkdir(parents=True)
-    shutil.copytree(ROOT / "conf", folder / "conf", ignore=shutil.ignore_patterns("local"))
-    shutil.copy2(ROOT / "pyproject.toml", folder / "pyproject.toml")
-    (folder / "src").mkdir()  # the code is the repository's (imported before bootstrap_project)
-    (folder / "conf/local").mkdir()
-    (folder / "conf/local/parameters.yml").write_text(yaml.safe_dump(TINY))
-    (folder / "data").mkdir()
-    return folder
 
 
 def run_pipeline(project: Path, pipeline: str) -> None:
@@ -221,8 +196,7 @@ def soak(workdir: Path, scale: int = 1, seed: int = 0) -> dict:
     from kedro.framework.project import find_pipelines
     from kedro.framework.startup import bootstrap_project
 
-    reference, faulted = make_project(workdir / "reference"), make_project(workdir / "faulted")
-    sys.path.insert(0, str(ROOT / "src"))
+    reference, faulted = make_project(workdir / "reference", TINY), make_project(workdir / "faulted", TINY)
     import fdsml  # noqa: F401  (the repository's package, whichever src bootstrap_project adds)
 
     bootstrap_project(reference)

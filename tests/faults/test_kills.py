@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_kills_leave_no_partial_file_and_the_rerun_equals_an_uninterrupted_run(tmp_path):
-    env = os.environ | {"KEDRO_DISABLE_TELEMETRY": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    env = os.environ | {"KEDRO_DISABLE_TELEMETRY": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'src'}"}
     result = subprocess.run(
         [sys.executable, "-m", "tests.faults.kill_harness", str(tmp_path / "soak"), "--seed", "0"],
         cwd=ROOT, env=env, capture_output=True, text=True,

@@ -10,9 +10,9 @@ import pytest
 
 from fdsml import run_lock
 from fdsml.run_lock import LOCK_NAME, RunLock, RunLockedError, RunLockHooks
-from tests.faults.kill_harness import make_project
+from tests.faults.kill_harness import TINY
+from tests.support import ROOT, make_project
 
-ROOT = Path(__file__).resolve().parents[2]
 HOLD = "import sys, time; from fdsml.run_lock import RunLock; lock = RunLock(sys.argv[1]); lock.acquire(); print('held', flush=True); time.sleep(120)"
 # A run that forked a worker (as a DataLoader does): the worker inherits the lock's descriptor and outlives the run by argv[2] s.
 HOLD_WITH_WORKER = (
@@ -56,7 +56,7 @@ def holders():
 
 
 def test_a_second_kedro_run_refuses_naming_the_running_process_and_writes_nothing(tmp_path, holders):
-    project = make_project(tmp_path / "project")
+    project = make_project(tmp_path / "project", TINY)
     holders.append(first := hold(project))
     env = os.environ | {"KEDRO_DISABLE_TELEMETRY": "1", "PYTHONPATH": str(ROOT / "src"), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     second = subprocess.run(["kedro", "run", "--pipelines=fractals"], cwd=project, env=env, capture_output=True, text=True)

@@ -20,14 +20,9 @@ from fdsml.ifs.finefractaldb import (
     class_code,
     instance_code,
 )
+from tests.support import tiny_fractals
 
-TINY_PARAMS = {
-    "seed": 3,
-    "n_classes": 3,
-    "instances_per_class": 6,
-    "render": {"size": 32, "points": 800},
-    "class_filter": {"size": 128, "points": 5000},
-}
+TINY_PARAMS = tiny_fractals(seed=3, points=800, class_filter=(128, 5000))
 TINY = parse(FineFractalDBConfig, TINY_PARAMS, "fractals")
 
 

@@ -12,6 +12,7 @@ from fdsml.losses.pa_triplet import (
     PATripletLoss,
     explicit_indices_tuple,
     mine_batch_triplets,
+    mined_triplets,
     triplets_per_anchor,
     without_near_ties,
 )
@@ -120,6 +121,13 @@ def test_triplets_per_anchor_counts_a_class_balanced_batch(filter_name):
     mined = mine_batch_triplets(labels, torch.randn(12, 6), filter_name)
     assert mined[0].shape[0] == 12 * triplets_per_anchor(filter_name, 4, 3)
     assert torch.all(torch.bincount(mined[0], minlength=12) == triplets_per_anchor(filter_name, 4, 3))
+
+
+@pytest.mark.parametrize(("filter_name", "count"), [("same", 12 * 1), ("each", 12 * 2 * 9), ("diff", 12 * 36), ("all", 12 * 55)])
+def test_mined_triplets_counts_every_anchors_candidate_pairs_in_a_batch(filter_name, count):
+    """P = 4 x K = 3: per anchor 2 same-class and 9 other-class candidates; pairs by the filter's rules, worked by hand."""
+    labels = torch.arange(4).repeat_interleave(3)
+    assert mined_triplets(filter_name, 4, 3) == count == mine_batch_triplets(labels, torch.randn(12, 6), filter_name)[0].shape[0]
 
 
 @pytest.mark.parametrize(("filter_name", "classes", "instances"), [("same", 8, 2), ("each", 1, 8), ("each", 8, 1), ("diff", 2, 1)])

@@ -15,7 +15,7 @@ from fdsml.models import build_model, model_payload
 from fdsml.models.export import export_trunk, parse_export_params
 from fdsml.models.normalisation import INPUT_MEAN, INPUT_STD
 from fdsml.pipelines.export.nodes import export_backbone
-from fdsml.pipelines.fractals.nodes import parse_fractals_params
+from fdsml.data.fractals_config import parse_fractals_params
 
 FRACTALS = {"n_classes": 7, "instances_per_class": 3, "seed": 5, "render": {"size": 32, "points": 900}}
 HISTORY = pd.DataFrame({"step": [1, 2, 3], "loss": [0.9, 0.5, 0.25], "lr": [0.1, 0.1, 0.1]})

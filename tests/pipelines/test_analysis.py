@@ -17,15 +17,10 @@ from fdsml.families.generation import generate_table
 from fdsml.models import build_model, model_payload, save_checkpoint
 from fdsml.pipelines.analysis import create_pipeline
 from fdsml.pipelines.analysis.nodes import explain_resnets
-from fdsml.pipelines.fractals.nodes import parse_fractals_params
+from fdsml.data.fractals_config import parse_fractals_params
+from tests.support import tiny_fractals
 
-FRACTALS = {
-    "seed": 5,
-    "n_classes": 4,
-    "instances_per_class": 6,
-    "class_filter": {"enabled": False},
-    "render": {"size": 32, "points": 800},
-}
+FRACTALS = tiny_fractals(seed=5, classes=4, points=800, class_filter=None)
 PICTURES = ("embedding_map", "trajectory", "gradcam", "gradcam_similarity", "attention", "sample_grid", "triplet_grid")
 
 

@@ -20,15 +20,9 @@ from fdsml.ifs.render import RenderSettings
 from fdsml.pipelines.fractals import create_pipeline, nodes
 
 from .catalogs import fractals_datasets
+from tests.support import tiny_fractals
 
-TINY = {
-    "seed": 1,
-    "n_classes": 3,
-    "instances_per_class": 4,
-    "class_filter": {"size": 96, "points": 4000},
-    "render": {"size": 32, "points": 600},
-    "outputs": {"materialize": True, "shard_size": 5, "grid_classes": 2, "grid_instances": 3},
-}
+TINY = tiny_fractals(seed=1, instances=4, outputs={"materialize": True, "shard_size": 5, "grid_classes": 2, "grid_instances": 3})
 
 
 def _catalog(folder, params):

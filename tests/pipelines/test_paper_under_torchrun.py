@@ -20,6 +20,8 @@ import pytest
 import torch
 import yaml
 
+from fdsml.config import with_overlay
+
 from ..fresh_clone import ENV, ROOT, fresh_clone
 
 PAPER = ROOT / "conf" / "paper"
@@ -109,14 +111,7 @@ def paper_parameters() -> dict:
 
 def scaled_paper() -> dict:
     """``conf/paper``'s parameters with :data:`SCALE_DOWN` applied."""
-    parameters = paper_parameters()
-    for dotted, value in SCALE_DOWN.items():
-        *parents, last = dotted.split(".")
-        node = parameters
-        for key in parents:
-            node = node.setdefault(key, {})
-        node[last] = value
-    return parameters
+    return with_overlay(paper_parameters(), SCALE_DOWN)
 
 
 def test_the_scale_down_keeps_every_switch_of_conf_paper():

@@ -11,16 +11,13 @@ from fdsml.models import load_checkpoint
 from fdsml.pipelines.pretrain import create_pipeline
 
 from .catalogs import pretrain_datasets
+from tests.support import tiny_fractals
 
-FRACTALS = {
-    "seed": 2,
-    "n_classes": 3,
-    "instances_per_class": 6,
-    "class_filter": {"size": 96, "points": 4000},
-    "render": {"size": 32, "points": 600},
-    "outputs": {"materialize": True, "shard_size": 10},
-    "holdout": {"instance_fraction": 0.2, "class_fraction": 0.0},  # one instance of each class
-}
+FRACTALS = tiny_fractals(
+    seed=2,
+    outputs={"materialize": True, "shard_size": 10},
+    holdout={"instance_fraction": 0.2, "class_fraction": 0.0},  # one instance of each class
+)
 PRETRAIN = {
     "pa_triplet": {"filter": "each"},
     "model": {"backbone": "resnet18", "embedding_dim": 8},

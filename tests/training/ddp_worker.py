@@ -59,7 +59,7 @@ def main(rank: str, world_size: str, port: str, run_dir: str, out: str, threads:
     from fdsml.families.finefractaldb import generate_finefractaldb
     from fdsml.training.pretrain import pretrain
 
-    from .conftest import TINY_FRACTALS, TINY_SPEC
+    from tests.support import TINY_FRACTALS, TINY_SPEC
     from .helpers import tiny_config
 
     table, _ = generate_finefractaldb(TINY_FRACTALS)

@@ -11,7 +11,7 @@ from fdsml.data.device_render import DeviceRenderedCodes, renders_on_device
 from fdsml.families import family_spec
 from fdsml.training.pretrain import pretrain
 
-from .conftest import TINY_SPEC
+from tests.support import TINY_SPEC
 from .helpers import tiny_config
 
 

@@ -21,7 +21,7 @@ from fdsml.training.model_setup import synchronised_batchnorm
 from fdsml.training.loop_config import LoopConfig
 from fdsml.training.pretrain import pretrain
 
-from .conftest import TINY_SPEC
+from tests.support import TINY_SPEC
 from .ddp_worker import draw_per_replica
 from .helpers import tiny_config
 

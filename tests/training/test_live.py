@@ -16,7 +16,7 @@ import torch
 from fdsml.training.live import LiveMetrics
 from fdsml.training.pretrain import pretrain
 
-from .conftest import TINY_SPEC
+from tests.support import TINY_SPEC
 from .helpers import tiny_config
 
 STEPS, CHECKPOINT_EVERY = 16, 4
@@ -29,7 +29,7 @@ LIVE_RUN = textwrap.dedent(
     from fdsml.families.finefractaldb import generate_finefractaldb
     from fdsml.training.pretrain import pretrain
     sys.path.insert(0, {tests!r})
-    from training.conftest import TINY_FRACTALS, TINY_SPEC
+    from support import TINY_FRACTALS, TINY_SPEC
     from training.helpers import tiny_config
     table, _ = generate_finefractaldb(TINY_FRACTALS)
     pretrain(table, TINY_SPEC, tiny_config({run_dir!r}, train={train!r}, live_dir={run_dir!r} + "/live"))

@@ -13,7 +13,7 @@ from fdsml import distributed
 from fdsml.training.loop import configure_cuda, train
 from fdsml.training.pretrain import build_batch_sampler, build_fractal_dataset, build_pretrain_model, plan_pretrain
 
-from .conftest import TINY_SPEC
+from tests.support import TINY_SPEC
 from .helpers import tiny_config
 
 

@@ -11,7 +11,7 @@ from fdsml.training.loop_config import OptimizerConfig
 from fdsml.training.objectives import CrossEntropyObjective
 from fdsml.training.pretrain import parse_pretrain_params, pretrain
 
-from .conftest import TINY_SPEC
+from tests.support import TINY_SPEC
 from .helpers import tiny_config
 
 

@@ -16,7 +16,7 @@ from fdsml.training.classification import parse_classification_params, plan_clas
 from fdsml.training.pretrain import plan_pretrain
 from fdsml.training.retrieval import parse_retrieval_params, plan_retrieval
 
-from .conftest import TINY_SPEC
+from tests.support import TINY_SPEC
 from .helpers import tiny_config
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
@@ -134,7 +134,7 @@ class PlanSeen(Exception):
 def test_the_printed_pretraining_plan_is_the_plan_the_run_trains_with(monkeypatch):
     """The held-out rows (fractals.holdout) are not trained on: the printed plan leaves them out too."""
     from fdsml.families.finefractaldb import generate_finefractaldb
-    from fdsml.pipelines.fractals.nodes import parse_fractals_params
+    from fdsml.data.fractals_config import parse_fractals_params
     from fdsml.pipelines.pretrain.nodes import pretrain_model
 
     small = ["fractals.n_classes=6", "fractals.instances_per_class=9", "fractals.render.size=32", "fractals.render.points=600",

@@ -16,7 +16,7 @@ from fdsml.config import ConfigError
 from fdsml.models import build_model, load_checkpoint, save_checkpoint
 from fdsml.training.pretrain import parse_pretrain_params, pretrain
 
-from .conftest import TINY_SPEC
+from tests.support import TINY_SPEC
 from .helpers import tiny_config
 
 
@@ -101,7 +101,7 @@ KILLED_RUN = textwrap.dedent(
     from fdsml.families.finefractaldb import generate_finefractaldb
     from fdsml.training.pretrain import pretrain
     sys.path.insert(0, {tests!r})
-    from training.conftest import TINY_FRACTALS, TINY_SPEC
+    from support import TINY_FRACTALS, TINY_SPEC
     from training.helpers import tiny_config
     table, _ = generate_finefractaldb(TINY_FRACTALS)
     config = tiny_config({run_dir!r}, train={{"max_steps": 16, "checkpoint_every": 2}})

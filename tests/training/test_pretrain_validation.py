@@ -15,7 +15,7 @@ from fdsml.training import pretrain as pretrain_module
 from fdsml.training.objectives import PATripletObjective
 from fdsml.training.pretrain import pretrain
 
-from .conftest import TINY_FRACTALS, TINY_SPEC
+from tests.support import TINY_FRACTALS, TINY_SPEC
 from .helpers import tiny_config
 
 def test_training_is_the_same_byte_for_byte_with_validation_on_or_off(tiny_table, tmp_path):

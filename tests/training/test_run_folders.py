@@ -7,7 +7,7 @@ from click.testing import CliRunner
 from fdsml.cli import cli
 from fdsml.training.pretrain import pretrain
 from fdsml.training.run_folders import list_runs, remove_runs
-from tests.training.conftest import TINY_SPEC
+from tests.support import TINY_SPEC
 from tests.training.helpers import tiny_config
 
 

@@ -20,7 +20,7 @@ def main(out: str, overrides: str) -> None:
     from fdsml.families.finefractaldb import generate_finefractaldb
     from fdsml.training.pretrain import pretrain
 
-    from .conftest import TINY_FRACTALS, TINY_SPEC
+    from tests.support import TINY_FRACTALS, TINY_SPEC
     from .helpers import tiny_config
 
     table, _ = generate_finefractaldb(TINY_FRACTALS)

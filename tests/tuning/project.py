@@ -7,25 +7,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-import yaml
+from fdsml.config import with_overlay
+from tests.support import ROOT, make_project, tiny_fractals, tiny_pretrain
 
-from tests.faults.kill_harness import ROOT, make_project
-
-FRACTALS = {
-    "seed": 2,
-    "n_classes": 3,
-    "instances_per_class": 6,
-    "class_filter": {"size": 64, "points": 3000},
-    "render": {"size": 32, "points": 600},
-    "holdout": {"instance_fraction": 0.25, "class_fraction": 0.0},
-}
-PRETRAIN = {
-    "pa_triplet": {"filter": "same"},
-    "data": {"classes_per_batch": 3, "instances_per_class": 3},
-    "model": {"embedding_dim": 8},
-    "train": {"max_steps": 4, "checkpoint_every": 2, "log_every": 1, "device": "cpu"},
-    "validation": {"every": 1, "triplets": 20, "max_images": 16, "probe": {"max_images": 40}},
-}
+FRACTALS = tiny_fractals(seed=2, class_filter=(64, 3000), holdout={"instance_fraction": 0.25, "class_fraction": 0.0})
+PRETRAIN = tiny_pretrain(
+    4,
+    {
+        "pa_triplet.filter": "same",
+        "train": {"checkpoint_every": 2, "log_every": 1},
+        "validation": {"every": 1, "triplets": 20, "max_images": 16, "probe": {"max_images": 40}},
+    },
+)
 TUNE = {
     "study": "tiny",
     "space": [{"key": "pretrain.optimizer.base_lr", "low": 0.01, "high": 3.0, "log": True}],
@@ -35,23 +28,14 @@ TUNE = {
 }
 
 
-def deep_merge(base: dict, extra: dict) -> dict:
-    merged = dict(base)
-    for key, value in extra.items():
-        merged[key] = deep_merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
-    return merged
-
-
 def tune_project(folder: Path, tune: dict | None = None, pretrain: dict | None = None) -> Path:
     """A project whose conf/local holds the tiny fractals, pre-training and study (``tune`` merged over :data:`TUNE`)."""
-    project = make_project(folder)
     local = {
         "fractals": FRACTALS,
-        "pretrain": deep_merge(PRETRAIN, pretrain or {}),
-        "tune": deep_merge(TUNE, tune or {}),
+        "pretrain": with_overlay(PRETRAIN, pretrain or {}),
+        "tune": with_overlay(TUNE, tune or {}),
     }
-    (project / "conf/local/parameters.yml").write_text(yaml.safe_dump(local))
-    return project
+    return make_project(folder, local)
 
 
 def kedro_tune(project: Path, *extra: str, wait: bool = True):

@@ -6,7 +6,7 @@ import yaml
 from fdsml.config import ConfigError
 from fdsml.tuning import TrialObjective, parse_tune_params
 from fdsml.tuning.study import check_study, load_study
-from tests.faults.kill_harness import ROOT
+from tests.support import ROOT
 
 BASE = {name: yaml.safe_load((ROOT / f"conf/base/parameters_{name}.yml").read_text())[name] for name in ("pretrain", "retrieval", "tune")}
 LR = {"key": "pretrain.optimizer.base_lr", "low": 0.05, "high": 2.0, "log": True}

@@ -14,6 +14,7 @@ from fdsml.validation.agreement import (
     summarise_agreement,
     wilson_interval,
 )
+from tests.support import UNFILTERED_RENDER, UNFILTERED_SPEC
 
 
 def test_wilson_interval_hand_values():
@@ -90,39 +91,39 @@ def test_same_filter_is_split_by_coefficient_position():
     assert "same" not in summary["label_rule_agreement"]
 
 
-def test_measured_distances_are_those_of_the_rendered_rows(tiny_table, render_settings, spec):
-    triplets = measure_triplets(tiny_table, spec, "all", 12, np.random.default_rng(0), chunk_size=5)
+def test_measured_distances_are_those_of_the_rendered_rows(tiny_unfiltered_table):
+    triplets = measure_triplets(tiny_unfiltered_table, UNFILTERED_SPEC, "all", 12, np.random.default_rng(0), chunk_size=5)
     for _, t in triplets.head(6).iterrows():
-        rows = [tiny_table.iloc[int(t[k])] for k in ("anchor", "first", "second")]
-        images = [render_settings.render(*instance_code(row), int(row["seed"])) for row in rows]
+        rows = [tiny_unfiltered_table.iloc[int(t[k])] for k in ("anchor", "first", "second")]
+        images = [UNFILTERED_RENDER.render(*instance_code(row), int(row["seed"])) for row in rows]
         assert t["chamfer_first"] == pytest.approx(chamfer_distance(images[0], images[1]))
         assert t["chamfer_second"] == pytest.approx(chamfer_distance(images[0], images[2]))
-        psi = np.stack(tiny_table["psi"].to_numpy())
+        psi = np.stack(tiny_unfiltered_table["psi"].to_numpy())
         assert t["psi_distance_first"] == pytest.approx(np.linalg.norm(psi[int(t["anchor"])] - psi[int(t["first"])]))
 
 
-def test_every_filter_measured_together_renders_each_row_once_with_the_per_filter_results(tiny_table, spec, monkeypatch):
+def test_every_filter_measured_together_renders_each_row_once_with_the_per_filter_results(tiny_unfiltered_table, monkeypatch):
     """Stacked filters share a chunk's renderings: each needed row renders once (per filter, the rows
     two filters share rendered twice), and every triplet keeps the distances it has alone."""
     alone = pd.concat(
-        [measure_triplets(tiny_table, spec, name, 30, rng, chunk_size=30) for rng in [np.random.default_rng(2)] for name in FILTERS],
+        [measure_triplets(tiny_unfiltered_table, UNFILTERED_SPEC, name, 30, rng, chunk_size=30) for rng in [np.random.default_rng(2)] for name in FILTERS],
         ignore_index=True,
     )
     rendered = []
-    original = type(spec.family).render
-    monkeypatch.setattr(type(spec.family), "render", lambda self, instance, settings, seed: rendered.append(seed) or original(self, instance, settings, seed))
-    together = measure_all_filters(tiny_table, spec, 30, np.random.default_rng(2), chunk_size=4 * 30)
+    original = type(UNFILTERED_SPEC.family).render
+    monkeypatch.setattr(type(UNFILTERED_SPEC.family), "render", lambda self, instance, settings, seed: rendered.append(seed) or original(self, instance, settings, seed))
+    together = measure_all_filters(tiny_unfiltered_table, UNFILTERED_SPEC, 30, np.random.default_rng(2), chunk_size=4 * 30)
     pd.testing.assert_frame_equal(together, alone)
     needed = np.unique(together[["anchor", "first", "second"]].to_numpy())
     assert len(rendered) == len(needed) == len(set(rendered))
 
 
-def test_known_answer_when_every_instance_of_a_class_is_its_anchor(tiny_table, spec):
+def test_known_answer_when_every_instance_of_a_class_is_its_anchor(tiny_unfiltered_table):
     """Classes whose instances are all the same code and seed: the same-class candidate is the anchor's
     twin (d_Psi = 0, D = 0), so for `each` descriptor, label rule and shapes all pick it, and for
     `same` both candidates tie at zero in both measures."""
-    twins = tiny_table.groupby("class_id").head(1).set_index("class_id").loc[tiny_table["class_id"]].reset_index()
-    triplets = measure_all_filters(twins, spec, 40, np.random.default_rng(1))
+    twins = tiny_unfiltered_table.groupby("class_id").head(1).set_index("class_id").loc[tiny_unfiltered_table["class_id"]].reset_index()
+    triplets = measure_all_filters(twins, UNFILTERED_SPEC, 40, np.random.default_rng(1))
     summary = summarise_agreement(triplets)
     assert summary["agreement"]["each"] == 1.0
     assert summary["label_rule_agreement"]["each"] == 1.0

@@ -16,6 +16,7 @@ from fdsml.validation.sweeps import (
     sweep_factors,
     sweep_statistics,
 )
+from tests.support import UNFILTERED_SPEC
 
 
 def contractive_code(seed=0):
@@ -44,10 +45,10 @@ def test_one_is_set_exactly_where_the_even_grid_rounds_next_to_it():
     assert factors[13] == 1.0 and factors.shape == (27,)
 
 
-def test_sweep_recomputes_probabilities_and_is_zero_at_one(spec):
+def test_sweep_recomputes_probabilities_and_is_zero_at_one():
     base = contractive_code(1)
     factors = sweep_factors((0.6, 1.4), 33)
-    points = sweep(FractalClass(base, POSITIONS), 0, factors, spec, seed=7)
+    points = sweep(FractalClass(base, POSITIONS), 0, factors, UNFILTERED_SPEC, seed=7)
     assert len(points) == 33 and (points["position"] == 0).all()
     at_one = points[points["factor"] == 1.0].iloc[0]
     assert at_one["chamfer"] == 0.0 and at_one["psi_distance"] == 0.0
@@ -61,10 +62,10 @@ def test_sweep_recomputes_probabilities_and_is_zero_at_one(spec):
     assert not points["empty"].any()
 
 
-def test_fresh_seeds_put_noise_at_s_equal_one(spec):
+def test_fresh_seeds_put_noise_at_s_equal_one():
     base = FractalClass(contractive_code(2), POSITIONS)
     factors = sweep_factors((0.6, 1.4), 5)
-    fresh = sweep(base, 4, factors, spec, seed=7, point_seeds=np.arange(100, 105))
+    fresh = sweep(base, 4, factors, UNFILTERED_SPEC, seed=7, point_seeds=np.arange(100, 105))
     assert fresh.loc[fresh["factor"] == 1.0, "chamfer"].iloc[0] > 0.0
 
 
@@ -113,11 +114,11 @@ def test_statistics_and_summary_on_synthetic_sweeps():
     assert summary["n_empty"] == 0 and summary["noise_floor_px_median"] == pytest.approx(0.1)
 
 
-def test_run_sweeps_covers_six_coefficients_of_distinct_classes(tiny_table, spec):
-    bases, classes = base_codes(tiny_table, spec, 2, np.random.default_rng(0))
+def test_run_sweeps_covers_six_coefficients_of_distinct_classes(tiny_unfiltered_table):
+    bases, classes = base_codes(tiny_unfiltered_table, UNFILTERED_SPEC, 2, np.random.default_rng(0))
     assert len(set(classes.tolist())) == 2
     factors = sweep_factors((0.6, 1.4), 5)
-    points = run_sweeps(bases, classes, factors, spec, np.random.default_rng(1), n_noise_seeds=2)
+    points = run_sweeps(bases, classes, factors, UNFILTERED_SPEC, np.random.default_rng(1), n_noise_seeds=2)
     assert len(points) == 2 * 6 * 5
     assert set(points["position"]) == set(range(6)) and (points["seeding"] == "common").all()
     assert (points.loc[points["factor"] == 1.0, "chamfer"] == 0.0).all()
@@ -125,4 +126,4 @@ def test_run_sweeps_covers_six_coefficients_of_distinct_classes(tiny_table, spec
     summary = summarise_sweeps(points)
     assert summary["n_sweeps"] == 12
     with pytest.raises(ValueError, match="classes"):
-        base_codes(tiny_table, spec, 99, np.random.default_rng(0))
+        base_codes(tiny_unfiltered_table, UNFILTERED_SPEC, 99, np.random.default_rng(0))

@@ -10,7 +10,8 @@ import pytest
 from fdsml.experiment_queue import printed
 from fdsml.losses.candidates import FILTERS
 from fdsml.validation.agreement import SAME_POSITION_GROUPS
-from fdsml.validation.variants import AGREEMENT_KEYS, SWEEP_KEYS, with_overrides
+from fdsml.config import with_overlay
+from fdsml.validation.variants import AGREEMENT_KEYS, SWEEP_KEYS
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "generator_variants.py"
 
@@ -22,24 +23,11 @@ def load_script():
     return module
 
 
-def test_overrides_set_dotted_keys_without_touching_the_original():
-    params = {"fractals": {"perturbation": {"scope": "every_map", "max_attempts": 100}}}
-    changed = with_overrides(params, {"fractals.perturbation.scope": "one_map"})
-    assert changed["fractals"]["perturbation"] == {"scope": "one_map", "max_attempts": 100}
-    assert params["fractals"]["perturbation"]["scope"] == "every_map"
-
-
-@pytest.mark.parametrize("key", ["fractals.perturbation.scop", "fractals.perturbation.scope.deeper", "fractal.seed"])
-def test_an_override_of_no_parameter_is_refused_naming_it(key):
-    with pytest.raises(KeyError, match=key.replace(".", r"\.")):
-        with_overrides({"fractals": {"perturbation": {"scope": "every_map"}}, "validate_descriptor": {}}, {key: 1})
-
-
 def test_every_variant_names_existing_parameters_and_each_choice_changes_alone():
     script = load_script()
     base = script.base_parameters()
     for overrides in [*script.VARIANTS.values(), *script.SCALES.values()]:
-        with_overrides(base, overrides)
+        with_overlay(base, overrides, only_existing=True)
     variants = script.VARIANTS
     assert len(variants) >= 10 and variants["default"] == {}
     assert {key for overrides in variants.values() for key in overrides} >= {
@@ -105,7 +93,7 @@ def test_the_grid_combines_every_open_choice_and_starts_at_todays_default():
     assert len(grid) >= 40 and len(grid) == len({json.dumps(o, sort_keys=True) for o in grid.values()})
     assert next(iter(grid.values())) == {}
     for overrides in grid.values():
-        with_overrides(base, overrides)
+        with_overlay(base, overrides, only_existing=True)
     assert grid["uniform N 2..4, no class filter, 1 position per class, one map"] == {
         "fractals.sampler": "uniform",
         "fractals.uniform.n_maps": [2, 4],

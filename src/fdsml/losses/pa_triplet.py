@@ -176,6 +176,11 @@ def triplets_per_anchor(filter_name: str, classes_per_batch: int, instances_per_
     return count
 
 
+def mined_triplets(filter_name: str, classes_per_batch: int, instances_per_class: int) -> int:
+    """Triplets PA-Triplet's batch mode mines in one P x K batch (every anchor's candidate pairs)."""
+    return classes_per_batch * instances_per_class * triplets_per_anchor(filter_name, classes_per_batch, instances_per_class)
+
+
 def mine_batch_triplets(
     labels: torch.Tensor,
     psi: torch.Tensor,

@@ -116,8 +116,8 @@ def _check_classification(params: Any, run: RunInputs) -> None:
 
 
 def _parse_fractals(params: Any) -> Any:
+    from fdsml.data.fractals_config import parse_fractals_params
     from fdsml.families import check_every_block
-    from fdsml.pipelines.fractals.nodes import parse_fractals_params
 
     check_every_block(params)  # the blocks of the families not selected too
     return parse_fractals_params(params)

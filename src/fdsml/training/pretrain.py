@@ -28,6 +28,7 @@ from fdsml.evaluation.pretrain_validation import PretrainValidation
 from fdsml.evaluation.validation_settings import ValidationSettings
 from fdsml.families import FamilySpec, family_spec
 from fdsml.families.generation import shards_fingerprint
+from fdsml.losses.pa_triplet import mined_triplets
 from fdsml.models import build_model, model_payload
 from fdsml.models.backbones import backbone_family, require_backbone
 from fdsml import distributed
@@ -47,7 +48,7 @@ from fdsml.training.pretrain_objectives import (
     check_batch_composition,
     shuffled_batches,
 )
-from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, mined_triplets, plan_training
+from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, plan_training
 from fdsml.training.run_folders import RunDefinition, run_fingerprint, run_folder
 
 logger = logging.getLogger(__name__)

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fdsml.config import ConfigError, parse, require_positive
-from fdsml.losses.pa_triplet import triplets_per_anchor
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
 from fdsml.training.schedules import scaled_learning_rate
 
@@ -167,11 +166,6 @@ def plan_training(
         keys=keys,
         notes=notes,
     )
-
-
-def mined_triplets(filter_name: str, classes_per_batch: int, instances_per_class: int) -> int:
-    """Triplets PA-Triplet's batch mode mines in one P x K batch (every anchor's candidate pairs)."""
-    return classes_per_batch * instances_per_class * triplets_per_anchor(filter_name, classes_per_batch, instances_per_class)
 
 
 def triplet_mining_bytes(batch: int, kept: int) -> int:

@@ -17,7 +17,7 @@ from typing import Any
 import optuna
 import pandas as pd
 
-from fdsml.config import ConfigError
+from fdsml.config import ConfigError, with_overlay
 from fdsml.errors import DivergedError
 from fdsml.data.holdout import HoldoutSplit
 from fdsml.families import FamilySpec
@@ -54,14 +54,6 @@ class TrialInputs:
     shards: dict | None = None
 
 
-def _set(configuration: dict[str, Any], key: str, value: Any) -> None:
-    *path, last = key.split(".")
-    node = configuration
-    for part in path:
-        node = node.setdefault(part, {})
-    node[last] = value
-
-
 class TrialObjective:
     """Optuna's objective: runs trial ``n`` through the project's code and returns its metric (to maximise)."""
 
@@ -79,17 +71,18 @@ class TrialObjective:
         configuration = overlay(self.configuration, values)
         folder = Path(config.run_dir) / config.study / f"trial_{number}"
         live = Path(config.live_dir) / config.study / f"trial_{number}" if config.live_dir else None
-        _set(configuration, "pretrain.run_dir", str(folder / "pretrain"))
-        _set(configuration, "pretrain.live_dir", str(live / "pretrain") if live else None)
+        study_sets = {"pretrain.run_dir": str(folder / "pretrain"), "pretrain.live_dir": str(live / "pretrain") if live else None}
         if (configuration["pretrain"].get("validation") or {}).get("probe"):
-            _set(configuration, "pretrain.validation.probe.dataset", config.validation_dataset)
+            study_sets["pretrain.validation.probe.dataset"] = config.validation_dataset
         if config.fine_tunes:
             starts = [start for start in configuration["retrieval"].get("starts", []) if start.get("checkpoint") == PRETRAINED]
-            _set(configuration, "retrieval.starts", starts[:1])
-            _set(configuration, "retrieval.data.dataset", config.validation_dataset)
-            _set(configuration, "retrieval.run_dir", str(folder / "retrieval"))
-            _set(configuration, "retrieval.live_dir", str(live / "retrieval") if live else None)
-        return configuration
+            study_sets |= {
+                "retrieval.starts": starts[:1],
+                "retrieval.data.dataset": config.validation_dataset,
+                "retrieval.run_dir": str(folder / "retrieval"),
+                "retrieval.live_dir": str(live / "retrieval") if live else None,
+            }
+        return with_overlay(configuration, study_sets)
 
     def __call__(self, trial: optuna.Trial) -> float:
         trial.set_user_attr("worker", worker_name())

@@ -19,8 +19,7 @@ from typing import Any
 
 import optuna
 
-from fdsml.config import ConfigError
-from fdsml.validation.variants import with_overrides  # the dotted-key setter that refuses unknown keys
+from fdsml.config import ConfigError, with_overlay
 
 STAGES = ("pretrain", "retrieval")
 """The configurations a study may search."""
@@ -149,8 +148,8 @@ def overlay(configuration: Mapping[str, Any], values: Mapping[str, Any]) -> dict
     result = dict(configuration)
     for key, value in expanded(values).items():
         try:
-            result = with_overrides(result, {key: value})
-        except KeyError:
+            result = with_overlay(result, {key: value}, only_existing=True)
+        except ConfigError:
             section = key.split(".")[0]
             raise ConfigError(f"tune.space.{key}: not a parameter of the configuration (conf/base/parameters_{section}.yml)") from None
     return result
@@ -171,11 +170,4 @@ def joint_value(key: str, values: Mapping[str, Any]) -> Any:
 
 def nested(values: Mapping[str, Any]) -> dict[str, Any]:
     """Dotted keys as the nested mapping a parameters file holds (the best trial's overlay)."""
-    result: dict[str, Any] = {}
-    for key, value in sorted(expanded(values).items()):
-        *path, last = key.split(".")
-        node = result
-        for part in path:
-            node = node.setdefault(part, {})
-        node[last] = value
-    return result
+    return with_overlay({}, dict(sorted(expanded(values).items())))

@@ -2,13 +2,13 @@
 
 The method leaves parts of its generator open (``fractals.perturbation``, the class sampler, the
 class filter); its published descriptor statistics are the only fingerprint of the choices it
-made. A variant is the default parameters with a few dotted keys overridden; its entry holds
+made. A variant is the default parameters with a few dotted keys overridden
+(:func:`fdsml.config.with_overlay`, existing keys only); its entry holds
 those overrides and the descriptor validation's figures, named as in ``descriptor_validation.json``.
 """
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 AGREEMENT_KEYS = (
@@ -39,23 +39,6 @@ SWEEP_KEYS = (
     "noise_floor_px_median",
 )
 """The sweep figures of ``descriptor_validation.json``'s ``sweeps`` a variant entry keeps."""
-
-
-def with_overrides(params: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    """A deep copy of ``params`` (``{"fractals": ..., "validate_descriptor": ...}``) with each dotted
-    key of ``overrides`` set, as ``dvc exp run -S key=value`` would; an unknown path is refused."""
-    result = copy.deepcopy(params)
-    for key, value in overrides.items():
-        *parents, leaf = key.split(".")
-        node = result
-        for depth, name in enumerate(parents):
-            if not isinstance(node.get(name), dict):
-                raise KeyError(f"override {key}: {'.'.join(parents[: depth + 1])} is not a mapping of the parameters")
-            node = node[name]
-        if leaf not in node:
-            raise KeyError(f"override {key}: no such parameter (a typo would silently add a key)")
-        node[leaf] = copy.deepcopy(value)
-    return result
 
 
 def variant_entry(

@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 from fdsml.analysis import pictures
 from fdsml.analysis.config import AnalysisConfig, parse_analysis_params
 from fdsml.analysis.grids import sample_grid_figure, triplet_grid
-from fdsml.pipelines.fractals.nodes import parse_fractals_params
+from fdsml.data.fractals_config import parse_fractals_params
 from fdsml.distributed import resolve_device
 
 logger = logging.getLogger(__name__)

@@ -3,54 +3,18 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 from PIL import Image
 
-from fdsml.config import ConfigError, parse, require_positive
-from fdsml.data.holdout import HoldoutSettings
-from fdsml.families import FamilySpec, family_spec
+from fdsml.data.fractals_config import parse_fractals_params
 from fdsml.families.generation import generate_table, is_up_to_date, render_shards, sample_grid, shards_fingerprint
 from fdsml.reuse import content_digest, defining_configuration
 from fdsml.run_events import StepReport, report_step
 from fdsml import distributed
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class OutputSettings:
-    """What the pipeline writes beside the table."""
-
-    materialize: bool = False
-    shard_size: int = 1000
-    grid_classes: int = 8
-    grid_instances: int = 8
-
-    def __post_init__(self):
-        for key in ("shard_size", "grid_classes", "grid_instances"):
-            require_positive(f"fractals.outputs.{key}", getattr(self, key))
-
-
-@dataclass(frozen=True)
-class FractalsConfig:
-    """``params:fractals``: the selected family with its settings (the dataset's definition), the rows
-    pre-training holds out of it (drawn from the family's seed; the table itself is unchanged), and the outputs."""
-
-    spec: FamilySpec
-    holdout: HoldoutSettings
-    outputs: OutputSettings
-
-
-def parse_fractals_params(params: dict[str, Any]) -> FractalsConfig:
-    """Validate ``params:fractals``; a wrong key or value raises ``ConfigError`` naming it."""
-    if not isinstance(params, dict):
-        raise ConfigError(f"fractals: expected a mapping of parameters, got {type(params).__name__}")
-    outputs = parse(OutputSettings, params.get("outputs", {}), "fractals.outputs")
-    holdout = parse(HoldoutSettings, params.get("holdout", {}), "fractals.holdout")
-    return FractalsConfig(family_spec(params, "fractals"), holdout, outputs)
 
 
 def generate_fractal_codes(

@@ -7,8 +7,8 @@ from typing import Any
 
 import pandas as pd
 
+from fdsml.data.fractals_config import parse_fractals_params
 from fdsml.data.holdout import split_table
-from fdsml.pipelines.fractals.nodes import parse_fractals_params
 from fdsml.reporting.history import describe_loss_trend, probe_trend, validation_cost
 from fdsml.training.pretrain import parse_pretrain_params, pretrain
 

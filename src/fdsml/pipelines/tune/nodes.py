@@ -6,8 +6,8 @@ from typing import Any
 
 import pandas as pd
 
+from fdsml.data.fractals_config import parse_fractals_params
 from fdsml.data.holdout import split_table
-from fdsml.pipelines.fractals.nodes import parse_fractals_params
 from fdsml.tuning import TrialInputs, TrialObjective, load_study, parse_tune_params, run_study
 from fdsml.tuning.outputs import best_overlay, study_markdown, study_pictures, trials_table
 
