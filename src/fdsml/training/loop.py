@@ -38,7 +38,7 @@ from fdsml.training.optimizer import build_optimizer, build_scheduler
 from fdsml.training.prefetch import Prefetcher, Staged
 from fdsml.training.resume import Resumable, resume_state
 from fdsml.training.run_arithmetic import TrainingPlan
-from fdsml.training.run_folders import precision
+from fdsml.training.precision import precision
 
 logger = logging.getLogger(__name__)
 

@@ -22,6 +22,7 @@ from fdsml import reuse
 from fdsml.config import ConfigError
 from fdsml.distributed import DistContext
 from fdsml.training.loop_config import LoopConfig
+from fdsml.training.precision import precision
 
 FOLDER_DIGITS = 16  # of the SHA-256 fingerprint: 64 bits name a run folder
 CHECKPOINT = "last.pt"
@@ -32,11 +33,6 @@ def run_folder(run_dir: str | Path, fingerprint: str) -> Path:
     if len(fingerprint) < FOLDER_DIGITS:
         raise ValueError(f"a run fingerprint has at least {FOLDER_DIGITS} hex digits, got {fingerprint!r}")
     return Path(run_dir) / fingerprint[:FOLDER_DIGITS]
-
-
-def precision(amp: bool, device: torch.device) -> torch.dtype:
-    """The autocast precision a run computes in: bf16 with ``amp`` on CUDA, otherwise float32."""
-    return torch.bfloat16 if amp and device.type == "cuda" else torch.float32
 
 
 def training_runtime(loop, device: torch.device) -> dict:
