@@ -255,8 +255,7 @@ class _Run:
         self.settle()
         if self.context.is_main:
             self.parts.save(
-                self.checkpoint_path, self.step, self.history, self.loop, self.optimizer_config, self.fingerprint,
-                self.context.world_size,
+                self.checkpoint_path, self.step, self.history, self.loop, self.optimizer_config, self.fingerprint, self.context
             )
         self.saved_at = self.step
         distributed.barrier(self.context)
