@@ -2,6 +2,7 @@
 
     python benchmarks/precision_parity.py --env base --seeds 0 1 2 --retrieval   # the default pre-training (+ a fine-tuned retrieval)
     python benchmarks/precision_parity.py --env cpu --seeds 0                     # conf/cpu's hour (about 22 CPU minutes in float32)
+    python benchmarks/precision_parity.py --env cpu --seeds 0 --report            # the stored results' table, nothing run
 
 Each arm pre-trains with ``--env``'s parameters (conf/base overlaid with the environment, as ``kedro run
 --env``), its seed and ``pretrain.train.amp`` false (float32) or true (bf16 on a CPU with native bf16:
@@ -118,6 +119,7 @@ def main() -> None:
     parser.add_argument("--retrieval", action="store_true", help="also fine-tune each pre-trained model (retrieval recipe)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", default="data/07_model_output/precision_parity")
+    parser.add_argument("--report", action="store_true", help="print the stored results' table; run nothing")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     torch.set_num_threads(args.threads)
@@ -126,7 +128,7 @@ def main() -> None:
     store = out / "results.json"
     results = json.loads(store.read_text()) if store.exists() else {}
     definition = {"retrieval": args.retrieval, "threads": args.threads, "parameters": digest(params), "code": source_tree()}
-    for seed in args.seeds:
+    for seed in [] if args.report else args.seeds:
         for name, amp in PRECISIONS.items():
             key = f"{args.env}/{name}/{seed}"
             if results.get(key, {}).get("definition") == definition:

@@ -1,7 +1,8 @@
 """The training loop, read top to bottom: data, forward, loss, backward, step, schedule, log, checkpoint.
 
 One function for every objective (PA-Triplet, cross-entropy, proxy losses). It runs on the CPU
-or a GPU (bf16 autocast, channels-last, pinned memory, non-blocking copies), in one process or
+or a GPU (bf16 autocast where the device computes bf16 natively: :mod:`fdsml.training.precision`;
+on CUDA channels-last, pinned memory, non-blocking copies), in one process or
 one per GPU under ``torchrun`` (DDP). Every ``checkpoint_every`` steps and at the end rank 0
 writes its full state atomically; ``resume`` continues from there, and because every random draw
 is a function of (seed, epoch, step, rank), a resumed run ends with the weights of an
@@ -199,6 +200,8 @@ class _Run:
         torch.manual_seed(step_seed(loop.seed, self.step, replica_rank()))
         batch = staged.take()  # on CUDA the device waits here, inside step_s, for a batch still rendering
         autocast = precision(loop.amp, context.device)
+        # The model's forward in bf16 where it pays; every loss leaves autocast and computes in float32
+        # (fdsml.losses.precision), and so do the mining's descriptor distances, which read the batch's float32 psi.
         with torch.autocast(device_type=context.device.type, dtype=autocast, enabled=autocast != torch.float32):
             loss, metrics = parts.objective(wrapped, batch, self.step)
         parts.optimizer.zero_grad(set_to_none=True)
