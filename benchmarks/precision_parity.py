@@ -35,7 +35,6 @@ from fdsml.data.holdout import split_table
 from fdsml.families.generation import generate_table
 from fdsml.models.starting_points import PRETRAINED, StartingPoint
 from fdsml.pipelines.fractals.nodes import parse_fractals_params
-from fdsml.training.precision import precision
 from fdsml.training.pretrain import parse_pretrain_params, pretrain
 from fdsml.training.retrieval import compare_starting_points, parse_retrieval_params
 
@@ -63,7 +62,7 @@ def run_arm(params: dict, seed: int, amp: bool, work: Path, retrieval: bool) -> 
     started = time.perf_counter()
     payload, history = pretrain(table, fractals.spec, config, split=split_table(table, fractals.holdout, fractals.spec.settings.seed))
     result = {
-        "precision": str(precision(amp, torch.device("cpu"))),
+        "precision": torch.load(next((work / "pretrain").glob("*/last.pt")), weights_only=True)["precision"],
         "pretrain_seconds": round(time.perf_counter() - started, 1),
         "step_seconds": round(float((history["data_s"] + history["step_s"]).sum()), 1),
         **last_validation(history),
@@ -138,7 +137,9 @@ def main() -> None:
                 temporary.write_text(json.dumps(results, indent=1, sort_keys=True))
             logging.info("%s: %s", key, results[key])
     print(table(results, args.env, args.seeds))
-    print(f"\ntorch {torch.__version__}, threads {torch.get_num_threads()}, bf16 arm computes in {precision(True, torch.device('cpu'))}")
+    print(f"\ntorch {torch.__version__}, threads {torch.get_num_threads()}; each arm's pre-training computed in:")
+    for seed in args.seeds:
+        print("  " + ", ".join(f"{key}: {results[key]['precision']}" for name in PRECISIONS if (key := f"{args.env}/{name}/{seed}") in results))
 
 
 if __name__ == "__main__":

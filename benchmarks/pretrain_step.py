@@ -8,7 +8,8 @@ batch, the FDSL cross-entropy) the project's step is the training loop's own
 (:meth:`fdsml.training.loop._Run.train_step`: seeding, autocast, objective with its mining and
 descriptor distances, float32 loss, backward, SGD, schedule) on a batch its loader rendered; the bare
 step is ``timm.create_model`` with the same output size, a plain float32 loss on its output,
-backward and ``torch.optim.SGD``, on the same images under the same autocast. The two alternate step
+backward and ``torch.optim.SGD``, on the same images under the same autocast (the precision the
+project's step computes in: ``train.amp`` true or false, and bf16 only where the objective takes it). The two alternate step
 by step (project, bare, project, bare, ... for every objective and precision in turn), after a
 warm-up of each, so load on a shared machine hits both alike; each cell is the median of
 ``--rounds`` steps. The data path (rendering, collation and the descriptor lookup: the loader and
@@ -22,7 +23,7 @@ import argparse
 import statistics
 import time
 from dataclasses import dataclass, replace
-from itertools import islice
+from itertools import count, islice
 
 import timm
 import torch
@@ -38,7 +39,6 @@ from fdsml.pipelines.fractals.nodes import parse_fractals_params
 from fdsml.training.loop import _Run, configure_torch
 from fdsml.training.model_setup import prepare_model, wrap_model
 from fdsml.training.optimizer import build_optimizer, build_scheduler
-from fdsml.training.precision import precision
 from fdsml.training.prefetch import Prefetcher
 from fdsml.training.pretrain import (
     build_batch_sampler, build_fractal_dataset, build_pretrain_model, parse_pretrain_params, plan_pretrain,
@@ -95,10 +95,8 @@ def project_step(params: dict, overrides: dict, amp: bool, batches: int, compile
     optimizer = build_optimizer(model, objective, config.optimizer, plan.learning_rate)
     parts = Resumable(model, objective, optimizer, build_scheduler(optimizer, config.optimizer, plan, 0))
     run = _Run(parts, config.train, config.optimizer, plan, context, None, "", None, None, progress=tqdm(disable=True))
-    epoch = EpochBatches(sampler)
-    epoch.start(0)
     loader = Prefetcher(context.device, model_input=getattr(dataset, "model_input", None))(
-        islice(epoch_loader(dataset, epoch, num_workers=0), batches + 1)
+        islice(epochs(dataset, EpochBatches(sampler)), batches + 1)
     )
     staged, data_s = [], []
     for _ in range(batches + 1):  # the first batch pays one-off costs (Numba, caches)
@@ -107,6 +105,14 @@ def project_step(params: dict, overrides: dict, amp: bool, batches: int, compile
         data_s.append(time.perf_counter() - started)
     model.train()
     return ProjectStep(run, wrap_model(model, config.train, context), staged[1:], data_s[1:])
+
+
+def epochs(dataset, batches: EpochBatches):
+    """The loader's batches epoch after epoch, as the loop reads them (a small table has few batches per epoch)."""
+    loader = epoch_loader(dataset, batches, num_workers=0)
+    for epoch in count():
+        batches.start(epoch)
+        yield from loader
 
 
 @dataclass
@@ -131,15 +137,15 @@ class BareStep:
         return time.perf_counter() - started, 0.0
 
 
-def bare_step(project: ProjectStep, backbone: str, img_size: int, amp: bool) -> BareStep:
-    """The bare loop on ``project``'s batches: timm's ``backbone`` with the project model's output size."""
+def bare_step(project: ProjectStep, backbone: str, img_size: int) -> BareStep:
+    """The bare loop on ``project``'s batches and in its precision: timm's ``backbone`` with the project model's output size."""
     torch.manual_seed(0)
     model = project.run.parts.model
     outputs, classes = model.output_dim, model.config.get("head") == "classifier"
     kwargs = {"img_size": img_size} if "vit" in backbone else {}
     model = timm.create_model(backbone, num_classes=outputs, **kwargs).train()
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9, weight_decay=1e-4)
-    return BareStep(model, optimizer, project.batches, precision(amp, torch.device("cpu")), classes)
+    return BareStep(model, optimizer, project.batches, project.run.computes_in, classes)
 
 
 def interleaved(steps: dict, rounds: int, warmup: int = 2) -> dict[str, dict[str, float]]:
@@ -167,32 +173,33 @@ def main() -> None:
     params = OmegaConfigLoader("conf", base_env="base", default_run_env=args.env)["parameters"]
     size = parse_fractals_params(params["fractals"]).spec.size
     backbone = params["pretrain"]["model"]["backbone"]
-    steps, data = {}, {}
+    steps, data, computed = {}, {}, {}
     for objective, overrides in OBJECTIVES.items():
         for name in args.precisions:
             project = project_step(params, overrides, PRECISIONS[name], args.batches)
             steps[(objective, name, "project")] = project
-            steps[(objective, name, "bare")] = bare_step(project, backbone, size, PRECISIONS[name])
+            steps[(objective, name, "bare")] = bare_step(project, backbone, size)
             data[(objective, name)] = statistics.median(project.data_s)
+            computed[(objective, name)] = str(project.run.computes_in).removeprefix("torch.")
     medians = interleaved(steps, args.rounds)
     print(f"conf/{args.env}: {backbone} at {size} px, batch {len(project.batches[0].batch['image'])}, "
           f"{args.threads} thread(s), median of {args.rounds} interleaved steps\n")  # fmt: skip
-    print("| objective | precision | project ms | bare timm ms | project / bare | mining % of step | data path % of step |")
+    print("| objective | train.amp (computes in) | project ms | bare timm ms | project / bare | mining % of step | data path % of step |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for (objective, name), data_s in data.items():
         mine, bare = medians[(objective, name, "project")], medians[(objective, name, "bare")]["step_s"]
         whole = mine["step_s"] + data_s
         print(
-            f"| {objective} | {name} | {1e3 * mine['step_s']:.0f} | {1e3 * bare:.0f} | {mine['step_s'] / bare:.2f} "
+            f"| {objective} | {str(PRECISIONS[name]).lower()} ({computed[(objective, name)]}) | {1e3 * mine['step_s']:.0f} | {1e3 * bare:.0f} | {mine['step_s'] / bare:.2f} "
             f"| {100 * mine['mining_s'] / whole:.1f} | {100 * data_s / whole:.1f} |"
         )
     if len(args.precisions) == 2:
-        print("\nbf16 / float32 step time (same run):")
+        print("\namp true / amp false step time (same run; an objective that declines bf16 on the CPU computes in float32 in both):")
         for objective in OBJECTIVES:
             for side in ("project", "bare"):
                 ratio = medians[(objective, "bf16", side)]["step_s"] / medians[(objective, "float32", side)]["step_s"]
                 print(f"  {objective}, {side}: {ratio:.2f}")
-    print(f"\ntorch {torch.__version__}, timm {timm.__version__}, bf16 arm computes in {precision(True, torch.device('cpu'))}")
+    print(f"\ntorch {torch.__version__}, timm {timm.__version__}")
 
 
 if __name__ == "__main__":

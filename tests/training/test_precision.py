@@ -10,7 +10,9 @@ import torch
 from fdsml import distributed
 from fdsml.config import ConfigError
 from fdsml.training import precision as precision_module
+from fdsml.losses.pair import build_pair_loss
 from fdsml.training.loop import train
+from fdsml.training.objectives import CrossEntropyObjective, LabelTripletObjective, PairLossObjective, PATripletObjective
 from fdsml.training.precision import cpu_flags, precision
 from fdsml.training.pretrain_objectives import build_objective
 from fdsml.training.pretrain import build_batch_sampler, build_fractal_dataset, build_pretrain_model, plan_pretrain, pretrain
@@ -76,11 +78,21 @@ def test_a_machine_without_cpuinfo_trains_in_float32(tmp_path, monkeypatch):
         precision_module.cpu_has_native_bf16.cache_clear()
 
 
-@pytest.mark.parametrize("native, said", [(True, "bfloat16"), (False, "float32")])
-def test_the_first_line_says_the_precision(tiny_table, tmp_path, caplog, native_bf16, native, said):
+def test_distance_margin_objectives_decline_bf16_on_the_cpu_not_on_cuda(cpuinfo):
+    cpuinfo("avx512_bf16")
+    for objective in (PATripletObjective("same"), LabelTripletObjective(), PairLossObjective(build_pair_loss("contrastive"))):
+        assert precision(True, CPU, objective) == torch.float32 and precision(True, CUDA, objective) == torch.bfloat16
+    assert precision(True, CPU, CrossEntropyObjective()) == torch.bfloat16
+
+
+@pytest.mark.parametrize(
+    "native, objective, said",
+    [(True, "fdsl", "bfloat16"), (False, "fdsl", "float32"), (True, "pa_triplet", "float32")],
+)
+def test_the_first_line_says_the_precision(tiny_table, tmp_path, caplog, native_bf16, native, objective, said):
     native_bf16(native)
     with caplog.at_level(logging.INFO, logger="fdsml.training.loop"):
-        pretrain(tiny_table, TINY_SPEC, tiny_config(tmp_path, train={"max_steps": 1}))
+        pretrain(tiny_table, TINY_SPEC, tiny_config(tmp_path, objective=objective, train={"max_steps": 1}))
     first = next(record.getMessage() for record in caplog.records if record.name == "fdsml.training.loop")
     assert first.startswith(f"Training on cpu in {said}, world size 1")
 
@@ -88,12 +100,12 @@ def test_the_first_line_says_the_precision(tiny_table, tmp_path, caplog, native_
 def test_the_same_seed_gives_the_same_weights_in_bf16_and_bf16_differs_from_float32(tiny_table, tmp_path, native_bf16):
     native_bf16(True)
     steps = {"max_steps": 3, "checkpoint_every": 100}
-    first, _ = pretrain(tiny_table, TINY_SPEC, tiny_config(tmp_path / "a", train=steps))
-    again, _ = pretrain(tiny_table, TINY_SPEC, tiny_config(tmp_path / "b", train=steps))
-    in_float32, _ = pretrain(tiny_table, TINY_SPEC, tiny_config(tmp_path / "c", train=steps | {"amp": False}))
+    first, _ = pretrain(tiny_table, TINY_SPEC, tiny_config(tmp_path / "a", objective="fdsl", train=steps))
+    again, _ = pretrain(tiny_table, TINY_SPEC, tiny_config(tmp_path / "b", objective="fdsl", train=steps))
+    in_float32, _ = pretrain(tiny_table, TINY_SPEC, tiny_config(tmp_path / "c", objective="fdsl", train=steps | {"amp": False}))
     for name, tensor in first["state_dict"].items():
         torch.testing.assert_close(again["state_dict"][name], tensor, rtol=0, atol=0, msg=name)
-    weight = "backbone.conv1.weight"
+    weight = "backbone.conv1.weight"  # FDSL (cross-entropy) takes bf16 on the CPU
     assert not torch.equal(first["state_dict"][weight], in_float32["state_dict"][weight])  # autocast did act
 
 
@@ -111,12 +123,12 @@ def _train(tiny_table, config, checkpoint):
 def test_the_checkpoint_records_its_precision_and_resume_refuses_another(tiny_table, tmp_path, native_bf16, first_amp, then_amp):
     native_bf16(True)
     checkpoint = tmp_path / "run" / "last.pt"
-    _train(tiny_table, tiny_config(tmp_path, train={"max_steps": 2, "amp": first_amp}), checkpoint)
+    _train(tiny_table, tiny_config(tmp_path, objective="fdsl", train={"max_steps": 2, "amp": first_amp}), checkpoint)
     written_in = torch.load(checkpoint, weights_only=True)["precision"]
     assert written_in == str(torch.bfloat16 if first_amp else torch.float32)
-    longer = tiny_config(tmp_path, train={"max_steps": 4, "amp": then_amp})
+    longer = tiny_config(tmp_path, objective="fdsl", train={"max_steps": 4, "amp": then_amp})
     with pytest.raises(ConfigError, match=rf"last.pt: trained in {written_in[6:]}, .*pretrain.train.amp: {str(then_amp).lower()}\); .*Set pretrain.train.amp: {str(first_amp).lower()}"):
         _train(tiny_table, longer, checkpoint)
     assert torch.load(checkpoint, weights_only=True)["step"] == 2  # untouched
-    resumed = _train(tiny_table, tiny_config(tmp_path, train={"max_steps": 4, "amp": first_amp}), checkpoint)
+    resumed = _train(tiny_table, tiny_config(tmp_path, objective="fdsl", train={"max_steps": 4, "amp": first_amp}), checkpoint)
     assert resumed.history["step"].tolist() == [1, 2, 3, 4]

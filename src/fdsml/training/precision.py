@@ -5,6 +5,9 @@ it has native bfloat16 arithmetic (AVX512-BF16 or AMX), where a ResNet-18 step r
 faster (docs/cpu.md); a CPU without it emulates bf16 and would run slower than float32. The CPU's
 own flags (``/proc/cpuinfo``) decide; torch's check that its oneDNN kernels take bf16 is the
 complement, so a build without them stays in float32. ``amp: false`` forces float32 anywhere.
+An objective whose loss orders distances finer than bf16 features resolve declares ``cpu_bf16 = False``
+and trains in float32 on the CPU (PA-Triplet and the other distance-margin objectives: measured in
+docs/cpu.md); on CUDA they keep the bf16 autocast they always had.
 Losses, distances, the descriptor and the metrics stay float32 whatever this says
 (:mod:`fdsml.losses.precision`, :mod:`fdsml.evaluation.embedding`).
 """
@@ -42,7 +45,8 @@ def cpu_has_native_bf16() -> bool:
     return bool(flags & NATIVE_BF16_FLAGS) and torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
 
 
-def precision(amp: bool, device: torch.device) -> torch.dtype:
-    """The autocast precision a run computes in: bf16 with ``amp`` on CUDA or on a CPU with native bf16, else float32."""
-    native = device.type == "cuda" or (device.type == "cpu" and cpu_has_native_bf16())
-    return torch.bfloat16 if amp and native else torch.float32
+def precision(amp: bool, device: torch.device, objective: object = None) -> torch.dtype:
+    """The autocast precision a run of ``objective`` computes in: bf16 with ``amp`` on CUDA, or on a CPU with
+    native bf16 unless the objective declines it (``cpu_bf16 = False``); float32 otherwise."""
+    cpu_bf16 = device.type == "cpu" and cpu_has_native_bf16() and getattr(objective, "cpu_bf16", True)
+    return torch.bfloat16 if amp and (device.type == "cuda" or cpu_bf16) else torch.float32

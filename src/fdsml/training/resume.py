@@ -67,14 +67,15 @@ class Resumable:
                 "optimizer_config": asdict(optimizer_config),
                 "fingerprint": fingerprint,
                 "world_size": context.world_size,
-                "precision": str(precision(loop.amp, context.device)),
+                "precision": str(precision(loop.amp, context.device, self.objective)),
             },
         )
 
 
 def resume_state(
-    checkpoint_path: Path, loop: LoopConfig, fingerprint: str, context: distributed.DistContext, step_name: str
-) -> dict | None:
+    checkpoint_path: Path, loop: LoopConfig, fingerprint: str, context: distributed.DistContext, step_name: str,
+    objective: nn.Module | None = None,
+) -> dict | None:  # fmt: skip
     """The state every replica resumes from, as rank 0 finds it in its own run folder (None: start over).
 
     A checkpoint of another configuration is started over; one written at another world size is
@@ -87,7 +88,7 @@ def resume_state(
     if context.is_main and loop.resume and checkpoint_path.exists():
         state = load_checkpoint_file(checkpoint_path, map_location="cpu")
         written_by = state.get("world_size", context.world_size)
-        trained_in, computes_in = state.get("precision"), str(precision(loop.amp, context.device))
+        trained_in, computes_in = state.get("precision"), str(precision(loop.amp, context.device, objective))
         if written_by != context.world_size:
             outcome["refusal"] = (
                 f"{checkpoint_path}: written by {written_by} process(es), this run has {context.world_size}; "
