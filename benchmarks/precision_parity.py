@@ -12,7 +12,8 @@ with conf/base's (or the environment's) retrieval recipe in the same precision a
 Recall@1 and MAP@R read. Arms run one at a time; each result is stored under ``--out`` (atomically) as
 soon as it is measured and reused while its definition is unchanged, so an interrupted study resumes.
 The table gives each metric's mean ± standard deviation over seeds per precision and the paired
-difference bf16 - float32; the runs' step seconds (the machine may be shared) come with it.
+difference bf16 - float32; the runs' step seconds (the machine may be shared) come with it. Each seed's
+validations are then compared step by step from the runs' checkpoints, also of runs not finished.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import pandas as pd
 import torch
 from kedro.config import OmegaConfigLoader
 
@@ -74,6 +76,28 @@ def run_arm(params: dict, seed: int, amp: bool, work: Path, retrieval: bool) -> 
         metrics, _, _ = compare_starting_points(replace(config, starts=(start,)), pretrained=payload)
         result.update({f"finetuned_{key}": value for key, value in metrics[start.name]["mean"].items()})
     return result
+
+
+def trajectories(out: Path, env: str, seed: int) -> str:
+    """Markdown: every validation both arms of ``seed`` reached, read from their runs' checkpoints (also of a run
+    still training or stopped early): the steps where the two precisions can be compared."""
+    rows = {}
+    for name in PRECISIONS:
+        checkpoints = sorted((out / "runs" / f"{env}_{name}_{seed}" / "pretrain").glob("*/last.pt"))
+        if checkpoints:
+            history = pd.DataFrame(torch.load(checkpoints[-1], weights_only=True)["history"])
+            validated = history[history.get("validation_s", pd.Series(dtype=float)).notna()]
+            rows[name] = validated.set_index("step")[[c for c in validated.columns if c.startswith("val_")]]
+    if len(rows) < 2:
+        return f"conf/{env} seed {seed}: not both precisions have a checkpoint yet"
+    both = rows["float32"].index.intersection(rows["bf16"].index)
+    metrics = [m for m in rows["float32"].columns if m in rows["bf16"].columns and rows["float32"][m].notna().any()]
+    lines = [f"conf/{env} seed {seed}, float32 / bf16 at each validation both reached", "",
+             "| step | " + " | ".join(metrics) + " |", "|---:|" + "---:|" * len(metrics)]  # fmt: skip
+    for step in both:
+        cells = [f"{rows['float32'].at[step, m]:.3f} / {rows['bf16'].at[step, m]:.3f}" for m in metrics]
+        lines.append(f"| {int(step)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def _mean_sd(values: list[float]) -> str:
@@ -137,6 +161,8 @@ def main() -> None:
                 temporary.write_text(json.dumps(results, indent=1, sort_keys=True))
             logging.info("%s: %s", key, results[key])
     print(table(results, args.env, args.seeds))
+    for seed in args.seeds:
+        print("\n" + trajectories(out, args.env, seed))
     print(f"\ntorch {torch.__version__}, threads {torch.get_num_threads()}; each arm's pre-training computed in:")
     for seed in args.seeds:
         print("  " + ", ".join(f"{key}: {results[key]['precision']}" for name in PRECISIONS if (key := f"{args.env}/{name}/{seed}") in results))
