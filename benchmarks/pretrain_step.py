@@ -1,127 +1,205 @@
-"""Where a pre-training step's time goes: data (rendering), triplet construction, forward/backward.
+"""The project's pre-training step against a bare timm forward/backward/SGD loop on the same batch and precision.
 
-    python benchmarks/pretrain_step.py --backbone resnet18 --size 64 --steps 10
+    python benchmarks/pretrain_step.py                       # conf/base's step, float32 and bf16, 8 rounds
+    python benchmarks/pretrain_step.py --env cpu --rounds 12 --precisions bf16
 
-Runs PA-Triplet (batch and explicit modes) and the FDSL cross-entropy baseline on the same
-backbone and batch size, on the CPU and on CUDA when present, and prints one table with the
-ratios the design targets: triplet construction as a share of the step, triplets per forwarded
-image (batch vs explicit), and rendering throughput vs model throughput.
+For each objective (PA-Triplet as configured, PA-Triplet ``all`` mining every triplet of a shuffled
+batch, the FDSL cross-entropy) the project's step is the training loop's own
+(:meth:`fdsml.training.loop._Run.train_step`: seeding, autocast, objective with its mining and
+descriptor distances, float32 loss, backward, SGD, schedule) on a batch its loader rendered; the bare
+step is ``timm.create_model`` with the same output size, a plain float32 loss on its output,
+backward and ``torch.optim.SGD``, on the same images under the same autocast (the precision the
+project's step computes in: ``train.amp`` true or false, and bf16 only where the objective takes it). The two alternate step
+by step (project, bare, project, bare, ... for every objective and precision in turn), after a
+warm-up of each, so load on a shared machine hits both alike; each cell is the median of
+``--rounds`` steps. The data path (rendering, collation and the descriptor lookup: the loader and
+prefetcher) and the mining (triplet construction from the descriptors, timed inside the objective)
+are given as shares of the project's step.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
+from dataclasses import dataclass, replace
+from itertools import count, islice
 
-import numpy as np
+import timm
 import torch
+import torch.nn.functional as F
+from kedro.config import OmegaConfigLoader
+from tqdm.auto import tqdm
 
-from fdsml.data import ClassBalancedBatchSampler, ExplicitTripletBatchSampler, FractalCodesDataset
-from fdsml.ifs.finefractaldb import ClassFilter, FineFractalDBConfig
-from fdsml.families import FamilySpec
-from fdsml.families.finefractaldb import FINEFRACTALDB, generate_finefractaldb
-from fdsml.ifs.render import RenderSettings
-from fdsml.models import build_model
-from fdsml.training.objectives import CrossEntropyObjective, PATripletObjective
+from fdsml import distributed
+from fdsml.data.epoch_items import EpochBatches, epoch_loader
+from fdsml.data.holdout import TrainingRows, split_table
+from fdsml.families.generation import generate_table
+from fdsml.pipelines.fractals.nodes import parse_fractals_params
+from fdsml.training.loop import _Run, configure_torch
+from fdsml.training.model_setup import prepare_model, wrap_model
+from fdsml.training.optimizer import build_optimizer, build_scheduler
+from fdsml.training.prefetch import Prefetcher
+from fdsml.training.pretrain import (
+    build_batch_sampler, build_fractal_dataset, build_pretrain_model, parse_pretrain_params, plan_pretrain,
+)  # fmt: skip
+from fdsml.training.pretrain_objectives import build_objective
+from fdsml.training.resume import Resumable
+
+OBJECTIVES = {  # the name printed -> pretrain overrides on top of the environment's
+    "pa_triplet (as configured)": {},
+    "pa_triplet all (every triplet of the batch)": {"objective": "pa_triplet", "pa_triplet": {"filter": "all", "mode": "batch"}},
+    "fdsl": {"objective": "fdsl"},
+}
+PRECISIONS = {"float32": False, "bf16": True}  # -> train.amp
 
 
-def collate(dataset, indices):
-    items = [dataset[i] for i in indices]
-    return {
-        "image": torch.stack([item["image"] for item in items]),
-        "label": torch.tensor([item["label"] for item in items]),
-        "psi": torch.stack([item["psi"] for item in items]),
-    }
+def merged(base: dict, extra: dict) -> dict:
+    """``base`` with ``extra``'s keys, nested dictionaries merged."""
+    return {**base, **{k: merged(base.get(k, {}), v) if isinstance(v, dict) else v for k, v in extra.items()}}
 
 
-def measure(name, objective, model, dataset, sampler, device, steps):
-    optimizer = torch.optim.SGD(list(model.parameters()) + list(objective.parameters()), lr=0.01)
-    batches = iter(sampler)
-    data_s = mining_s = compute_s = 0.0
-    triplets = images = 0
-    for step in range(steps + 1):
+@dataclass
+class ProjectStep:
+    """The training loop's step for one configuration, with a few batches its loader staged (and what they cost)."""
+
+    run: _Run
+    wrapped: torch.nn.Module
+    batches: list
+    data_s: list[float]
+
+    def __call__(self, index: int) -> tuple[float, float]:
+        """One step on batch ``index``; its seconds and the mining's seconds."""
         started = time.perf_counter()
-        batch = collate(dataset, next(batches))
-        loaded = time.perf_counter()
-        batch = {k: v.to(device) for k, v in batch.items()}
-        batch["image"] = dataset.model_input(batch["image"])
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            loss, parts = objective(model, batch, step)
-        optimizer.zero_grad()
+        self.run.train_step(self.wrapped, self.batches[index % len(self.batches)], 0, 0.0)
+        seconds = time.perf_counter() - started
+        row = self.run.pending.pop()
+        mining = row.get("mining_s")
+        return seconds, mining.seconds if mining is not None else 0.0
+
+
+def project_step(params: dict, overrides: dict, amp: bool, batches: int, compile_model: bool = False) -> ProjectStep:
+    """The loop's parts as :func:`fdsml.training.pretrain.pretrain` builds them, and ``batches`` batches timed through its loader."""
+    fractals = parse_fractals_params(params["fractals"])
+    table, _ = generate_table(fractals.spec)
+    split = split_table(table, fractals.holdout, fractals.spec.settings.seed)
+    config = parse_pretrain_params(merged(params["pretrain"], overrides) | {"live_dir": None})
+    config = replace(config, train=replace(config.train, amp=amp, compile=compile_model, device="cpu"))
+    context = distributed.setup("cpu")
+    plan = plan_pretrain(config, len(split.training), 1).check()
+    dataset = TrainingRows(build_fractal_dataset(table, fractals.spec, config, None), split)
+    sampler = build_batch_sampler(dataset.labels, config, context, plan)
+    configure_torch(config.train, context)
+    model = prepare_model(build_pretrain_model(config, len(split.training_classes), fractals.spec.size), config.train, context)
+    objective = build_objective(config, len(split.training_classes), model.output_dim)
+    optimizer = build_optimizer(model, objective, config.optimizer, plan.learning_rate)
+    parts = Resumable(model, objective, optimizer, build_scheduler(optimizer, config.optimizer, plan, 0))
+    run = _Run(parts, config.train, config.optimizer, plan, context, None, "", None, None, progress=tqdm(disable=True))
+    loader = Prefetcher(context.device, model_input=getattr(dataset, "model_input", None))(
+        islice(epochs(dataset, EpochBatches(sampler)), batches + 1)
+    )
+    staged, data_s = [], []
+    for _ in range(batches + 1):  # the first batch pays one-off costs (Numba, caches)
+        started = time.perf_counter()
+        staged.append(next(loader))
+        data_s.append(time.perf_counter() - started)
+    model.train()
+    return ProjectStep(run, wrap_model(model, config.train, context), staged[1:], data_s[1:])
+
+
+def epochs(dataset, batches: EpochBatches):
+    """The loader's batches epoch after epoch, as the loop reads them (a small table has few batches per epoch)."""
+    loader = epoch_loader(dataset, batches, num_workers=0)
+    for epoch in count():
+        batches.start(epoch)
+        yield from loader
+
+
+@dataclass
+class BareStep:
+    """timm's model, a plain loss, backward and SGD on the project's batches, under the same autocast."""
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    batches: list
+    autocast: torch.dtype
+    classes: bool
+
+    def __call__(self, index: int) -> tuple[float, float]:
+        batch = self.batches[index % len(self.batches)].batch
+        started = time.perf_counter()
+        with torch.autocast("cpu", dtype=self.autocast, enabled=self.autocast != torch.float32):
+            output = self.model(batch["image"])
+        loss = F.cross_entropy(output.float(), batch["label"]) if self.classes else output.float().square().mean()
+        self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        optimizer.step()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        finished = time.perf_counter()
-        if step == 0:
-            continue  # warm-up (Numba, allocator)
-        data_s += loaded - started
-        mining_s += float(parts.get("mining_s", 0.0))
-        compute_s += finished - loaded
-        triplets += int(parts.get("triplets", 0))
-        images += batch["image"].shape[0]
-    step_s = (data_s + compute_s) / steps
-    return {
-        "objective": name,
-        "device": device.type,
-        "data ms": 1e3 * data_s / steps,
-        "triplets ms": 1e3 * mining_s / steps,
-        "fwd/bwd ms": 1e3 * (compute_s - mining_s) / steps,
-        "triplets % of step": 100 * mining_s / steps / step_s,
-        "triplets / image": triplets / images,
-        "rendered img/s": images / data_s,
-        "model img/s": images / max(compute_s, 1e-9),
-    }
+        self.optimizer.step()
+        return time.perf_counter() - started, 0.0
+
+
+def bare_step(project: ProjectStep, backbone: str, img_size: int) -> BareStep:
+    """The bare loop on ``project``'s batches and in its precision: timm's ``backbone`` with the project model's output size."""
+    torch.manual_seed(0)
+    model = project.run.parts.model
+    outputs, classes = model.output_dim, model.config.get("head") == "classifier"
+    kwargs = {"img_size": img_size} if "vit" in backbone else {}
+    model = timm.create_model(backbone, num_classes=outputs, **kwargs).train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9, weight_decay=1e-4)
+    return BareStep(model, optimizer, project.batches, project.run.computes_in, classes)
+
+
+def interleaved(steps: dict, rounds: int, warmup: int = 2) -> dict[str, dict[str, float]]:
+    """Median seconds (and mining seconds) of each step, the steps alternating round by round."""
+    seconds = {name: [] for name in steps}
+    mining = {name: [] for name in steps}
+    for round_ in range(warmup + rounds):
+        for name, step in steps.items():
+            taken, mined = step(round_)
+            if round_ >= warmup:
+                seconds[name].append(taken)
+                mining[name].append(mined)
+    return {name: {"step_s": statistics.median(seconds[name]), "mining_s": statistics.median(mining[name])} for name in steps}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backbone", default="resnet18")
-    parser.add_argument("--size", type=int, default=64)
-    parser.add_argument("--points", type=int, default=4000)
-    parser.add_argument("--classes-per-batch", type=int, default=8)
-    parser.add_argument("--instances-per-class", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--env", default="base", help="the configuration environment whose pre-training step is measured")
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--batches", type=int, default=4, help="distinct batches the steps cycle through")
+    parser.add_argument("--precisions", nargs="+", default=list(PRECISIONS), choices=list(PRECISIONS))
+    parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
-
-    fractals = FineFractalDBConfig(
-        n_classes=max(args.classes_per_batch, 10),
-        instances_per_class=20,
-        render=RenderSettings(size=args.size, points=args.points),
-        class_filter=ClassFilter(size=256, points=20_000),
-    )
-    table, _ = generate_finefractaldb(fractals)
-    dataset = FractalCodesDataset(table, FamilySpec(FINEFRACTALDB, fractals), seed=0, fresh_noise=True)
-    batch = args.classes_per_batch * args.instances_per_class
-    balanced = ClassBalancedBatchSampler(dataset.labels, args.classes_per_batch, args.instances_per_class, seed=0, batches_per_epoch=10_000)
-    devices = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
-    rows = []
-    for device in devices:
-        for name, objective, sampler, head in (
-            ("pa_triplet batch (same)", PATripletObjective("same", "batch"), balanced, {}),
-            (
-                "pa_triplet explicit (same)",
-                PATripletObjective("same", "explicit"),
-                ExplicitTripletBatchSampler(dataset.labels, batch // 3, "same", seed=0, batches_per_epoch=10_000),
-                {},
-            ),
-            ("fdsl", CrossEntropyObjective(), balanced, {"head": "classifier", "num_classes": fractals.n_classes}),
-        ):
-            torch.manual_seed(0)
-            model = build_model(args.backbone, img_size=args.size, **head).to(device)
-            if device.type == "cuda":
-                model = model.to(memory_format=torch.channels_last)
-            rows.append(measure(name, objective.to(device), model, dataset, sampler, device, args.steps))
-    header = list(rows[0])
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
-    for row in rows:
-        print("| " + " | ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in row.values()) + " |")
-    explicit = next(r for r in rows if r["objective"].startswith("pa_triplet explicit"))
-    batch_mode = next(r for r in rows if r["objective"].startswith("pa_triplet batch"))
-    print(f"\nbatch mode / explicit mode triplets per image: {batch_mode['triplets / image'] / explicit['triplets / image']:.1f}x")
-    print(f"rendering / model throughput (batch mode, single render thread): {batch_mode['rendered img/s'] / batch_mode['model img/s']:.1f}x")
-    print(f"numpy {np.__version__}, torch {torch.__version__}, threads {torch.get_num_threads()}")
+    torch.set_num_threads(args.threads)
+    params = OmegaConfigLoader("conf", base_env="base", default_run_env=args.env)["parameters"]
+    size = parse_fractals_params(params["fractals"]).spec.size
+    backbone = params["pretrain"]["model"]["backbone"]
+    steps, data, computed = {}, {}, {}
+    for objective, overrides in OBJECTIVES.items():
+        for name in args.precisions:
+            project = project_step(params, overrides, PRECISIONS[name], args.batches)
+            steps[(objective, name, "project")] = project
+            steps[(objective, name, "bare")] = bare_step(project, backbone, size)
+            data[(objective, name)] = statistics.median(project.data_s)
+            computed[(objective, name)] = str(project.run.computes_in).removeprefix("torch.")
+    medians = interleaved(steps, args.rounds)
+    print(f"conf/{args.env}: {backbone} at {size} px, batch {len(project.batches[0].batch['image'])}, "
+          f"{args.threads} thread(s), median of {args.rounds} interleaved steps\n")  # fmt: skip
+    print("| objective | train.amp (computes in) | project ms | bare timm ms | project / bare | mining % of step | data path % of step |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for (objective, name), data_s in data.items():
+        mine, bare = medians[(objective, name, "project")], medians[(objective, name, "bare")]["step_s"]
+        whole = mine["step_s"] + data_s
+        print(
+            f"| {objective} | {str(PRECISIONS[name]).lower()} ({computed[(objective, name)]}) | {1e3 * mine['step_s']:.0f} | {1e3 * bare:.0f} | {mine['step_s'] / bare:.2f} "
+            f"| {100 * mine['mining_s'] / whole:.1f} | {100 * data_s / whole:.1f} |"
+        )
+    if len(args.precisions) == 2:
+        print("\namp true / amp false step time (same run; an objective that declines bf16 on the CPU computes in float32 in both):")
+        for objective in OBJECTIVES:
+            for side in ("project", "bare"):
+                ratio = medians[(objective, "bf16", side)]["step_s"] / medians[(objective, "float32", side)]["step_s"]
+                print(f"  {objective}, {side}: {ratio:.2f}")
+    print(f"\ntorch {torch.__version__}, timm {timm.__version__}")
 
 
 if __name__ == "__main__":

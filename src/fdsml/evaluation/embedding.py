@@ -67,7 +67,9 @@ def _outputs(
     return torch.cat(outputs), torch.cat(labels)
 
 
-AUTOCAST_DEVICES = ("cuda",)  # where the trunk runs under bf16 autocast
+# Where the trunk runs under bf16 autocast. Not the CPU, even one that trains in bf16: there the metrics
+# (validation, probe, retrieval) embed in float32, so runs trained in either precision are scored alike.
+AUTOCAST_DEVICES = ("cuda",)
 
 
 def _forward(model: nn.Module, images: torch.Tensor) -> torch.Tensor:

@@ -93,10 +93,13 @@ def finetune(
     sampler = ShuffledBatchSampler(
         len(dataset), plan.batch_per_replica, seed=run.seed, num_replicas=context.world_size, rank=context.rank
     )
-    fingerprint = run_fingerprint(defining_run(task, run, trunk_digest(payload), records.listing_digest()), config.train, context)
+    objective = task.objective(run.seed)
+    fingerprint = run_fingerprint(
+        defining_run(task, run, trunk_digest(payload), records.listing_digest()), config.train, context, objective
+    )
     result = train(
         model,
-        task.objective(run.seed),
+        objective,
         dataset,
         sampler,
         replace(config.train, seed=run.seed),

@@ -1,7 +1,8 @@
 """The training loop, read top to bottom: data, forward, loss, backward, step, schedule, log, checkpoint.
 
 One function for every objective (PA-Triplet, cross-entropy, proxy losses). It runs on the CPU
-or a GPU (bf16 autocast, channels-last, pinned memory, non-blocking copies), in one process or
+or a GPU (bf16 autocast where the device computes bf16 natively: :mod:`fdsml.training.precision`;
+on CUDA channels-last, pinned memory, non-blocking copies), in one process or
 one per GPU under ``torchrun`` (DDP). Every ``checkpoint_every`` steps and at the end rank 0
 writes its full state atomically; ``resume`` continues from there, and because every random draw
 is a function of (seed, epoch, step, rank), a resumed run ends with the weights of an
@@ -38,7 +39,7 @@ from fdsml.training.optimizer import build_optimizer, build_scheduler
 from fdsml.training.prefetch import Prefetcher, Staged
 from fdsml.training.resume import Resumable, resume_state
 from fdsml.training.run_arithmetic import TrainingPlan
-from fdsml.training.run_folders import precision
+from fdsml.training.precision import precision
 
 logger = logging.getLogger(__name__)
 
@@ -151,9 +152,14 @@ class _Run:
     resumed_at: int = 0
     progress: Any = None
 
+    @property
+    def computes_in(self) -> torch.dtype:
+        """The precision of the model's forward pass (:func:`~fdsml.training.precision.precision`)."""
+        return precision(self.loop.amp, self.context.device, self.parts.objective)
+
     def resume(self) -> None:
         """Continue from the checkpoint when it is this run's (:func:`~fdsml.training.resume.resume_state`)."""
-        state = resume_state(self.checkpoint_path, self.loop, self.fingerprint, self.context, self.plan.step)
+        state = resume_state(self.checkpoint_path, self.loop, self.fingerprint, self.context, self.plan.step, self.parts.objective)
         if state is not None:
             self.step, self.history = self.parts.load(state)
             logger.info("Resuming from %s at step %d of %d", self.checkpoint_path, self.step, self.plan.total_steps)
@@ -167,7 +173,7 @@ class _Run:
         if context.is_main:
             logger.info(
                 "Training on %s in %s, world size %d: %d steps (%d per epoch), global batch %d, lr %.3g",
-                context.device, str(precision(self.loop.amp, context.device)).removeprefix("torch."), context.world_size,
+                context.device, str(self.computes_in).removeprefix("torch."), context.world_size,
                 plan.total_steps, plan.batches_per_replica, plan.global_batch, self.parts.optimizer.param_groups[1]["lr"],
             )
 
@@ -198,7 +204,9 @@ class _Run:
         watch = Stopwatch(context.device)
         torch.manual_seed(step_seed(loop.seed, self.step, replica_rank()))
         batch = staged.take()  # on CUDA the device waits here, inside step_s, for a batch still rendering
-        autocast = precision(loop.amp, context.device)
+        autocast = self.computes_in
+        # The model's forward in bf16 where it pays; every loss leaves autocast and computes in float32
+        # (fdsml.losses.precision), and so do the mining's descriptor distances, which read the batch's float32 psi.
         with torch.autocast(device_type=context.device.type, dtype=autocast, enabled=autocast != torch.float32):
             loss, metrics = parts.objective(wrapped, batch, self.step)
         parts.optimizer.zero_grad(set_to_none=True)
@@ -255,8 +263,7 @@ class _Run:
         self.settle()
         if self.context.is_main:
             self.parts.save(
-                self.checkpoint_path, self.step, self.history, self.loop, self.optimizer_config, self.fingerprint,
-                self.context.world_size,
+                self.checkpoint_path, self.step, self.history, self.loop, self.optimizer_config, self.fingerprint, self.context
             )
         self.saved_at = self.step
         distributed.barrier(self.context)

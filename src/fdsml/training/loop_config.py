@@ -59,8 +59,11 @@ class LoopConfig:
 
     ``num_workers`` cannot change the result (every image is drawn from (seed, epoch, index)),
     nor can the log and checkpoint intervals or ``resume``: they are not part of a run's fingerprint.
+    ``amp`` runs the forward pass under bf16 autocast where the device computes bf16 natively and the
+    objective takes it (:mod:`fdsml.training.precision`); false forces float32.
     ``compile`` runs the model through ``torch.compile`` (worth it on GPUs for long runs; off by
-    default, as compiling costs minutes and fused kernels round differently).
+    default, as compiling costs minutes and fused kernels round differently; on the CPU conf/cpu's
+    step ran slower compiled than eager: benchmarks/cpu_compile.py).
     ``sync_batchnorm`` normalises over the global batch under DDP (CUDA only: torch's
     SyncBatchNorm has no CPU kernel); otherwise each replica uses its own batch's statistics.
     """

@@ -52,6 +52,10 @@ class PATripletObjective(nn.Module):
     (:func:`~fdsml.losses.pa_triplet.graded_margins`) rather than ``margin`` for all.
     """
 
+    # Float32 on the CPU (fdsml.training.precision): its triplets order embedding distances whose differences are
+    # finer than bf16 trunk features resolve; under bf16 it learned on rounding (docs/cpu.md, precision parity).
+    cpu_bf16 = False
+
     def __init__(
         self,
         filter_name: str,
@@ -140,6 +144,8 @@ class CrossEntropyPATripletObjective(nn.Module):
     and, like proxies, runs in float32 with the loss.
     """
 
+    cpu_bf16 = False  # a margin on embedding distances, as PATripletObjective's: float32 on the CPU
+
     def __init__(
         self, triplet: PATripletObjective, num_classes: int, embedding_dim: int, *, weight: float = 1.0, label_smoothing: float = 0.0
     ):
@@ -166,6 +172,8 @@ class CrossEntropyPATripletObjective(nn.Module):
 
 class PairLossObjective(nn.Module):
     """A pair-based metric-learning loss (:mod:`fdsml.losses.pair`) on the class labels of the embeddings."""
+
+    cpu_bf16 = False  # a margin on embedding distances, as PATripletObjective's: float32 on the CPU
 
     def __init__(self, loss: nn.Module):
         super().__init__()

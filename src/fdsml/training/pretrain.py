@@ -373,7 +373,7 @@ def pretrain(
         torch.manual_seed(config.train.seed)
         model = build_pretrain_model(config, len(split.training_classes), spec.size)
         objective = build_objective(config, len(split.training_classes), model.output_dim)
-    fingerprint = run_fingerprint(defining_run(config, spec, codes, shards, split), config.train, context)
+    fingerprint = run_fingerprint(defining_run(config, spec, codes, shards, split), config.train, context, objective)
     validation = build_validation(config, table, spec, shards, split) if context.is_main else None
     if validation is not None and watch_validation is not None:
         validation = watch_validation(validation)

@@ -2,7 +2,8 @@
 
 Rank 0 alone decides whether to resume, from its own run folder, and sends the state to every
 replica before DDP wraps the model, so node-local run folders resume alike. A checkpoint is
-continued only when its fingerprint (what defines the run) and world size match this run's.
+continued only when its fingerprint (what defines the run) matches this run's; one written at another
+world size, or in another precision (``precision``: bf16 autocast or float32), is refused with the fix.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from fdsml import distributed
 from fdsml.config import ConfigError
 from fdsml.models.checkpoint import load_checkpoint_file, save_checkpoint
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
+from fdsml.training.precision import precision
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +50,7 @@ class Resumable:
         loop: LoopConfig,
         optimizer_config: OptimizerConfig,
         fingerprint: str,
-        world_size: int,
+        context: distributed.DistContext,
     ) -> None:
         """Write the full state at ``step`` atomically to ``path``, with what :func:`resume_state` checks."""
         save_checkpoint(
@@ -64,24 +66,29 @@ class Resumable:
                 "loop": asdict(loop),
                 "optimizer_config": asdict(optimizer_config),
                 "fingerprint": fingerprint,
-                "world_size": world_size,
+                "world_size": context.world_size,
+                "precision": str(precision(loop.amp, context.device, self.objective)),
             },
         )
 
 
 def resume_state(
-    checkpoint_path: Path, loop: LoopConfig, fingerprint: str, context: distributed.DistContext, step_name: str
-) -> dict | None:
+    checkpoint_path: Path, loop: LoopConfig, fingerprint: str, context: distributed.DistContext, step_name: str,
+    objective: nn.Module | None = None,
+) -> dict | None:  # fmt: skip
     """The state every replica resumes from, as rank 0 finds it in its own run folder (None: start over).
 
     A checkpoint of another configuration is started over; one written at another world size is
     refused, since its learning rate was scaled for another global batch and the batches per epoch
-    and data order differ. Rank 0 sends its decision and the state (on the CPU) to every replica.
+    and data order differ; one trained in another precision is refused too, since continuing would
+    mix bf16 and float32 steps in one run (a checkpoint from before precisions were recorded is
+    judged by its fingerprint alone). Rank 0 sends its decision and the state (on the CPU) to every replica.
     """
     outcome: dict[str, Any] = {"state": None, "refusal": None}
     if context.is_main and loop.resume and checkpoint_path.exists():
         state = load_checkpoint_file(checkpoint_path, map_location="cpu")
         written_by = state.get("world_size", context.world_size)
+        trained_in, computes_in = state.get("precision"), str(precision(loop.amp, context.device, objective))
         if written_by != context.world_size:
             outcome["refusal"] = (
                 f"{checkpoint_path}: written by {written_by} process(es), this run has {context.world_size}; "
@@ -89,6 +96,8 @@ def resume_state(
                 f"and data order change. Relaunch with {written_by} process(es) to continue, or start over at "
                 f"{context.world_size}: remove {checkpoint_path.parent} or set {step_name.split('/')[0]}.train.resume: false"
             )
+        elif trained_in is not None and trained_in != computes_in:
+            outcome["refusal"] = precision_refusal(checkpoint_path, trained_in, computes_in, loop, step_name)
         elif state.get("fingerprint") != fingerprint:
             logger.warning("%s belongs to another configuration: starting over instead of resuming", checkpoint_path)
         else:
@@ -97,3 +106,15 @@ def resume_state(
     if outcome["refusal"]:
         raise ConfigError(outcome["refusal"])
     return outcome["state"]
+
+
+def precision_refusal(checkpoint_path: Path, trained_in: str, computes_in: str, loop: LoopConfig, step_name: str) -> str:
+    """Why a checkpoint trained in ``trained_in`` does not continue in ``computes_in``, naming the key and the fix."""
+    step = step_name.split("/")[0]
+    fix = "true (on a device with bf16: CUDA, or a CPU with AVX512-BF16 or AMX)" if trained_in == str(torch.bfloat16) else "false"
+    return (
+        f"{checkpoint_path}: trained in {trained_in.removeprefix('torch.')}, this run computes in "
+        f"{computes_in.removeprefix('torch.')} ({step}.train.amp: {str(loop.amp).lower()}); resuming would mix precisions "
+        f"in one run. Set {step}.train.amp: {fix} to continue it, or start over: remove {checkpoint_path.parent} "
+        f"or set {step}.train.resume: false"
+    )

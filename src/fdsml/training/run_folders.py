@@ -22,6 +22,7 @@ from fdsml import reuse
 from fdsml.config import ConfigError
 from fdsml.distributed import DistContext
 from fdsml.training.loop_config import LoopConfig
+from fdsml.training.precision import precision
 
 FOLDER_DIGITS = 16  # of the SHA-256 fingerprint: 64 bits name a run folder
 CHECKPOINT = "last.pt"
@@ -34,15 +35,10 @@ def run_folder(run_dir: str | Path, fingerprint: str) -> Path:
     return Path(run_dir) / fingerprint[:FOLDER_DIGITS]
 
 
-def precision(amp: bool, device: torch.device) -> torch.dtype:
-    """The autocast precision a run computes in: bf16 with ``amp`` on CUDA, otherwise float32."""
-    return torch.bfloat16 if amp and device.type == "cuda" else torch.float32
-
-
-def training_runtime(loop, device: torch.device) -> dict:
+def training_runtime(loop, device: torch.device, objective: object = None) -> dict:
     """What a training run's result depends on beyond its settings: the libraries' versions and the
-    resolved device type and precision (``device: auto`` resolves differently on another machine)."""
-    return {"libraries": reuse.library_versions(), "device": device.type, "precision": str(precision(loop.amp, device))}
+    resolved device type and precision of ``objective`` (``device: auto`` resolves differently on another machine)."""
+    return {"libraries": reuse.library_versions(), "device": device.type, "precision": str(precision(loop.amp, device, objective))}
 
 
 @dataclass(frozen=True)
@@ -60,15 +56,15 @@ class RunDefinition:
     inputs: Mapping[str, str]
 
 
-def run_fingerprint(run: RunDefinition, loop: LoopConfig, context: DistContext) -> str:
+def run_fingerprint(run: RunDefinition, loop: LoopConfig, context: DistContext, objective: object = None) -> str:
     """The reuse fingerprint (:mod:`fdsml.reuse`) of a training run: what defines it, the world size, and
-    the runtime (:func:`training_runtime`) of ``loop`` on ``context``'s device."""
+    the runtime (:func:`training_runtime`) of ``loop`` training ``objective`` on ``context``'s device."""
     return reuse.fingerprint(
         run.configuration,
         code=run.code,
         inputs=run.inputs,
         world_size=context.world_size,
-        runtime=training_runtime(loop, context.device),
+        runtime=training_runtime(loop, context.device, objective),
     )
 
 
