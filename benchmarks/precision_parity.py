@@ -36,7 +36,7 @@ from fdsml.atomic import atomic_path
 from fdsml.data.holdout import split_table
 from fdsml.families.generation import generate_table
 from fdsml.models.starting_points import PRETRAINED, StartingPoint
-from fdsml.pipelines.fractals.nodes import parse_fractals_params
+from fdsml.data.fractals_config import parse_fractals_params
 from fdsml.training.pretrain import parse_pretrain_params, pretrain
 from fdsml.training.retrieval import compare_starting_points, parse_retrieval_params
 

@@ -35,7 +35,7 @@ from fdsml import distributed
 from fdsml.data.epoch_items import EpochBatches, epoch_loader
 from fdsml.data.holdout import TrainingRows, split_table
 from fdsml.families.generation import generate_table
-from fdsml.pipelines.fractals.nodes import parse_fractals_params
+from fdsml.data.fractals_config import parse_fractals_params
 from fdsml.training.loop import _Run, configure_torch
 from fdsml.training.model_setup import prepare_model, wrap_model
 from fdsml.training.optimizer import build_optimizer, build_scheduler

@@ -17,7 +17,7 @@ from fdsml.training.precision import cpu_flags, precision
 from fdsml.training.pretrain_objectives import build_objective
 from fdsml.training.pretrain import build_batch_sampler, build_fractal_dataset, build_pretrain_model, plan_pretrain, pretrain
 
-from .conftest import TINY_SPEC
+from tests.support import TINY_SPEC
 from .helpers import tiny_config
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
