@@ -209,6 +209,10 @@ class ProxyObjective(nn.Module):
     The proxies train at ``proxy_lr_multiplier`` x the lr.
     """
 
+    # float32 on the CPU: a bf16 fine-tuning killed and resumed did not end on the uninterrupted run's
+    # weights (tests/faults/test_kills.py), which a resumable run must; CUDA keeps its bf16 autocast.
+    cpu_bf16 = False
+
     def __init__(self, loss: nn.Module, proxy_lr_multiplier: float = 100.0):
         super().__init__()
         self.loss = loss
