@@ -1,7 +1,6 @@
 """One embedding loop for every evaluation: DataLoader workers, and under DDP a share per replica,
 gathered on rank 0 in the dataset's order, with the metrics computed once and handed to every replica."""
 
-import socket
 import time
 
 import numpy as np
@@ -16,6 +15,7 @@ from fdsml.evaluation.classification import classification_metrics
 from fdsml.evaluation.frozen_probe import frozen_probe
 from fdsml.models import build_model
 from fdsml.distributed import DistContext, shard
+from tests.servers import free_port
 
 from .ddp_eval_worker import evaluate_as_replica
 from .test_frozen_probe import two_kinds_of_image
@@ -69,17 +69,11 @@ def test_the_trunk_runs_under_bf16_autocast_and_the_head_in_float32(monkeypatch)
         torch.testing.assert_close(outputs, model.head(features.float()), rtol=0, atol=0)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def replicas(tmp_path_factory):
     """What each of two gloo replicas saw: outputs, the frozen probe's metrics and who computed them, top-k, a failure."""
     folder = tmp_path_factory.mktemp("replicas")
-    processes = mp.spawn(evaluate_as_replica, args=(2, _free_port(), str(folder)), nprocs=2, join=False)
+    processes = mp.spawn(evaluate_as_replica, args=(2, free_port(), str(folder)), nprocs=2, join=False)
     deadline = time.monotonic() + REPLICAS_DEADLINE_S
     while not processes.join(timeout=1):
         if time.monotonic() > deadline:  # a replica left waiting in a collective would otherwise wait for hours

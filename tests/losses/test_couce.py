@@ -3,7 +3,6 @@
 import copy
 import math
 import os
-import socket
 
 import numpy as np
 import pytest
@@ -44,6 +43,7 @@ from fdsml.training.loop import train
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
 from fdsml.training.objectives import ProxyObjective
 from fdsml.training.run_arithmetic import PlanKeys, plan_training
+from tests.servers import free_port
 
 EMBEDDING = 16
 CLASSES = 4
@@ -488,14 +488,8 @@ def _replica(rank: int, world_size: int, port: int, folder: str, compile: bool =
     torch.distributed.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_two_replicas_keep_the_dictionary_statistics_and_weights_identical(tmp_path):
-    mp.spawn(_replica, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)
+    mp.spawn(_replica, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)
     first, second = (torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(2))
     assert first["objective"]["couce.odba.dictionary.count"] == 12  # full: 3 steps x 2 ranks x 4 images enqueued
     for name, tensor in first["model"].items():
@@ -524,7 +518,7 @@ def test_stage_split_sees_the_model_through_compile_and_ddp_wrappers(tmp_path):
 @pytest.mark.slow
 def test_two_compiled_replicas_train_with_every_couce_module(tmp_path):
     """CouCE (MSRCI through the joint forward, ODBA, L_cov) with train.compile: true on two replicas."""
-    mp.spawn(_replica, args=(2, _free_port(), str(tmp_path), True), nprocs=2, join=True)
+    mp.spawn(_replica, args=(2, free_port(), str(tmp_path), True), nprocs=2, join=True)
     first, second = (torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(2))
     assert first["objective"]["couce.odba.dictionary.count"] == 12
     for name, tensor in first["model"].items():

@@ -4,7 +4,6 @@ folders, a refused world-size change, per-replica random draws, SyncBatchNorm as
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from fdsml.training.loop_config import LoopConfig
 from fdsml.training.pretrain import pretrain
 
 from tests.support import TINY_SPEC
+from tests.servers import free_port
 from .ddp_worker import draw_per_replica
 from .helpers import tiny_config
 
@@ -31,12 +31,6 @@ ROOT = Path(__file__).resolve().parents[2]
 def _checkpoints(run_dir: Path) -> list[Path]:
     """The runs' checkpoints under ``run_dir`` (one folder per run fingerprint)."""
     return sorted(run_dir.glob("*/last.pt"))
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _start_nodes(folder: Path, port: int) -> list[subprocess.Popen]:
@@ -67,7 +61,7 @@ def _finish(nodes: list[subprocess.Popen]) -> None:
 def straight_run(tmp_path_factory):
     """An uninterrupted 2-replica run."""
     straight = tmp_path_factory.mktemp("straight")
-    _finish(_start_nodes(straight, _free_port()))
+    _finish(_start_nodes(straight, free_port()))
     return straight
 
 
@@ -75,7 +69,7 @@ def straight_run(tmp_path_factory):
 def two_node_runs(straight_run, tmp_path_factory):
     """The uninterrupted run, and one killed after a checkpoint and started again."""
     straight, killed = straight_run, tmp_path_factory.mktemp("killed")
-    nodes = _start_nodes(killed, _free_port())
+    nodes = _start_nodes(killed, free_port())
     deadline = time.monotonic() + 120
     while not _checkpoints(killed / "node0") and all(node.poll() is None for node in nodes) and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -83,7 +77,7 @@ def two_node_runs(straight_run, tmp_path_factory):
         node.send_signal(signal.SIGKILL)
     killed_at = torch.load(_checkpoints(killed / "node0")[0], weights_only=True)["step"]
     assert [node.wait() for node in nodes] == [-signal.SIGKILL] * 2 and killed_at < 6
-    _finish(_start_nodes(killed, _free_port()))
+    _finish(_start_nodes(killed, free_port()))
     return straight, killed
 
 
@@ -120,7 +114,7 @@ def test_a_run_at_another_world_size_starts_its_own_folder_and_keeps_the_other(t
 
 
 def test_replicas_draw_their_own_dropout_masks_and_mixing(tiny_table, tmp_path):
-    mp.spawn(draw_per_replica, args=(2, _free_port(), str(tmp_path), tiny_table, TINY_SPEC), nprocs=2, join=True)
+    mp.spawn(draw_per_replica, args=(2, free_port(), str(tmp_path), tiny_table, TINY_SPEC), nprocs=2, join=True)
     first, second = (torch.load(tmp_path / f"draws{rank}.pt", weights_only=True) for rank in range(2))
     assert len(first["masks"]) == 2 and all(a != b for a, b in zip(first["masks"], second["masks"]))
     assert first["masks"][0] != first["masks"][1]  # and per step
