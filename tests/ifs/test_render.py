@@ -300,15 +300,16 @@ def test_walkers_draw_the_pictures_of_one_orbit_within_the_rendering_noise():
     rng = np.random.default_rng(0)
     codes = [sample_sigma_factor_code(rng, (2, 4), (5.0, 6.0), (-1.0, 1.0)) for _ in range(100)]
     settings = dict(size=64, points=4000, mode="patch")
-    reference, floor, walkers = (np.stack(images) for images in zip(*(
-        (render(c, p, seed=2 * i, **settings), render(c, p, seed=2 * i + 1, **settings), render(c, p, seed=2 * i, walkers=8, **settings))
-        for i, c in enumerate(codes) for p in [determinant_probabilities(c)]
-    )))
-    noise = chamfer_distances(reference, floor)
+    reference, floor, walkers = [], [], []
+    for i, code in enumerate(codes):
+        probabilities = determinant_probabilities(code)
+        reference.append(render(code, probabilities, seed=2 * i, **settings))
+        floor.append(render(code, probabilities, seed=2 * i + 1, **settings))
+        walkers.append(render(code, probabilities, seed=2 * i, walkers=8, **settings))
+    noise = chamfer_distances(np.stack(reference), np.stack(floor))
     assert noise.mean() > 0.05  # a floor to be within
-    assert within_noise(chamfer_distances(reference, walkers) - noise)
-    filled = {name: np.array([occupancy(image) for image in stack]) for name, stack in (("reference", reference), ("walkers", walkers))}
-    assert within_noise(filled["walkers"] - filled["reference"])
+    assert within_noise(chamfer_distances(np.stack(reference), np.stack(walkers)) - noise)
+    assert within_noise(np.array([occupancy(image) for image in walkers]) - np.array([occupancy(image) for image in reference]))
 
 
 def test_the_descriptor_validation_agrees_with_one_walker_and_with_eight():
