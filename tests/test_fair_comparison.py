@@ -184,3 +184,17 @@ def test_the_untuned_paper_recipe_is_its_arm_at_conf_bases_values(fair, monkeypa
     assert recorded == with_overlay(arm["pretrain"], untuned)
     assert (recorded["pa_triplet"]["mode"], recorded["pa_triplet"]["normalize_embeddings"], recorded["model"]["embedding_dim"]) == ("explicit", False, 512)
     assert recorded["pa_triplet"]["min_relative_gap"] == 0.0
+
+
+def test_faithful_is_conf_fair_on_its_own_generator_with_studies_of_its_own(fair):
+    """conf/faithful: conf/fair's every parameter but the generator's choices, validated on held-out classes, tuned afresh."""
+    fair_params, faithful = fair.parameters("fair"), fair.parameters("faithful")
+    for section in ("pretrain", "retrieval", "fair_comparison", "classification"):
+        assert faithful[section] == fair_params[section], section
+    assert {**faithful["tune"], "storage_dir": None} == {**fair_params["tune"], "storage_dir": None}
+    assert faithful["tune"]["storage_dir"] != fair_params["tune"]["storage_dir"]  # a conf/fair study never counts here
+    generator = ("perturbation", "class_filter", "sampler", "sigma_factor", "uniform")
+    assert {key: value for key, value in faithful["fractals"].items() if key not in generator} == {
+        key: value for key, value in fair_params["fractals"].items() if key not in generator
+    }
+    assert faithful["fractals"] != fair_params["fractals"] and faithful["validate_descriptor"]["rows"] == "heldout_classes"
