@@ -194,7 +194,8 @@ class PretrainValidation:
     row); ``split`` says which rows are held out. ``classifier``: the model outputs training-class
     logits (FDSL), scored by top-1 and represented by its trunk features. ``probe`` is the probe's
     retrieval dataset (None: no probe), of which ``settings.probe.max_images`` are read, at ``probe_image_size``.
-    ``normalize``: the objective's distances are between L2-normalised embeddings (the agreement's too). ``available`` names the metrics this run can have (the others stay NaN in every row).
+    ``normalize``: the objective's distances are between L2-normalised embeddings (the agreement's too).
+    ``available`` names the metrics this run can have (the others stay NaN in every row).
     """
 
     def __init__(
