@@ -46,6 +46,7 @@ from fdsml.training.pretrain_objectives import (
     batch_triplets,
     build_objective,
     check_batch_composition,
+    normalized_distances,
     shuffled_batches,
 )
 from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, plan_training
@@ -334,6 +335,7 @@ def build_validation(
         split,
         classifier=config.objective == "fdsl",
         seed=config.train.seed,
+        normalize=normalized_distances(config),
         probe=read_retrieval_dataset(probe.dataset, probe.root) if probe is not None else None,
         probe_image_size=(probe.image_size if probe is not None else None) or config.model.img_size or spec.size,
     )

@@ -153,6 +153,13 @@ def batch_triplets(config: PretrainConfig) -> tuple[str, TripletLossSettings] | 
     return None
 
 
+def normalized_distances(config: PretrainConfig) -> bool:
+    """Whether the objective compares L2-normalised embeddings: a triplet loss as its ``normalize_embeddings`` says;
+    cross-entropy's features and the pair loss's cosine similarities are read normalised, as retrieval reads them."""
+    settings = {"pa_triplet": config.pa_triplet, "fdsl_pa": config.fdsl_pa, "label_triplet": config.label_triplet}.get(config.objective)
+    return True if settings is None else settings.normalize_embeddings
+
+
 def check_batch_composition(config: PretrainConfig) -> None:
     """Fail at start, naming the key, when a P x K batch cannot give the objective a triplet or a positive pair."""
     data = config.data
