@@ -22,7 +22,7 @@ def test_the_section_shows_the_measured_table_under_its_own_heading():
 
 STUDIES = [
     (generator_variants_section, "generator_variants", "python benchmarks/generator_variants.py"),
-    (pretraining_budget_section, "pretraining_budget", "python benchmarks/pretraining_budget.py"),
+    (pretraining_budget_section, "studies/pretraining_budget", "kedro run --pipelines=study --params=study.name=pretraining_budget"),
     (pa_triplet_study_section, "pa_triplet_study", "python benchmarks/pa_triplet_study.py"),
     (tuning_section, "tune_study", "kedro run --pipelines=tune"),
 ]
@@ -41,13 +41,13 @@ def test_the_budget_section_shows_the_study_under_its_own_heading():
 
 @pytest.mark.parametrize(("section", "name", "command"), STUDIES)
 def test_the_catalog_reads_the_table_when_present_and_none_before(tmp_path, section, name, command):
-    entry = yaml.safe_load(CATALOG.read_text())[f"{name}_table"]
+    entry = yaml.safe_load(CATALOG.read_text())[f"{name.removeprefix('studies/')}_table"]
     assert entry["dataset"]["filepath"] == f"data/08_reporting/{name}.md"
-    entry["dataset"]["filepath"] = str(tmp_path / f"{name}.md")
-    catalog = DataCatalog.from_config({f"{name}_table": entry})
-    assert catalog.load(f"{name}_table") is None
-    (tmp_path / f"{name}.md").write_text("# table\n")
-    assert catalog.load(f"{name}_table") == "# table\n"
+    entry["dataset"]["filepath"] = str(tmp_path / "table.md")
+    catalog = DataCatalog.from_config({"table": entry})
+    assert catalog.load("table") is None
+    (tmp_path / "table.md").write_text("# table\n")
+    assert catalog.load("table") == "# table\n"
 
 
 def test_the_tuning_section_shows_the_study_and_its_three_pictures():

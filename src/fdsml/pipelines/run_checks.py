@@ -160,6 +160,7 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
     "tune": _parser("fdsml.tuning", "parse_tune_params"),  # its space against pretrain and retrieval: by the study
     "plan": _parser("fdsml.training.run_arithmetic", "parse_plan_params"),
     "fair_comparison": _parse_fair_comparison,  # conf/fair's arms
+    "study": _parser("fdsml.pipelines.study.checks", "check_study_params"),  # the study file it names, arms and all
 }
 """Every known parameter section and its parser: a key outside them, at any depth, is refused before work."""
 

@@ -104,9 +104,20 @@ def validation_section(table: str) -> str:
 
 
 def _study_section(heading: str, table: str | None, how_to_make_it: str) -> str:
-    """A study that a benchmark writes (too long for a pipeline): its table when present, how to make it otherwise."""
+    """A study run on its own (too long for ``kedro run``): its table when present, how to make it otherwise."""
     heading = f"## {heading}\n\n"
     return heading + (how_to_make_it if table is None else _strip_title(table))
+
+
+def _study_file_section(heading: str, table: str | None, name: str, cost: str) -> str:
+    """A study file's page (``kedro run --pipelines=study``) when present, the command that writes it otherwise."""
+    return _study_section(
+        heading,
+        table,
+        f"Not measured yet: `kedro run --pipelines=study --params=study.name={name}` writes "
+        f"`data/08_reporting/studies/{name}.{{md,json}}` ({cost}; `--params=study.name={name},study.scale=tiny` for a "
+        "check that it runs), then run the report again.\n",
+    )
 
 
 def generator_variants_section(table: str | None) -> str:
@@ -122,14 +133,8 @@ def generator_variants_section(table: str | None) -> str:
 
 
 def pretraining_budget_section(table: str | None) -> str:
-    """Recall@1 on Omniglot against the pre-training budget per method (``benchmarks/pretraining_budget.py``; its time in docs/studies.md)."""
-    return _study_section(
-        "Pre-training budget study",
-        table,
-        "Not measured yet: `python benchmarks/pretraining_budget.py` writes "
-        "`data/08_reporting/pretraining_budget.{md,png}` (about 2 h 20 min on 2 CPU cores; `--print-dvc` prints the "
-        "same arms as DVC experiments), then run the report again.\n",
-    )
+    """Recall@1 on Omniglot against the pre-training budget per method (``conf/studies/pretraining_budget.yml``; its time in docs/studies.md)."""
+    return _study_file_section("Pre-training budget study", table, "pretraining_budget", "about 2 h 20 min on 2 CPU cores with `study.jobs=2`")
 
 
 def pa_triplet_study_section(table: str | None) -> str:
