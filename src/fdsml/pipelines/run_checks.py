@@ -142,16 +142,10 @@ def _parser(module: str, name: str) -> Callable[[Any], Any]:
     return parse_section
 
 
-def _parse_validate_descriptor(params: Any) -> Any:
-    from fdsml.pipelines.validate_descriptor.nodes import ValidateDescriptorConfig
-
-    return parse(ValidateDescriptorConfig, params, "validate_descriptor")
-
-
 PARSERS: dict[str, Callable[[Any], Any]] = {
     "fractals": _parse_fractals,
     "pretrain": _parser("fdsml.training.pretrain", "parse_pretrain_params"),
-    "validate_descriptor": _parse_validate_descriptor,
+    "validate_descriptor": _parser("fdsml.validation.measure", "parse_validate_descriptor_params"),
     "retrieval": _parser("fdsml.training.retrieval", "parse_retrieval_params"),
     "classification": _parser("fdsml.training.classification", "parse_classification_params"),
     "robustness": _parser("fdsml.evaluation.robustness", "parse_robustness_params"),  # its dataset is classification's

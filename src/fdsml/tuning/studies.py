@@ -33,6 +33,7 @@ SECTION_PARSERS = {
     "fractals": ("fdsml.data.fractals_config", "parse_fractals_params"),
     "pretrain": ("fdsml.training.pretrain", "parse_pretrain_params"),
     "retrieval": ("fdsml.training.retrieval", "parse_retrieval_params"),
+    "validate_descriptor": ("fdsml.validation.measure", "parse_validate_descriptor_params"),
 }
 """How each section a step reads is parsed: its fingerprint is the parsed section's defining fields (the
 fractals' are their keys but ``outputs``, which only say what the fractals pipeline writes beside the table)."""
@@ -134,9 +135,11 @@ def plan_units(study: StudyDefinition, settings: StudySettings, base: dict[str, 
 
 def run_unit(plans: dict[str, UnitPlan], threads: int, headline: str, name: str) -> tuple[float, dict]:
     """Run one unit's steps; its headline metric and its result (arm, seeds, metrics, commit)."""
+    import numba
     import torch
 
     torch.set_num_threads(threads)
+    numba.set_num_threads(threads)
     plan = plans[name]
     state: dict[str, Any] = {}
     metrics: dict[str, float] = {}

@@ -13,13 +13,31 @@ the same finished run there and train nothing.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from fdsml.tuning.config import PRETRAIN_METRICS
+
 Metrics = dict[str, float]
+VALIDATION_COLUMNS = PRETRAIN_METRICS
+"""The pre-training validation's columns (docs/pretrain.md) a study may show at initialisation and at the last step."""
 RETRIEVAL_METRICS = ("recall@1", "recall@2", "recall@4", "recall@8", "map@r", "r_precision", "nmi")
+FILTERS = ("all", "each", "same", "diff")
+ACCEPTANCE_RATES = ("class_filter_acceptance_rate", "class_acceptance_rate", "instance_acceptance_rate")
+SWEEP_FIGURES = (
+    "contractive_fraction",
+    "monotone_fraction_contractive",
+    "monotone_within_noise_fraction_contractive",
+    "median_spearman_contractive",
+    "monotone_fraction_noncontractive",
+    "median_spearman_noncontractive",
+    "median_spearman_pooled",
+    "noise_floor_px_median",
+)
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -31,13 +49,14 @@ class Step:
     metrics: tuple[str, ...]
 
 
-def _fractals(params: dict[str, Any]):
+def _fractals(params: dict[str, Any], *, with_summary: bool = False):
+    """``params:fractals`` parsed, and its table (with the generation summary when asked)."""
     from fdsml.data.fractals_config import parse_fractals_params
     from fdsml.families.generation import generate_table
 
     fractals = parse_fractals_params(params["fractals"])
-    table, _ = generate_table(fractals.spec)
-    return fractals, table
+    table, summary = generate_table(fractals.spec)
+    return fractals, ((table, summary) if with_summary else table)
 
 
 def _pretrain(params: dict[str, Any], state: dict[str, Any], *, heldout: bool) -> Metrics:
@@ -49,10 +68,21 @@ def _pretrain(params: dict[str, Any], state: dict[str, Any], *, heldout: bool) -
     started = time.perf_counter()
     state["payload"], history = pretrain(table, fractals.spec, parse_pretrain_params(params["pretrain"]), split=split)
     metrics = {"pretrain.steps": float(len(history)), "pretrain.seconds": time.perf_counter() - started}
-    if heldout:
-        initial, last = history.iloc[0], history.iloc[-1]
-        for key in (key for key in history.columns if key.startswith("val_")):
-            metrics[f"initial.{key}"], metrics[f"last.{key}"] = float(initial[key]), float(last[key])
+    return metrics | (_validation_ends(history) if heldout else {})
+
+
+def _validation_ends(history) -> Metrics:
+    """The held-out validation at initialisation (the history's step 0) and at the last step; the training triplet
+    accuracy (``triplet_accuracy_<filter>``, where the objective mines triplets) over the first and the last tenth of the steps."""
+    metrics = {}
+    for key in VALIDATION_COLUMNS:
+        if key in history:
+            metrics[f"initial.{key}"], metrics[f"last.{key}"] = float(history[key].iloc[0]), float(history[key].iloc[-1])
+    steps = history.iloc[1:]
+    tenth = max(len(steps) // 10, 1)
+    for key in (key for key in steps.columns if key.startswith("triplet_accuracy_")):
+        metrics["train.triplet_accuracy_first_tenth"] = float(steps[key].iloc[:tenth].mean())
+        metrics["train.triplet_accuracy_last_tenth"] = float(steps[key].iloc[-tenth:].mean())
     return metrics
 
 
@@ -102,15 +132,43 @@ def finetune(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
     return found | {"finetune.seconds": time.perf_counter() - started}
 
 
+def descriptor(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
+    """Generate the fractals table and validate its descriptor (``validate_descriptor``): the generator's acceptance
+    rates, the triplet agreement per filter, the label rule's, and the sweeps' figures. A table the generator cannot
+    complete is a result too (``generation.failed`` 1, no other figure)."""
+    from fdsml.errors import GenerationError
+    from fdsml.validation.agreement import summarise_agreement
+    from fdsml.validation.measure import parse_validate_descriptor_params, sweep_points, triplet_agreement
+    from fdsml.validation.sweeps import summarise_sweeps
+
+    try:
+        fractals, (table, summary) = _fractals(params, with_summary=True)
+    except GenerationError as error:
+        logger.warning("the generator could not complete the table: %s", error)
+        return {"generation.failed": 1.0}
+    config = parse_validate_descriptor_params(params["validate_descriptor"])
+    agreement = summarise_agreement(triplet_agreement(table, fractals.spec, config))
+    sweeps = summarise_sweeps(sweep_points(table, fractals.spec, config))
+    metrics = {"generation.failed": 0.0} | {f"generation.{key}": float(summary[key]) for key in ACCEPTANCE_RATES}
+    for block in ("agreement", "label_rule_agreement", "same_positive_rate"):
+        metrics |= {f"{block}.{name}": float(value) for name, value in agreement[block].items() if value is not None}
+    return metrics | {f"sweeps.{key}": float(sweeps[key]) for key in SWEEP_FIGURES if sweeps.get(key) is not None}
+
+
 STEPS: dict[str, Step] = {
     "pretrain": Step(pretrain_every_row, ("fractals", "pretrain"), ("pretrain.steps", "pretrain.seconds")),
     "pretrain_heldout": Step(
         pretrain_heldout,
         ("fractals", "pretrain"),
-        ("pretrain.steps", "pretrain.seconds")
-        + tuple(f"{when}.val_{name}" for when in ("initial", "last") for name in (
-            "unseen_agreement_same", "unseen_agreement_each", "unseen_agreement_all", "probe_recall_at_1", "probe_map_at_r"
-        )),
+        ("pretrain.steps", "pretrain.seconds", "train.triplet_accuracy_first_tenth", "train.triplet_accuracy_last_tenth")
+        + tuple(f"{when}.{column}" for when in ("initial", "last") for column in VALIDATION_COLUMNS),
+    ),
+    "descriptor": Step(
+        descriptor,
+        ("fractals", "validate_descriptor"),
+        ("generation.failed", *(f"generation.{key}" for key in ACCEPTANCE_RATES))
+        + tuple(f"{block}.{name}" for block in ("agreement", "label_rule_agreement", "same_positive_rate") for name in FILTERS)
+        + tuple(f"sweeps.{key}" for key in SWEEP_FIGURES),
     ),
     "frozen_probe": Step(frozen_probe, ("pretrain", "retrieval"), tuple(f"frozen.{name}" for name in RETRIEVAL_METRICS)),
     "finetune": Step(

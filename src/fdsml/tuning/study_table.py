@@ -14,13 +14,12 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fdsml.config import ConfigError
 from fdsml.tuning.study_file import StudyDefinition, TableSettings
 
 
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
-    """The mean and the sample standard deviation (0 for a single value)."""
-    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+    """The mean and the sample standard deviation (0 for a single value; NaN when a value is: a metric an arm lacks)."""
+    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0 * values[0]
 
 
 def difference(values: Sequence[float], reference: Sequence[float]) -> tuple[float, float]:
@@ -32,7 +31,8 @@ def difference(values: Sequence[float], reference: Sequence[float]) -> tuple[flo
 def arm_values(results: Sequence[Mapping[str, Any]], table: TableSettings) -> dict[str, dict[str, list[float]]]:
     """Each arm's values of each metric, one per value of the spread key (the other seed keys averaged), in that key's order.
 
-    ``results``: one per unit, ``{"arm", "seeds": {key: value}, "metrics": {name: value}}``.
+    ``results``: one per unit, ``{"arm", "seeds": {key: value}, "metrics": {name: value}}``; a metric a unit does
+    not yield (FDSL mines no triplets) is NaN, shown as n/a.
     """
     groups: dict[str, dict[str, list[Mapping[str, float]]]] = {}
     for result in results:
@@ -42,11 +42,8 @@ def arm_values(results: Sequence[Mapping[str, Any]], table: TableSettings) -> di
     for arm, by_seed in groups.items():
         values[arm] = {}
         for metric in table.metrics:
-            for seed, runs in by_seed.items():
-                missing = [run for run in runs if metric not in run]
-                if missing:
-                    raise ConfigError(f"table.metrics: {metric} is not among arm {arm}'s metrics ({', '.join(sorted(missing[0]))})")
-                values[arm].setdefault(metric, []).append(statistics.mean(run[metric] for run in runs))
+            for runs in by_seed.values():
+                values[arm].setdefault(metric, []).append(statistics.mean(run.get(metric, math.nan) for run in runs))
     return values
 
 
@@ -70,6 +67,11 @@ def study_rows(results: Sequence[Mapping[str, Any]], study: StudyDefinition) -> 
     return rows
 
 
+def _cell(value: tuple[float, float], scale: float, digits: int, sign: str = "") -> str:
+    mean, spread = value
+    return "n/a" if math.isnan(mean) else f"{scale * mean:{sign}.{digits}f} ± {scale * spread:.{digits}f}"
+
+
 def markdown_table(rows: Sequence[Mapping[str, Any]], study: StudyDefinition) -> str:
     """The rows in Markdown: ``mean ± std`` cells (in % when ``table.percent``), differences as ``+d ± SE``."""
     table = study.table
@@ -80,9 +82,7 @@ def markdown_table(rows: Sequence[Mapping[str, Any]], study: StudyDefinition) ->
     lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
     for row in rows:
         cells = [row["arm"], str(row["runs"]), str(row["spread_n"])]
-        cells += [f"{scale * row[m][0]:.{table.digits}f} ± {scale * row[m][1]:.{table.digits}f}" for m in table.metrics]
-        for metric in shown:
-            found = row.get(f"diff {metric}")
-            cells.append("reference" if found is None else f"{scale * found[0]:+.{table.digits}f} ± {scale * found[1]:.{table.digits}f}")
+        cells += [_cell(row[metric], scale, table.digits) for metric in table.metrics]
+        cells += ["reference" if row.get(f"diff {metric}") is None else _cell(row[f"diff {metric}"], scale, table.digits, "+") for metric in shown]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
