@@ -121,15 +121,8 @@ def _study_file_section(heading: str, table: str | None, name: str, cost: str) -
 
 
 def generator_variants_section(table: str | None) -> str:
-    """The generator variants side by side (``benchmarks/generator_variants.py``, about half an hour on 2 CPU cores)."""
-    return _study_section(
-        "FineFractalDB generator variants",
-        table,
-        "Not measured yet: `python benchmarks/generator_variants.py --workers 2` writes "
-        "`data/08_reporting/generator_variants.{json,md}` (about half an hour on 2 CPU cores; `--quick` "
-        "for a smaller check), then run the report again. docs/studies.md gives the same grid as DVC "
-        "experiments.\n",
-    )
+    """The generator variants side by side (``conf/studies/generator_variants.yml``, about half an hour on 2 CPU cores)."""
+    return _study_file_section("FineFractalDB generator variants", table, "generator_variants", "about half an hour on 2 CPU cores with `study.jobs=2`")
 
 
 def pretraining_budget_section(table: str | None) -> str:
@@ -138,14 +131,8 @@ def pretraining_budget_section(table: str | None) -> str:
 
 
 def pa_triplet_study_section(table: str | None) -> str:
-    """What PA-Triplet learns per variant, `same`, `each` and FDSL (``benchmarks/pa_triplet_study.py``, about 2 h)."""
-    return _study_section(
-        "PA-Triplet: what the loss learns",
-        table,
-        "Not measured yet: `python benchmarks/pa_triplet_study.py` writes `data/08_reporting/pa_triplet_study.md` "
-        "(about 2 h on 2 loaded CPU cores for every arm and 3 seeds; `--arms default method each fdsl --seeds 0` for the "
-        "embedded default, the method's `same`, `each` and FDSL on one seed), then run the report again.\n",
-    )
+    """What PA-Triplet learns per variant, `same`, `each` and FDSL (``conf/studies/pa_triplet_study.yml``, about 2 h)."""
+    return _study_file_section("PA-Triplet: what the loss learns", table, "pa_triplet_study", "about 2 h on 2 loaded CPU cores for every arm and 3 seeds")
 
 
 def tuning_section(table: str | None) -> str:

@@ -33,6 +33,7 @@ SECTION_PARSERS = {
     "fractals": ("fdsml.data.fractals_config", "parse_fractals_params"),
     "pretrain": ("fdsml.training.pretrain", "parse_pretrain_params"),
     "retrieval": ("fdsml.training.retrieval", "parse_retrieval_params"),
+    "classification": ("fdsml.training.classification", "parse_classification_params"),
     "validate_descriptor": ("fdsml.validation.measure", "parse_validate_descriptor_params"),
 }
 """How each section a step reads is parsed: its fingerprint is the parsed section's defining fields (the
@@ -99,7 +100,8 @@ def unit_parameters(study: StudyDefinition, settings: StudySettings, base: dict,
     params = with_overlay(params, parameter_overlay(study.arms[unit.arm]))
     params = with_overlay(with_overlay(params, unit.seeds), last)
     folder = Path(settings.run_dir) / str(settings.name)
-    return with_overlay(params, {"pretrain.run_dir": str(folder / "pretrain"), "pretrain.live_dir": None, "retrieval.live_dir": None})
+    own = {"pretrain.run_dir": str(folder / "pretrain"), "pretrain.live_dir": None, "retrieval.live_dir": None, "classification.live_dir": None}
+    return with_overlay(params, own)
 
 
 def defining_sections(params: dict[str, Any], steps: tuple[str, ...]) -> dict[str, Any]:
@@ -128,7 +130,8 @@ def plan_units(study: StudyDefinition, settings: StudySettings, base: dict[str, 
         steps = arm_steps(study, unit.arm)
         definition = {"steps": list(steps), "seeds": unit.seeds, "sections": defining_sections(params, steps)}
         fingerprint = reuse.fingerprint(definition, code="fdsml.tuning.study_steps")[:16]
-        params = with_overlay(params, {"retrieval.run_dir": str(Path(settings.run_dir) / str(settings.name) / "units" / fingerprint)})
+        unit_dir = Path(settings.run_dir) / str(settings.name) / "units" / fingerprint
+        params = with_overlay(params, {"retrieval.run_dir": str(unit_dir / "retrieval"), "classification.run_dir": str(unit_dir / "classification")})
         plans[unit.name] = UnitPlan(unit, params, steps, fingerprint)
     return plans
 
@@ -145,7 +148,7 @@ def run_unit(plans: dict[str, UnitPlan], threads: int, headline: str, name: str)
     metrics: dict[str, float] = {}
     for step in plan.steps:
         metrics |= STEPS[step].run(plan.parameters, state)
-    shutil.rmtree(plan.parameters["retrieval"]["run_dir"], ignore_errors=True)  # its fine-tuning runs: of no use once its result is stored
+    shutil.rmtree(Path(plan.parameters["retrieval"]["run_dir"]).parent, ignore_errors=True)  # its fine-tunings: of no use once its result is stored
     logger.info("%s: %s", name, ", ".join(f"{key} {value:.4f}" for key, value in metrics.items()))
     return metrics.get(headline, 0.0), {"arm": plan.unit.arm, "seeds": plan.unit.seeds, "metrics": metrics, "commit": _git_commit()}
 

@@ -34,7 +34,7 @@ class TableSettings:
     spread: str | None = None  # the seed key whose values give the spread (the other seed keys are averaged first); null: every combination
     reference: str | None = None  # the arm each row's difference (and its standard error) is to; null: no differences
     differences: tuple[str, ...] = ()  # the metrics whose differences are shown (empty: the first metric)
-    percent: bool = True  # metrics shown x 100
+    percent: bool = True  # metrics shown x 100 (in %), seconds never
     digits: int = 1
 
 

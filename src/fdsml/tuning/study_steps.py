@@ -132,6 +132,21 @@ def finetune(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
     return found | {"finetune.seconds": time.perf_counter() - started}
 
 
+def classify(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
+    """Fine-tune the pre-trained model (or scratch) as a classifier with ``classification``'s recipe on its first
+    dataset; top-1 and top-5 on its test split."""
+    from fdsml.models.starting_points import PRETRAINED, StartingPoint
+    from fdsml.training.classification import parse_classification_params, run_classification
+
+    config = parse_classification_params(params["classification"])
+    backbone = params["pretrain"]["model"]["backbone"]
+    start = StartingPoint("pretrained", PRETRAINED, backbone) if "payload" in state else StartingPoint("scratch", backbone=backbone)
+    started = time.perf_counter()
+    _, metrics, _ = run_classification(replace(config, datasets=config.datasets[:1], starting_points=(start,)), state.get("payload"))
+    scores = metrics[config.datasets[0].name][start.name]
+    return {"classified.top1": float(scores["top1"]), "classified.top5": float(scores["top5"]), "classify.seconds": time.perf_counter() - started}
+
+
 def descriptor(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
     """Generate the fractals table and validate its descriptor (``validate_descriptor``): the generator's acceptance
     rates, the triplet agreement per filter, the label rule's, and the sweeps' figures. A table the generator cannot
@@ -170,6 +185,7 @@ STEPS: dict[str, Step] = {
         + tuple(f"{block}.{name}" for block in ("agreement", "label_rule_agreement", "same_positive_rate") for name in FILTERS)
         + tuple(f"sweeps.{key}" for key in SWEEP_FIGURES),
     ),
+    "classify": Step(classify, ("pretrain", "classification"), ("classified.top1", "classified.top5", "classify.seconds")),
     "frozen_probe": Step(frozen_probe, ("pretrain", "retrieval"), tuple(f"frozen.{name}" for name in RETRIEVAL_METRICS)),
     "finetune": Step(
         finetune, ("pretrain", "retrieval"), tuple(f"finetuned.{name}" for name in RETRIEVAL_METRICS) + ("finetune.seconds",)

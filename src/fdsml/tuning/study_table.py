@@ -67,6 +67,11 @@ def study_rows(results: Sequence[Mapping[str, Any]], study: StudyDefinition) -> 
     return rows
 
 
+def _scale(table: TableSettings, metric: str) -> float:
+    """x 100 for a fraction shown in %, x 1 for seconds (and for every metric without ``table.percent``)."""
+    return 100.0 if table.percent and not metric.endswith("seconds") else 1.0
+
+
 def _cell(value: tuple[float, float], scale: float, digits: int, sign: str = "") -> str:
     mean, spread = value
     return "n/a" if math.isnan(mean) else f"{scale * mean:{sign}.{digits}f} ± {scale * spread:.{digits}f}"
@@ -75,14 +80,16 @@ def _cell(value: tuple[float, float], scale: float, digits: int, sign: str = "")
 def markdown_table(rows: Sequence[Mapping[str, Any]], study: StudyDefinition) -> str:
     """The rows in Markdown: ``mean ± std`` cells (in % when ``table.percent``), differences as ``+d ± SE``."""
     table = study.table
-    scale = 100.0 if table.percent else 1.0
     shown = (table.differences or table.metrics[:1]) if table.reference else ()
     spread = table.spread or "seed combinations"
     header = ["arm", "runs", f"n ({spread})", *table.metrics, *(f"{metric} - {table.reference} (± SE)" for metric in shown)]
     lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
     for row in rows:
         cells = [row["arm"], str(row["runs"]), str(row["spread_n"])]
-        cells += [_cell(row[metric], scale, table.digits) for metric in table.metrics]
-        cells += ["reference" if row.get(f"diff {metric}") is None else _cell(row[f"diff {metric}"], scale, table.digits, "+") for metric in shown]
+        cells += [_cell(row[metric], _scale(table, metric), table.digits) for metric in table.metrics]
+        cells += [
+            "reference" if row.get(f"diff {metric}") is None else _cell(row[f"diff {metric}"], _scale(table, metric), table.digits, "+")
+            for metric in shown
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
