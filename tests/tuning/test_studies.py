@@ -10,6 +10,7 @@ from fdsml.config import env_parameters
 from fdsml.tuning.studies import parse_study_settings, plan_units, run_study
 from fdsml.tuning.study_file import read_study, units
 from fdsml.tuning.study_steps import STEPS, Step, _trunk
+from tests.support import ROOT
 from tests.tuning.study_files import TINY_STUDY, study_project
 
 CALLS: list[tuple] = []
@@ -97,3 +98,16 @@ def test_a_scale_runs_some_arms_with_fewer_seeds_and_its_overlay_last(tmp_path):
     plans = plan_units(read_study(project / "conf/studies/tiny.yml"), settings, env_parameters(str(project / "conf"), "base"))
     assert list(plans) == ["fdsl|pretrain.train.seed=0|retrieval.seeds=[3]", "fdsl|pretrain.train.seed=1|retrieval.seeds=[3]"]
     assert all(plan.parameters["pretrain"]["train"]["max_steps"] == 1 for plan in plans.values())
+
+
+def test_the_descriptor_step_yields_the_generators_acceptance_and_the_agreement_per_filter():
+    from fdsml.config import with_overlay
+    from fdsml.tuning.study_steps import descriptor
+
+    study = read_study(ROOT / "conf/studies/generator_variants.yml")
+    params = with_overlay(with_overlay(env_parameters(str(ROOT / "conf"), "base"), study.overlay), study.scales["tiny"].overlay)
+    metrics = descriptor(params, {})
+    assert metrics["generation.failed"] == 0.0 and 0 < metrics["generation.class_filter_acceptance_rate"] <= 1
+    assert {f"agreement.{name}" for name in ("all", "each", "same", "diff")} <= set(metrics)
+    assert all(0 <= value <= 1 for key, value in metrics.items() if key.startswith(("agreement.", "label_rule_agreement.")))
+    assert "label_rule_agreement.each" in metrics and "label_rule_agreement.same" not in metrics  # each alone has one same-class candidate
