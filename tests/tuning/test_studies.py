@@ -7,7 +7,7 @@ import torch
 import yaml
 
 from fdsml.config import env_parameters
-from fdsml.tuning.studies import parse_study_settings, plan_units, run_study
+from fdsml.tuning.study_runner import parse_study_settings, plan_units, run_study
 from fdsml.tuning.study_file import read_study, units
 from fdsml.tuning.study_steps import STEPS, Step, _trunk
 from tests.support import ROOT

@@ -13,7 +13,7 @@ from typing import Any
 from fdsml.config import ConfigError, closest_key
 from fdsml.pipelines.run_checks import unknown_sections
 from fdsml.config import env_parameters
-from fdsml.tuning.studies import StudySettings, parse_study_settings, plan_units, study_path
+from fdsml.tuning.study_runner import StudySettings, parse_study_settings, plan_units, study_path
 from fdsml.tuning.study_file import StudyDefinition, arm_steps, parameter_overlay, read_study, scaled
 from fdsml.tuning.study_steps import STEPS
 

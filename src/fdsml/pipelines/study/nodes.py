@@ -6,7 +6,7 @@ from typing import Any
 
 from fdsml.errors import UserFixableError
 from fdsml.config import env_parameters
-from fdsml.tuning.studies import parse_study_settings, run_study, study_path, study_report
+from fdsml.tuning.study_runner import parse_study_settings, run_study, study_path, study_report
 from fdsml.tuning.study_file import read_study
 
 
