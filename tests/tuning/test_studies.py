@@ -58,7 +58,7 @@ def test_the_seed_grid_repeats_every_arm_over_each_combination_in_file_order(tmp
     ]
 
 
-def test_a_complete_unit_is_reused_a_changed_arm_reruns_alone_a_failed_one_reruns(counting):
+def test_a_complete_unit_is_reused_a_changed_arm_reruns_alone_a_failed_one_reruns(counting, caplog):
     results, failed = counting()
     assert sorted(CALLS) == [(1.0, 0), (1.0, 1), (2.0, 0), (2.0, 1)] and failed == []
     assert sorted(r["metrics"]["count.value"] for r in results) == [1.0, 2.0, 2.0, 3.0]
@@ -69,6 +69,7 @@ def test_a_complete_unit_is_reused_a_changed_arm_reruns_alone_a_failed_one_rerun
     results, failed = counting(changed)
     assert sorted(CALLS) == [(13.0, 0), (13.0, 1)]  # only the changed arm runs; it fails
     assert sorted(failed) == ["high|pretrain.train.seed=0", "high|pretrain.train.seed=1"]
+    assert "unit high|pretrain.train.seed=0 failed: RuntimeError: this arm fails" in caplog.text  # its error named, not only its name
     assert {r["arm"] for r in results} == {"low"}
     CALLS.clear()
     counting(changed)

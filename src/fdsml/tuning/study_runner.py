@@ -146,8 +146,15 @@ def run_unit(plans: dict[str, UnitPlan], threads: int, headline: str, name: str)
     plan = plans[name]
     state: dict[str, Any] = {}
     metrics: dict[str, float] = {}
-    for step in plan.steps:
-        metrics |= STEPS[step].run(plan.parameters, state)
+    failure = None
+    try:
+        for step in plan.steps:
+            metrics |= STEPS[step].run(plan.parameters, state)
+    except Exception as error:
+        failure = error
+    if failure is not None:  # logged outside the handler: the console hides records raised while a user's error is handled
+        logger.error("unit %s failed: %s: %s", name, type(failure).__name__, failure)
+        raise failure
     shutil.rmtree(Path(plan.parameters["retrieval"]["run_dir"]).parent, ignore_errors=True)  # its fine-tunings: of no use once its result is stored
     logger.info("%s: %s", name, ", ".join(f"{key} {value:.4f}" for key, value in metrics.items()))
     return metrics.get(headline, 0.0), {"arm": plan.unit.arm, "seeds": plan.unit.seeds, "metrics": metrics, "commit": _git_commit()}

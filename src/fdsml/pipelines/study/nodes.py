@@ -20,5 +20,5 @@ def run_study_file(study_params: dict[str, Any]) -> tuple[str, dict]:
     study = read_study(study_path(settings))
     results, failed = run_study(study, settings, env_parameters(settings.conf_source, study.env))
     if failed:
-        raise StudyUnitsFailed(f"study {settings.name}: unit(s) {', '.join(failed)} failed (logged above); run the same command again to rerun them")
+        raise StudyUnitsFailed(f"study {settings.name}: unit(s) {', '.join(failed)} failed (their errors are logged above); run the same command again to rerun them")
     return study_report(study, settings, results)
