@@ -3,12 +3,11 @@ the checks a run makes before its first node, and the pre-training budget study 
 
 from pathlib import Path
 
+import yaml
 from kedro.framework.session import KedroSession
 from kedro.framework.startup import bootstrap_project
 
 from fdsml.pipelines.run_checks import check_run
-
-from tests.benchmark_scripts import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,6 +32,7 @@ def test_env_cpu_overrides_base_where_it_says_and_keeps_the_rest():
     check_run(cpu)
 
 
-def test_the_budget_study_runs_at_conf_cpus_image_size(monkeypatch):
-    study = load_benchmark("pretraining_budget", monkeypatch)
-    assert study.Study().size == _parameters("cpu")["fractals"]["render"]["size"]
+def test_the_budget_study_runs_at_conf_cpus_image_size():
+    study = yaml.safe_load((ROOT / "conf/studies/pretraining_budget.yml").read_text())
+    size = _parameters("cpu")["fractals"]["render"]["size"]
+    assert study["overlay"]["fractals.render.size"] == study["overlay"]["retrieval.data.image_size"] == size

@@ -1,19 +1,29 @@
-"""Studies as DVC experiment queues: a tiny two-arm grid queued by a study script, run by `dvc queue start`, compared by `dvc exp show`."""
+"""Arms as DVC experiment queues: a tiny two-arm grid queued with fdsml.experiment_queue, run by `dvc queue start`, compared by `dvc exp show`."""
 
 import csv
 import io
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from fdsml.experiment_queue import Experiment, printed, settings
+from fdsml.experiment_queue import Experiment, printed, queue, settings
 
 from .support import copy_tracked
 from .test_dvc import BIN, _run
 
+FILES = {"fractals": "conf/base/parameters_fractals.yml", "validate_descriptor": "conf/base/parameters_validate_descriptor.yml"}
+TINY = [
+    ("fractals.n_classes", 4), ("fractals.instances_per_class", 5), ("fractals.render.size", 32), ("fractals.render.points", 600),
+    ("fractals.class_filter.size", 96), ("fractals.class_filter.points", 4000), ("validate_descriptor.n_triplets", 20),
+    ("validate_descriptor.n_base_codes", 2), ("validate_descriptor.sweep.n_factors", 5), ("validate_descriptor.sweep.n_noise_seeds", 2),
+    ("validate_descriptor.sweep.compare_fresh_seeds", False), ("validate_descriptor.grid_triplets_per_filter", 1),
+]
+TINY_GRID = [
+    Experiment("default", settings(FILES, TINY), "validate_descriptor"),
+    Experiment("one-map", settings(FILES, [*TINY, ("fractals.perturbation.scope", "one_map")]), "validate_descriptor"),
+]
 QUEUE_TIMEOUT_S = 1800  # two tiny arms take 5 minutes alone, 16 on a shared 2-core machine
 
 
@@ -23,12 +33,12 @@ def _grid_table(repository: Path) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def queued_grid(tmp_path_factory):
-    """`generator_variants.py --queue --tiny` in a committed copy of the project, the queue run with one worker."""
+    """The generator's default and one-map variants at a tiny scale queued in a committed copy of the project, the queue run with one worker."""
     copy = copy_tracked(tmp_path_factory.mktemp("repo"))
     _run(["git", "init", "-q"], copy)
     _run(["git", "add", "-A"], copy)
     _run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "copy"], copy)
-    _run([sys.executable, "benchmarks/generator_variants.py", "--queue", "--tiny"], copy)
+    queue(TINY_GRID, copy, dvc=str(BIN / "dvc"))
     queued = _run(["dvc", "queue", "status"], copy)
     _run(["dvc", "queue", "start", "-j", "1"], copy)
     try:

@@ -20,7 +20,7 @@ from fdsml.plan import PIPELINES, load_parameters, plan_steps
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
-ENVIRONMENTS = sorted(path.name for path in CONF.iterdir() if path.is_dir() and path.name != "local")
+ENVIRONMENTS = sorted(path.name for path in CONF.iterdir() if path.is_dir() and path.name not in ("local", "studies"))  # studies: no environment
 
 
 def recipe_of(env: str) -> dict[str, dict[str, Any]]:

@@ -78,10 +78,10 @@ def test_a_bad_value_of_every_section_stops_the_run_naming_it(key, params, named
         ({"fractals": {"rcdb": {"vertice": [3, 9]}}}, "fractals.rcdb: unknown key(s) vertice (did you mean fractals.rcdb.vertices?)"),
         ({"fractals": {"family": "rcdb", "rcdb": {}, "n_classe": 3}}, "fractals: unknown key(s) n_classe (did you mean fractals.n_classes?)"),
         ({"plan": {"dataset_size": {}}}, "plan: unknown key(s) dataset_size (did you mean plan.dataset_sizes?)"),
-        ({"fair_comparison": {"learning_rate": {}, "arms": {"a": {"methd": "x"}}}}, "fair_comparison.arms.a: unknown key(s) methd"),
+        ({"tune": {"study": "t", "space": [{"key": "pretrain.optimizer.base_lr", "choices": [1]}], "arms": {"a": {"methd": "x"}}}}, "tune.arms.a: unknown key(s) methd"),
         (
-            {"fair_comparison": {"learning_rate": {"key": "pretrain.optimizer.base_lr", "choices": [1]}, "arms": {"a": {"method": "x", "pretrain": {"fdsl": {"batchs": "shuffled"}}}}}},
-            "fair_comparison.arms.a.pretrain.fdsl: unknown key(s) batchs (did you mean fair_comparison.arms.a.pretrain.fdsl.batches?)",
+            {"tune": {"study": "t", "space": [{"key": "pretrain.optimizer.base_lr", "choices": [1]}], "arms": {"a": {"method": "x", "pretrain": {"fdsl": {"batchs": "shuffled"}}}}}},
+            "tune.arms.a.pretrain.fdsl: unknown key(s) batchs (did you mean tune.arms.a.pretrain.fdsl.batches?)",
         ),
     ],
 )
@@ -91,7 +91,7 @@ def test_an_unknown_key_at_any_depth_of_any_section_is_refused_naming_the_closes
     assert named in str(raised.value) and raised.value.kind == "ConfigError"
 
 
-@pytest.mark.parametrize("env", sorted(p.name for p in (Path(__file__).resolve().parents[1] / "conf").iterdir() if p.is_dir() and p.name != "local"))
+@pytest.mark.parametrize("env", sorted(p.name for p in (Path(__file__).resolve().parents[1] / "conf").iterdir() if p.is_dir() and p.name not in ("local", "studies")))
 def test_every_key_of_every_environment_is_known(env):
     from fdsml.plan import load_parameters
 

@@ -22,6 +22,13 @@ from fdsml.errors import UserFixableError
 from fdsml.seeds import SEED_LIMIT
 
 T = TypeVar("T")
+CONFIG_LOADER_ARGS = {
+    "base_env": "base",
+    "default_run_env": "local",
+    # an environment (paper, local) overrides single keys; the rest comes from base
+    "merge_strategy": {"parameters": "soft"},
+}
+"""How the project's configuration loader reads ``conf/`` (``settings.py`` gives it to Kedro; a study reads its env with it)."""
 
 
 class ConfigError(UserFixableError, ValueError):
@@ -163,6 +170,13 @@ def digest(definition: Any) -> str:
     """
     text = json.dumps(definition, sort_keys=True, default=list)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def env_parameters(conf_source: str, env: str) -> dict[str, Any]:
+    """The parameters ``kedro run --env <env>`` reads under ``conf_source`` (the env overrides single keys of base)."""
+    from kedro.config import OmegaConfigLoader
+
+    return OmegaConfigLoader(conf_source, **CONFIG_LOADER_ARGS | {"default_run_env": env})["parameters"]
 
 
 def with_overlay(base: Mapping[str, Any], overlay: Mapping[str, Any], *, only_existing: bool = False) -> dict[str, Any]:

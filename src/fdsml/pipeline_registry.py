@@ -3,7 +3,7 @@
 from kedro.framework.project import find_pipelines
 from kedro.pipeline import Pipeline
 
-STUDIES = ("tune",)
+STUDIES = ("tune", "study")
 """Pipelines that run a study (many runs, a storage that grows): asked for by name, never part of ``__default__`` or ``dvc repro``."""
 
 

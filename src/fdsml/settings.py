@@ -2,13 +2,9 @@
 
 from kedro.config import OmegaConfigLoader
 
+from fdsml.config import CONFIG_LOADER_ARGS  # noqa: F401 (Kedro reads it here)
+
 CONFIG_LOADER_CLASS = OmegaConfigLoader
-CONFIG_LOADER_ARGS = {
-    "base_env": "base",
-    "default_run_env": "local",
-    # an environment (paper, local) overrides single keys; the rest comes from base
-    "merge_strategy": {"parameters": "soft"},
-}
 
 from fdsml.catalog import RankAwareDataCatalog  # noqa: E402
 

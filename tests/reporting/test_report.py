@@ -1,4 +1,4 @@
-"""The report's sections for studies a benchmark writes: the measured table when present, how to make it otherwise."""
+"""The report's sections for studies run on their own: the measured table when present, how to make it otherwise."""
 
 from pathlib import Path
 
@@ -8,22 +8,21 @@ from kedro.io import DataCatalog
 import pytest
 
 from fdsml.reporting.report import generator_variants_section, pa_triplet_study_section, pretraining_budget_section, tuning_section
-from fdsml.validation.report import variants_markdown
 
 CATALOG = Path(__file__).resolve().parents[2] / "conf/base/catalog_report.yml"
 
 
 def test_the_section_shows_the_measured_table_under_its_own_heading():
-    section = generator_variants_section(variants_markdown([]))
+    section = generator_variants_section("# FineFractalDB generator variants\n\n| arm | runs |\n|---|---:|\n| default | 1 |\n")
     assert section.startswith("## FineFractalDB generator variants\n")
-    assert "| variant | overrides | class filter accepts |" in section
+    assert "| default | 1 |" in section
     assert "\n# " not in section
 
 
 STUDIES = [
-    (generator_variants_section, "generator_variants", "python benchmarks/generator_variants.py"),
-    (pretraining_budget_section, "pretraining_budget", "python benchmarks/pretraining_budget.py"),
-    (pa_triplet_study_section, "pa_triplet_study", "python benchmarks/pa_triplet_study.py"),
+    (generator_variants_section, "studies/generator_variants", "kedro run --pipelines=study --params=study.name=generator_variants"),
+    (pretraining_budget_section, "studies/pretraining_budget", "kedro run --pipelines=study --params=study.name=pretraining_budget"),
+    (pa_triplet_study_section, "studies/pa_triplet_study", "kedro run --pipelines=study --params=study.name=pa_triplet_study"),
     (tuning_section, "tune_study", "kedro run --pipelines=tune"),
 ]
 
@@ -41,13 +40,13 @@ def test_the_budget_section_shows_the_study_under_its_own_heading():
 
 @pytest.mark.parametrize(("section", "name", "command"), STUDIES)
 def test_the_catalog_reads_the_table_when_present_and_none_before(tmp_path, section, name, command):
-    entry = yaml.safe_load(CATALOG.read_text())[f"{name}_table"]
+    entry = yaml.safe_load(CATALOG.read_text())[f"{name.removeprefix('studies/')}_table"]
     assert entry["dataset"]["filepath"] == f"data/08_reporting/{name}.md"
-    entry["dataset"]["filepath"] = str(tmp_path / f"{name}.md")
-    catalog = DataCatalog.from_config({f"{name}_table": entry})
-    assert catalog.load(f"{name}_table") is None
-    (tmp_path / f"{name}.md").write_text("# table\n")
-    assert catalog.load(f"{name}_table") == "# table\n"
+    entry["dataset"]["filepath"] = str(tmp_path / "table.md")
+    catalog = DataCatalog.from_config({"table": entry})
+    assert catalog.load("table") is None
+    (tmp_path / "table.md").write_text("# table\n")
+    assert catalog.load("table") == "# table\n"
 
 
 def test_the_tuning_section_shows_the_study_and_its_three_pictures():

@@ -123,14 +123,14 @@ def _parse_fractals(params: Any) -> Any:
     return parse_fractals_params(params)
 
 
-def _parse_fair_comparison(params: Any) -> Any:
+def _parse_tune(params: Any) -> Any:
     from fdsml.training.pretrain import PretrainConfig
-    from fdsml.tuning.config import parse_fair_comparison_params
+    from fdsml.tuning import parse_tune_params
 
-    settings = parse_fair_comparison_params(params)
-    for name, arm in settings.arms.items():  # each arm's pretrain keys, on the defaults: a misspelt one never reaches a trial
-        parse(PretrainConfig, arm.pretrain, f"fair_comparison.arms.{name}.pretrain")
-    return settings
+    config = parse_tune_params(params)  # its space against pretrain and retrieval: by the study
+    for name, arm in config.arms.items():  # each arm's pretrain keys, on the defaults: a misspelt one never reaches a trial
+        parse(PretrainConfig, arm.pretrain, f"tune.arms.{name}.pretrain")
+    return config
 
 
 def _parser(module: str, name: str) -> Callable[[Any], Any]:
@@ -142,24 +142,18 @@ def _parser(module: str, name: str) -> Callable[[Any], Any]:
     return parse_section
 
 
-def _parse_validate_descriptor(params: Any) -> Any:
-    from fdsml.pipelines.validate_descriptor.nodes import ValidateDescriptorConfig
-
-    return parse(ValidateDescriptorConfig, params, "validate_descriptor")
-
-
 PARSERS: dict[str, Callable[[Any], Any]] = {
     "fractals": _parse_fractals,
     "pretrain": _parser("fdsml.training.pretrain", "parse_pretrain_params"),
-    "validate_descriptor": _parse_validate_descriptor,
+    "validate_descriptor": _parser("fdsml.validation.measure", "parse_validate_descriptor_params"),
     "retrieval": _parser("fdsml.training.retrieval", "parse_retrieval_params"),
     "classification": _parser("fdsml.training.classification", "parse_classification_params"),
     "robustness": _parser("fdsml.evaluation.robustness", "parse_robustness_params"),  # its dataset is classification's
     "analysis": _parser("fdsml.analysis.config", "parse_analysis_params"),
     "export": _parser("fdsml.models.export", "parse_export_params"),
-    "tune": _parser("fdsml.tuning", "parse_tune_params"),  # its space against pretrain and retrieval: by the study
+    "tune": _parse_tune,
     "plan": _parser("fdsml.training.run_arithmetic", "parse_plan_params"),
-    "fair_comparison": _parse_fair_comparison,  # conf/fair's arms
+    "study": _parser("fdsml.pipelines.study.checks", "check_study_params"),  # the study file it names, arms and all
 }
 """Every known parameter section and its parser: a key outside them, at any depth, is refused before work."""
 

@@ -104,43 +104,35 @@ def validation_section(table: str) -> str:
 
 
 def _study_section(heading: str, table: str | None, how_to_make_it: str) -> str:
-    """A study that a benchmark writes (too long for a pipeline): its table when present, how to make it otherwise."""
+    """A study run on its own (too long for ``kedro run``): its table when present, how to make it otherwise."""
     heading = f"## {heading}\n\n"
     return heading + (how_to_make_it if table is None else _strip_title(table))
 
 
-def generator_variants_section(table: str | None) -> str:
-    """The generator variants side by side (``benchmarks/generator_variants.py``, about half an hour on 2 CPU cores)."""
+def _study_file_section(heading: str, table: str | None, name: str, cost: str) -> str:
+    """A study file's page (``kedro run --pipelines=study``) when present, the command that writes it otherwise."""
     return _study_section(
-        "FineFractalDB generator variants",
+        heading,
         table,
-        "Not measured yet: `python benchmarks/generator_variants.py --workers 2` writes "
-        "`data/08_reporting/generator_variants.{json,md}` (about half an hour on 2 CPU cores; `--quick` "
-        "for a smaller check), then run the report again. docs/studies.md gives the same grid as DVC "
-        "experiments.\n",
+        f"Not measured yet: `kedro run --pipelines=study --params=study.name={name}` writes "
+        f"`data/08_reporting/studies/{name}.{{md,json}}` ({cost}; `--params=study.name={name},study.scale=tiny` for a "
+        "check that it runs), then run the report again.\n",
     )
+
+
+def generator_variants_section(table: str | None) -> str:
+    """The generator variants side by side (``conf/studies/generator_variants.yml``, about half an hour on 2 CPU cores)."""
+    return _study_file_section("FineFractalDB generator variants", table, "generator_variants", "about half an hour on 2 CPU cores with `study.jobs=2`")
 
 
 def pretraining_budget_section(table: str | None) -> str:
-    """Recall@1 on Omniglot against the pre-training budget per method (``benchmarks/pretraining_budget.py``; its time in docs/studies.md)."""
-    return _study_section(
-        "Pre-training budget study",
-        table,
-        "Not measured yet: `python benchmarks/pretraining_budget.py` writes "
-        "`data/08_reporting/pretraining_budget.{md,png}` (about 2 h 20 min on 2 CPU cores; `--print-dvc` prints the "
-        "same arms as DVC experiments), then run the report again.\n",
-    )
+    """Recall@1 on Omniglot against the pre-training budget per method (``conf/studies/pretraining_budget.yml``; its time in docs/studies.md)."""
+    return _study_file_section("Pre-training budget study", table, "pretraining_budget", "about 2 h 20 min on 2 CPU cores with `study.jobs=2`")
 
 
 def pa_triplet_study_section(table: str | None) -> str:
-    """What PA-Triplet learns per variant, `same`, `each` and FDSL (``benchmarks/pa_triplet_study.py``, about 2 h)."""
-    return _study_section(
-        "PA-Triplet: what the loss learns",
-        table,
-        "Not measured yet: `python benchmarks/pa_triplet_study.py` writes `data/08_reporting/pa_triplet_study.md` "
-        "(about 2 h on 2 loaded CPU cores for every arm and 3 seeds; `--arms default method each fdsl --seeds 0` for the "
-        "embedded default, the method's `same`, `each` and FDSL on one seed), then run the report again.\n",
-    )
+    """What PA-Triplet learns per variant, `same`, `each` and FDSL (``conf/studies/pa_triplet_study.yml``, about 2 h)."""
+    return _study_file_section("PA-Triplet: what the loss learns", table, "pa_triplet_study", "about 2 h on 2 loaded CPU cores for every arm and 3 seeds")
 
 
 def tuning_section(table: str | None) -> str:

@@ -4,7 +4,9 @@
 overlay), :mod:`~fdsml.tuning.objective` (one trial), :mod:`~fdsml.tuning.pruning` (the validation's
 values as intermediate values), :mod:`~fdsml.tuning.storage` (SQLite, PostgreSQL or a journal file),
 :mod:`~fdsml.tuning.study` (checks, budget, resume) and :mod:`~fdsml.tuning.outputs` (table, overlay,
-pictures); :mod:`~fdsml.tuning.arms` runs a fixed set of arms (the benchmark studies) on the same storages.
+pictures); :mod:`~fdsml.tuning.arms` runs a fixed set of arms on the same storages: the study files of
+conf/studies (:mod:`~fdsml.tuning.study_file`, their steps :mod:`~fdsml.tuning.study_steps`, the runner
+:mod:`~fdsml.tuning.study_runner`, the table :mod:`~fdsml.tuning.study_table`).
 docs/tuning.md says how to run one.
 """
 

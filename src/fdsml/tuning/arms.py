@@ -1,6 +1,6 @@
 """A fixed set of arms (a study's configurations), each run once, as the trials of an Optuna study.
 
-The benchmark studies (docs/studies.md) run a known list of arms rather than a search. Each arm is
+The studies (conf/studies, docs/studies.md) run a known list of arms rather than a search. Each arm is
 a trial whose user attributes are ``arm`` (its name) and ``fingerprint`` (the digest of everything
 that defines its result: its configuration and the code computing it). Optuna's trial states are
 the reuse rule: an arm with a COMPLETE trial of the same fingerprint is never rerun; a FAILed one

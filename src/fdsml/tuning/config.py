@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from fdsml.config import ConfigError, parse, require_positive, require_seed
+from fdsml.config import ConfigError, closest_key, parse, require_positive, require_seed
 from fdsml.tuning.space import SearchParameter, parse_space
 from fdsml.tuning.storage import storage_location
 
@@ -83,6 +83,15 @@ class HeartbeatSettings:
 
 
 @dataclass(frozen=True)
+class TuneArm:
+    """One arm of ``tune.arms`` (conf/fair's fair comparison): the pretrain keys its trials keep, its own search space."""
+
+    method: str  # its recipe's name in conf/fair/tuned_recipes*.yml, which the study files read
+    pretrain: dict[str, Any] = field(default_factory=dict)
+    space: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True)
 class TuneConfig:
     """``params:tune``."""
 
@@ -100,6 +109,8 @@ class TuneConfig:
     storage_dir: str = "data/07_model_output/tune"
     run_dir: str = "data/06_models/tune"  # trial n's runs: <run_dir>/<study>/trial_<n>/
     live_dir: str | None = "data/08_reporting/live/tune"
+    arm: str | None = None  # one of arms: the study <study>_<arm> over space + the arm's space, its pretrain keys kept
+    arms: dict[str, TuneArm] = field(default_factory=dict)
 
     def __post_init__(self):
         if not self.study or "/" in self.study:
@@ -117,10 +128,24 @@ class TuneConfig:
             )
         if not self.space:
             raise ConfigError("tune.space: empty; give at least one pretrain.* or retrieval.* parameter to search")
+        for arm in self.arms.values():
+            parse_space([*self.space, *arm.space], grid=False)  # ranges and choices: ConfigError naming tune.space.<key>
+        if self.arm is not None and self.arm not in self.arms:
+            guess = closest_key(self.arm, self.arms)
+            raise ConfigError(
+                f"tune.arm: {self.arm!r} is not one of tune.arms{f' (did you mean {guess}?)' if guess else ''}; arms: {', '.join(self.arms) or 'none'}"
+            )
+
+    @property
+    def arm_pretrain(self) -> dict[str, Any]:
+        """The pretrain keys every trial of the arm keeps (none without an arm)."""
+        return dict(self.arms[self.arm].pretrain) if self.arm else {}
 
     @property
     def parameters(self) -> tuple[SearchParameter, ...]:
-        return parse_space(self.space, grid=self.sampler.name == "grid")
+        """The searched parameters: ``space``, and the arm's own after it."""
+        space = (*self.space, *self.arms[self.arm].space) if self.arm else self.space
+        return parse_space(space, grid=self.sampler.name == "grid")
 
     @property
     def location(self) -> str:
@@ -133,34 +158,12 @@ class TuneConfig:
         return self.metric.startswith("retrieval.")
 
 
-@dataclass(frozen=True)
-class FairArm:
-    """One arm of ``params:fair_comparison``: its name in the budget study, the pretrain keys it sets, its search space."""
-
-    method: str
-    pretrain: dict[str, Any] = field(default_factory=dict)
-    space: tuple[Any, ...] = ()
-
-
-@dataclass(frozen=True)
-class FairComparisonSettings:
-    """``params:fair_comparison`` (conf/fair): the arms ``benchmarks/fair_comparison.py`` tunes with one budget."""
-
-    learning_rate: dict[str, Any]
-    arms: dict[str, FairArm]
-
-    def __post_init__(self):
-        for arm in self.arms.values():
-            parse_space([self.learning_rate, *arm.space], grid=False)  # ranges and choices: ConfigError naming tune.space.<key>
-
-
-def parse_fair_comparison_params(params: dict[str, Any]) -> FairComparisonSettings:
-    """Validate ``params:fair_comparison``; a wrong key or value raises ``ConfigError`` naming it."""
-    return parse(FairComparisonSettings, params, "fair_comparison")
-
-
 def parse_tune_params(params: dict[str, Any]) -> TuneConfig:
-    """Validate ``params:tune`` on its own (its space's keys are checked against the configuration by the study)."""
+    """Validate ``params:tune`` on its own (its space's keys are checked against the configuration by the study).
+
+    With ``tune.arm``, the study is the arm's: named ``<study>_<arm>``, over the shared space and the arm's."""
     config = parse(TuneConfig, params, "tune")
+    if config.arm is not None:
+        config = replace(config, study=f"{config.study}_{config.arm}")
     config.parameters  # ranges and choices: ConfigError naming tune.space.<key>
     return config

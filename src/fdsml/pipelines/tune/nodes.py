@@ -6,6 +6,7 @@ from typing import Any
 
 import pandas as pd
 
+from fdsml.config import with_overlay
 from fdsml.data.fractals_config import parse_fractals_params
 from fdsml.data.holdout import split_table
 from fdsml.tuning import TrialInputs, TrialObjective, load_study, parse_tune_params, run_study
@@ -25,7 +26,8 @@ def run_tuning_study(
     """Run ``params:tune``'s study to its budget (adding to the trials its storage holds).
 
     Each trial pre-trains on the fractals pipeline's table (and fine-tunes when the metric is
-    retrieval's) with its parameters overlaid on ``params:pretrain`` / ``params:retrieval``.
+    retrieval's) with its parameters overlaid on ``params:pretrain`` / ``params:retrieval`` (with ``tune.arm``'s
+    pretrain keys first).
     Returns every trial (``tune_trials``), the best one's parameters as a YAML overlay
     (``tune_best_params``) and the study in Markdown (``tune_table``).
     """
@@ -39,6 +41,7 @@ def run_tuning_study(
         split_table(fractal_codes, fractals.holdout, spec.settings.seed),
         shards=fractal_images if fractal_images.get("materialized") else None,
     )
+    pretrain_params = with_overlay(pretrain_params, config.arm_pretrain)  # tune.arm: the keys every trial of the arm keeps
     study = run_study(TrialObjective(config, {"pretrain": pretrain_params, "retrieval": retrieval_params}, inputs))
     table = trials_table(study)
     return table, best_overlay(study), study_markdown(study, table, OVERLAY)

@@ -1,0 +1,61 @@
+"""The study file's check before any work: its steps, metrics, arms and every arm's parameters, each refusal naming the file.
+
+An arm's overlay is checked as a run's parameters are (:mod:`fdsml.pipelines.run_checks`): a section
+that is none of the project's, and a key or value its section's parser refuses (naming the closest
+known key), stop the run before the first unit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from fdsml.config import ConfigError, closest_key
+from fdsml.pipelines.run_checks import unknown_sections
+from fdsml.config import env_parameters
+from fdsml.tuning.study_runner import StudySettings, parse_study_settings, plan_units, study_path
+from fdsml.tuning.study_file import StudyDefinition, arm_steps, parameter_overlay, read_study, scaled
+from fdsml.tuning.study_steps import STEPS
+
+
+def _unknown(kind: str, name: str, known) -> str:
+    guess = closest_key(name, known)
+    return f"{kind} {name!r} is unknown{f' (did you mean {guess}?)' if guess else ''}; known: {', '.join(sorted(known))}"
+
+
+def check_steps_and_metrics(study: StudyDefinition, where: str) -> None:
+    """Every step an arm runs is known, and every metric of the table is one of the steps' metrics."""
+    for arm in study.arms:
+        for step in arm_steps(study, arm):
+            if step not in STEPS:
+                raise ConfigError(f"{where}: arms.{arm}: {_unknown('step', step, STEPS)}")
+    yielded = {metric for arm in study.arms for step in arm_steps(study, arm) for metric in STEPS[step].metrics}
+    for metric in (*study.table.metrics, *study.table.differences):
+        if metric not in yielded:
+            raise ConfigError(f"{where}: table.metrics: {_unknown('metric', metric, yielded)}")
+
+
+def check_study(study: StudyDefinition, settings: StudySettings) -> None:
+    """Refuse, naming the file, the arm and the key, a study whose arms would not run."""
+    where = str(study_path(settings))
+    check_steps_and_metrics(study, where)
+    for arm, overlay in {"(shared overlay)": study.overlay, **study.arms}.items():
+        problems = unknown_sections(parameter_overlay(overlay))
+        if problems:
+            raise ConfigError(f"{where}: arms.{arm}: {problems[0][1]}" if arm in study.arms else f"{where}: overlay: {problems[0][1]}")
+    base = env_parameters(settings.conf_source, study.env)
+    chosen, _ = scaled(study, settings.scale)
+    for arm in chosen.arms:
+        try:
+            plan_units(replace(study, arms={arm: study.arms[arm]}), replace(settings, scale=None), base)
+        except ConfigError as error:
+            raise ConfigError(f"{where}: arms.{arm}: {error}") from error
+    plan_units(study, settings, base)  # the scale's overlay on every arm
+
+
+def check_study_params(params: dict[str, Any]) -> StudySettings:
+    """``params:study``, and the study file it names checked in full (nothing to check without a name)."""
+    settings = parse_study_settings(params)
+    if settings.name is not None:
+        check_study(read_study(study_path(settings)), settings)
+    return settings

@@ -1,0 +1,24 @@
+"""The node of the ``study`` pipeline: run the named study file's units (reusing complete ones), then its page and results."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fdsml.errors import UserFixableError
+from fdsml.config import env_parameters
+from fdsml.tuning.study_runner import parse_study_settings, run_study, study_path, study_report
+from fdsml.tuning.study_file import read_study
+
+
+class StudyUnitsFailed(UserFixableError, RuntimeError):
+    """Some units of a study raised: their trials are FAIL, and the next run of the study runs them again."""
+
+
+def run_study_file(study_params: dict[str, Any]) -> tuple[str, dict]:
+    """Run every unit of ``params:study``'s study file not yet complete; its page (Markdown) and results (JSON)."""
+    settings = parse_study_settings(study_params)
+    study = read_study(study_path(settings))
+    results, failed = run_study(study, settings, env_parameters(settings.conf_source, study.env))
+    if failed:
+        raise StudyUnitsFailed(f"study {settings.name}: unit(s) {', '.join(failed)} failed (their errors are logged above); run the same command again to rerun them")
+    return study_report(study, settings, results)

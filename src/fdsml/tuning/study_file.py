@@ -1,0 +1,157 @@
+"""A study's whole definition, ``conf/studies/<name>.yml``: the arms, the seeds, the steps, the metrics, the table.
+
+A study answers one question by running named arms side by side. Its file says which configuration
+environment the arms start from (``env``), a dotted overlay every arm shares (``overlay``), each arm's
+own dotted overlay of any pipeline's parameters (``arms``), the seeds as a grid over dotted keys
+(``seeds``: every arm runs once per combination), the steps each arm runs (``steps``,
+:mod:`fdsml.tuning.study_steps`), the metrics those steps yield and the table to print. Two keys of an
+arm's overlay are the study's own rather than parameters: ``study.steps`` (this arm's steps instead of
+the study's, e.g. scratch has no pre-training) and ``study.recipe`` (a recipe of the study's
+``recipes`` file overlaid on ``pretrain`` before the arm's own keys). docs/studies.md says how to add one.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from fdsml.config import ConfigError, closest_key, parse, with_overlay
+
+STUDY_KEYS = ("steps", "recipe")
+"""The keys an arm's overlay may set under ``study.``: they choose what the arm runs, not a parameter."""
+
+
+@dataclass(frozen=True)
+class TableSettings:
+    """The table: a row per arm, a column per metric (mean ± std over ``spread``), the differences to ``reference``."""
+
+    metrics: tuple[str, ...]
+    spread: str | None = None  # the seed key whose values give the spread (the other seed keys are averaged first); null: every combination
+    reference: str | None = None  # the arm each row's difference (and its standard error) is to; null: no differences
+    differences: tuple[str, ...] = ()  # the metrics whose differences are shown (empty: the first metric)
+    percent: bool = True  # metrics shown x 100 (in %), seconds never
+    digits: int = 1
+
+
+@dataclass(frozen=True)
+class Scale:
+    """A smaller run of the study (``study.scale``): some arms, fewer seeds, an overlay applied last (fewer steps)."""
+
+    arms: tuple[str, ...] | None = None  # null: every arm
+    seeds: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # replaces these keys' values in the grid
+    overlay: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StudyDefinition:
+    """``conf/studies/<name>.yml``, parsed; the arms and seeds as the file orders them."""
+
+    title: str
+    question: str
+    env: Literal["base", "cpu", "fair", "faithful"]
+    steps: tuple[str, ...]
+    arms: dict[str, dict[str, Any]]
+    table: TableSettings
+    overlay: dict[str, Any] = field(default_factory=dict)
+    seeds: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    recipes: str | None = None  # a YAML file of named pretrain overlays (conf/fair/tuned_recipes.yml), read by study.recipe
+    scales: dict[str, Scale] = field(default_factory=dict)  # named smaller runs (a check that it runs, a before/after)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One run of a study: an arm with one combination of the seeds."""
+
+    arm: str
+    seeds: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return self.arm + "".join(f"|{key}={value}" for key, value in self.seeds.items())
+
+
+def read_study(path: Path) -> StudyDefinition:
+    """Parse the study file at ``path``; a missing file, a wrong key or value raises ConfigError naming the file."""
+    if not path.is_file():
+        known = sorted(found.stem for found in path.parent.glob("*.yml"))
+        guess = closest_key(path.stem, known)
+        hint = f"; did you mean {guess}?" if guess else ""
+        raise ConfigError(f"{path}: no such study file{hint} Studies: {', '.join(known) or 'none'}")
+    raw = yaml.safe_load(path.read_text())
+    try:
+        study = parse(StudyDefinition, raw, "study")
+    except ConfigError as error:
+        raise ConfigError(f"{path}: {error}") from error
+    _check_arms(study, path)
+    return study
+
+
+def _check_arms(study: StudyDefinition, path: Path) -> None:
+    if not study.arms:
+        raise ConfigError(f"{path}: arms: give at least one arm")
+    for name, overlay in study.arms.items():
+        own = arm_study_keys(overlay)
+        unknown = sorted(set(own) - set(STUDY_KEYS))
+        if unknown:
+            guess = closest_key(unknown[0], STUDY_KEYS)
+            meant = f" (did you mean study.{guess}?)" if guess else ""
+            raise ConfigError(f"{path}: arms.{name}: unknown key study.{unknown[0]}{meant}; an arm's study keys: {', '.join(STUDY_KEYS)}")
+        if "recipe" in own and study.recipes is None:
+            raise ConfigError(f"{path}: arms.{name}: study.recipe names a recipe but the study has no recipes file (recipes: PATH)")
+    reference = study.table.reference
+    if reference is not None and reference not in study.arms:
+        raise ConfigError(f"{path}: table.reference: {_none_of(reference, 'arm', study.arms)}")
+    spread = study.table.spread
+    if spread is not None and spread not in study.seeds:
+        raise ConfigError(f"{path}: table.spread: {_none_of(spread, 'seed key', study.seeds)}")
+    for name, scale in study.scales.items():
+        for arm in (arm for arm in scale.arms or () if arm not in study.arms):
+            raise ConfigError(f"{path}: scales.{name}.arms: {_none_of(arm, 'arm', study.arms)}")
+        for key in (key for key in scale.seeds if key not in study.seeds):
+            raise ConfigError(f"{path}: scales.{name}.seeds: {_none_of(key, 'seed key', study.seeds)}")
+
+
+def _none_of(name: str, kind: str, known) -> str:
+    guess = closest_key(name, known)
+    return f"{name!r} is no {kind} of the study{f' (did you mean {guess}?)' if guess else ''}; known: {', '.join(known)}"
+
+
+def arm_study_keys(overlay: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``study.*`` keys of an arm's overlay (what it runs), as a plain mapping."""
+    return dict(with_overlay({}, overlay).get("study") or {})
+
+
+def parameter_overlay(overlay: Mapping[str, Any]) -> dict[str, Any]:
+    """An arm's overlay without its ``study.*`` keys: the parameters it changes, nested."""
+    nested = with_overlay({}, overlay)
+    nested.pop("study", None)
+    return nested
+
+
+def arm_steps(study: StudyDefinition, arm: str) -> tuple[str, ...]:
+    """The steps ``arm`` runs: its ``study.steps``, else the study's."""
+    return tuple(arm_study_keys(study.arms[arm]).get("steps", study.steps))
+
+
+def scaled(study: StudyDefinition, scale: str | None) -> tuple[StudyDefinition, dict[str, Any]]:
+    """The study as the named scale runs it (its arms and seed values), and the overlay to apply last (``None``: the whole study)."""
+    if scale is None:
+        return study, {}
+    if scale not in study.scales:
+        raise ConfigError(f"study.scale: {_none_of(scale, 'scale', study.scales or ['(none)'])}")
+    chosen = study.scales[scale]
+    arms = {arm: overlay for arm, overlay in study.arms.items() if chosen.arms is None or arm in chosen.arms}
+    seeds = {key: tuple(chosen.seeds.get(key, values)) for key, values in study.seeds.items()}
+    return replace(study, arms=arms, seeds=seeds), dict(chosen.overlay)
+
+
+def units(study: StudyDefinition) -> list[Unit]:
+    """Every arm with every combination of the seeds, in the file's order."""
+    keys = list(study.seeds)
+    combinations = [dict(zip(keys, values)) for values in itertools.product(*(study.seeds[key] for key in keys))]
+    return [Unit(arm, seeds) for arm in study.arms for seeds in combinations]

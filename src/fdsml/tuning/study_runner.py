@@ -1,0 +1,193 @@
+"""Run a study file (:mod:`fdsml.tuning.study_file`): each arm x seed combination a trial of :func:`fdsml.tuning.arms.run_arms`.
+
+A unit's parameters are the study's environment with, in this order, the study's shared overlay, the
+arm's recipe (``study.recipe``), the arm's overlay, its seeds and the run's own overlay
+(``study.overlay``: a small scale) applied with :func:`fdsml.config.with_overlay`. Its fingerprint
+(:func:`fdsml.reuse.fingerprint`) covers the defining configuration of every section its steps read,
+its seeds, its steps and their code: a COMPLETE unit is reused while it is unchanged, a changed or
+failed one runs again. Pre-training runs share one folder keyed by their own fingerprints
+(:mod:`fdsml.tuning.study_steps`), so the fine-tuning seeds of one pre-trained model pre-train once.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fdsml import reuse
+from fdsml.config import ConfigError, closest_key, parse, with_overlay
+from fdsml.tuning.arms import STUDIES_DIR, arm_results, open_arms_study, run_arms
+from fdsml.tuning.study_file import StudyDefinition, Unit, arm_steps, arm_study_keys, parameter_overlay, scaled, units
+from fdsml.tuning.study_steps import STEPS
+from fdsml.tuning.study_table import markdown_table, study_rows
+
+logger = logging.getLogger(__name__)
+SECTION_PARSERS = {
+    "fractals": ("fdsml.data.fractals_config", "parse_fractals_params"),
+    "pretrain": ("fdsml.training.pretrain", "parse_pretrain_params"),
+    "retrieval": ("fdsml.training.retrieval", "parse_retrieval_params"),
+    "classification": ("fdsml.training.classification", "parse_classification_params"),
+    "validate_descriptor": ("fdsml.validation.measure", "parse_validate_descriptor_params"),
+}
+"""How each section a step reads is parsed: its fingerprint is the parsed section's defining fields (the
+fractals' are their keys but ``outputs``, which only say what the fractals pipeline writes beside the table)."""
+
+
+@dataclass(frozen=True)
+class StudySettings:
+    """``params:study``: which study file runs (at which of its scales), on how many workers, where."""
+
+    name: str | None = None  # conf/studies/<name>.yml
+    scale: str | None = None  # null: the whole study | one of the file's scales (some arms, fewer seeds and steps)
+    jobs: int = 1  # units run in parallel, one process each
+    threads: int = 1  # torch threads of each process
+    storage: str | None = None  # the units' Optuna storage (null: <storage_dir>/<name>.db); a URL or journal file several machines share
+    storage_dir: str = STUDIES_DIR
+    run_dir: str = "data/06_models/studies"  # <run_dir>/<name>/pretrain: the shared pre-training runs
+    conf_source: str = "conf"  # the configuration folder holding studies/ and the environments
+
+
+@dataclass(frozen=True)
+class UnitPlan:
+    """A unit ready to run: its parameters, steps and fingerprint."""
+
+    unit: Unit
+    parameters: dict[str, Any]
+    steps: tuple[str, ...]
+    fingerprint: str
+
+
+def parse_study_settings(params: dict[str, Any]) -> StudySettings:
+    """Validate ``params:study``; a wrong key or value raises ConfigError naming it."""
+    return parse(StudySettings, params, "study")
+
+
+def study_path(settings: StudySettings) -> Path:
+    if settings.name is None:
+        raise ConfigError("study.name: name the study to run, e.g. --params=study.name=pretraining_budget (a file of conf/studies/)")
+    return Path(settings.conf_source) / "studies" / f"{settings.name}.yml"
+
+
+def read_recipes(study: StudyDefinition, conf_source: str) -> dict[str, dict[str, Any]]:
+    """The study's recipes file (relative to the project: ``conf/...``), each a pretrain overlay; none without one."""
+    if study.recipes is None:
+        return {}
+    path = Path(conf_source).parent / study.recipes
+    recipes = yaml.safe_load(path.read_text()) if path.is_file() else None
+    if not isinstance(recipes, dict) or not all(isinstance(recipe, dict) for recipe in recipes.values()):
+        raise ConfigError(f"recipes: {path} must be a YAML mapping of recipe names to pretrain overlays")
+    for arm, overlay in study.arms.items():
+        name = arm_study_keys(overlay).get("recipe")
+        if name is not None and name not in recipes:
+            guess = closest_key(str(name), recipes)
+            raise ConfigError(f"arms.{arm}.study.recipe: {path} has no recipe {name!r}{f' (did you mean {guess}?)' if guess else ''}")
+    return recipes
+
+
+def unit_parameters(study: StudyDefinition, settings: StudySettings, base: dict, recipes: dict, unit: Unit, last: dict) -> dict[str, Any]:
+    """The unit's parameters: the environment's with the shared overlay, recipe, arm overlay, seeds and the scale's overlay (``last``)."""
+    params = with_overlay(base, study.overlay)
+    recipe = arm_study_keys(study.arms[unit.arm]).get("recipe")
+    if recipe is not None:
+        params = with_overlay(params, {"pretrain": recipes[recipe]})
+    params = with_overlay(params, parameter_overlay(study.arms[unit.arm]))
+    params = with_overlay(with_overlay(params, unit.seeds), last)
+    folder = Path(settings.run_dir) / str(settings.name)
+    own = {"pretrain.run_dir": str(folder / "pretrain"), "pretrain.live_dir": None, "retrieval.live_dir": None, "classification.live_dir": None}
+    return with_overlay(params, own)
+
+
+def defining_sections(params: dict[str, Any], steps: tuple[str, ...]) -> dict[str, Any]:
+    """The defining fields of every section ``steps`` read (paths, log intervals and workers left out)."""
+    import importlib
+
+    sections = sorted({section for step in steps for section in STEPS[step].sections})
+    parsed = {}
+    for section in sections:
+        module, function = SECTION_PARSERS[section]
+        config = getattr(importlib.import_module(module), function)(params[section])
+        if section == "fractals":
+            parsed[section] = {key: value for key, value in params[section].items() if key != "outputs"}
+        else:
+            parsed[section] = reuse.defining_configuration(config)
+    return parsed
+
+
+def plan_units(study: StudyDefinition, settings: StudySettings, base: dict[str, Any]) -> dict[str, UnitPlan]:
+    """Every unit the run asks for, by name, with its parameters and fingerprint."""
+    recipes = read_recipes(study, settings.conf_source)
+    chosen, last = scaled(study, settings.scale)
+    plans = {}
+    for unit in units(chosen):
+        params = unit_parameters(study, settings, base, recipes, unit, last)
+        steps = arm_steps(study, unit.arm)
+        definition = {"steps": list(steps), "seeds": unit.seeds, "sections": defining_sections(params, steps)}
+        fingerprint = reuse.fingerprint(definition, code="fdsml.tuning.study_steps")[:16]
+        unit_dir = Path(settings.run_dir) / str(settings.name) / "units" / fingerprint
+        params = with_overlay(params, {"retrieval.run_dir": str(unit_dir / "retrieval"), "classification.run_dir": str(unit_dir / "classification")})
+        plans[unit.name] = UnitPlan(unit, params, steps, fingerprint)
+    return plans
+
+
+def run_unit(plans: dict[str, UnitPlan], threads: int, headline: str, name: str) -> tuple[float, dict]:
+    """Run one unit's steps; its headline metric and its result (arm, seeds, metrics, commit)."""
+    import numba
+    import torch
+
+    torch.set_num_threads(threads)
+    numba.set_num_threads(threads)
+    plan = plans[name]
+    state: dict[str, Any] = {}
+    metrics: dict[str, float] = {}
+    failure = None
+    try:
+        for step in plan.steps:
+            metrics |= STEPS[step].run(plan.parameters, state)
+    except Exception as error:
+        failure = error
+    if failure is not None:  # logged outside the handler: the console hides records raised while a user's error is handled
+        logger.error("unit %s failed: %s: %s", name, type(failure).__name__, failure)
+        raise failure
+    shutil.rmtree(Path(plan.parameters["retrieval"]["run_dir"]).parent, ignore_errors=True)  # its fine-tunings: of no use once its result is stored
+    logger.info("%s: %s", name, ", ".join(f"{key} {value:.4f}" for key, value in metrics.items()))
+    return metrics.get(headline, 0.0), {"arm": plan.unit.arm, "seeds": plan.unit.seeds, "metrics": metrics, "commit": _git_commit()}
+
+
+def _git_commit() -> str:
+    found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return found.stdout.strip() or "unknown"
+
+
+def run_study(study: StudyDefinition, settings: StudySettings, base: dict[str, Any]) -> tuple[list[dict], list[str]]:
+    """Run every unit not yet COMPLETE (``settings.jobs`` at a time) on ``base`` (the parameters of the study's
+    environment); the complete units' results and the units that failed."""
+    plans = plan_units(study, settings, base)
+    fingerprints = {name: plan.fingerprint for name, plan in plans.items()}
+    run = partial(run_unit, plans, settings.threads, study.table.metrics[0])
+    failed = run_arms(str(settings.name), fingerprints, run, settings.jobs, settings.storage, settings.storage_dir)
+    complete = arm_results(open_arms_study(str(settings.name), settings.storage, settings.storage_dir), fingerprints)
+    return complete["result"].tolist(), failed
+
+
+def study_report(study: StudyDefinition, settings: StudySettings, results: list[dict]) -> tuple[str, dict]:
+    """The study's page (Markdown: question, setup, table, how to reproduce) and its results as JSON."""
+    rows = study_rows(results, study)
+    seeds = ", ".join(f"`{key}` {list(values)}" for key, values in study.seeds.items()) or "none"
+    small = f" At scale `{settings.scale}` (the file's `scales.{settings.scale}`)." if settings.scale else ""
+    commits = ", ".join(sorted({result["commit"] for result in results}))
+    page = (
+        f"# {study.title}\n\n{study.question.strip()}\n\n"
+        f"Environment `{study.env}`, steps {', '.join(study.steps)}, seeds {seeds}; in the table mean ± std over "
+        f"{study.table.spread or 'every seed combination'}{'' if not study.table.percent else ', in %'}.{small} Commit(s) {commits}.\n\n"
+        + markdown_table(rows, study)
+        + f"\nReproduce: `kedro run --pipelines=study --params=study.name={settings.name}{f',study.scale={settings.scale}' if settings.scale else ''}` (units already complete with the same "
+        "definition and code are reused; the definition: `conf/studies/" + f"{settings.name}.yml`).\n"
+    )
+    return page, {"study": settings.name, "units": results, "rows": rows}

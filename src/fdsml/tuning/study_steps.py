@@ -1,0 +1,195 @@
+"""The steps a study's arm runs, one after another, on its parameters: each adds metrics to the arm's result.
+
+A step reads the sections of the arm's parameters it names in :data:`STEPS` and the state the
+steps before it left (the pre-trained model file), and returns its metrics, named ``<prefix>.<name>``.
+``pretrain`` trains on every row of the fractals table (the study's own probe and fine-tuning are its
+measures); ``pretrain_heldout`` holds ``fractals.holdout``'s rows out and reports the validation's
+values at initialisation and at the last step. Without a pre-training step the trunk is a random
+one drawn from ``pretrain.train.seed``, so scratch has a spread over the seeds like every other arm.
+The pre-training runs of every arm share one ``pretrain.run_dir``: a run's folder is named by its
+fingerprint, so two arms (or seeds of fine-tuning) that differ only downstream of pre-training find
+the same finished run there and train nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from fdsml.tuning.config import PRETRAIN_METRICS
+
+Metrics = dict[str, float]
+VALIDATION_COLUMNS = PRETRAIN_METRICS
+"""The pre-training validation's columns (docs/pretrain.md) a study may show at initialisation and at the last step."""
+RETRIEVAL_METRICS = ("recall@1", "recall@2", "recall@4", "recall@8", "map@r", "r_precision", "nmi")
+FILTERS = ("all", "each", "same", "diff")
+ACCEPTANCE_RATES = ("class_filter_acceptance_rate", "class_acceptance_rate", "instance_acceptance_rate")
+SWEEP_FIGURES = (
+    "contractive_fraction",
+    "monotone_fraction_contractive",
+    "monotone_within_noise_fraction_contractive",
+    "median_spearman_contractive",
+    "monotone_fraction_noncontractive",
+    "median_spearman_noncontractive",
+    "median_spearman_pooled",
+    "noise_floor_px_median",
+)
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Step:
+    """A step: what it runs, the parameter sections it reads (its fingerprint), the metrics it may yield."""
+
+    run: Callable[[dict[str, Any], dict[str, Any]], Metrics]
+    sections: tuple[str, ...]
+    metrics: tuple[str, ...]
+
+
+def _fractals(params: dict[str, Any], *, with_summary: bool = False):
+    """``params:fractals`` parsed, and its table (with the generation summary when asked)."""
+    from fdsml.data.fractals_config import parse_fractals_params
+    from fdsml.families.generation import generate_table
+
+    fractals = parse_fractals_params(params["fractals"])
+    table, summary = generate_table(fractals.spec)
+    return fractals, ((table, summary) if with_summary else table)
+
+
+def _pretrain(params: dict[str, Any], state: dict[str, Any], *, heldout: bool) -> Metrics:
+    from fdsml.data.holdout import split_table
+    from fdsml.training.pretrain import parse_pretrain_params, pretrain
+
+    fractals, table = _fractals(params)
+    split = split_table(table, fractals.holdout, fractals.spec.settings.seed) if heldout else None
+    started = time.perf_counter()
+    state["payload"], history = pretrain(table, fractals.spec, parse_pretrain_params(params["pretrain"]), split=split)
+    metrics = {"pretrain.steps": float(len(history)), "pretrain.seconds": time.perf_counter() - started}
+    return metrics | (_validation_ends(history) if heldout else {})
+
+
+def _validation_ends(history) -> Metrics:
+    """The held-out validation at initialisation (the history's step 0) and at the last step; the training triplet
+    accuracy (``triplet_accuracy_<filter>``, where the objective mines triplets) over the first and the last tenth of the steps."""
+    metrics = {}
+    for key in VALIDATION_COLUMNS:
+        if key in history:
+            metrics[f"initial.{key}"], metrics[f"last.{key}"] = float(history[key].iloc[0]), float(history[key].iloc[-1])
+    steps = history.iloc[1:]
+    tenth = max(len(steps) // 10, 1)
+    for key in (key for key in steps.columns if key.startswith("triplet_accuracy_")):
+        metrics["train.triplet_accuracy_first_tenth"] = float(steps[key].iloc[:tenth].mean())
+        metrics["train.triplet_accuracy_last_tenth"] = float(steps[key].iloc[-tenth:].mean())
+    return metrics
+
+
+def pretrain_every_row(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
+    """Pre-train on every row of the fractals table (no held-out rows)."""
+    return _pretrain(params, state, heldout=False)
+
+
+def pretrain_heldout(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
+    """Pre-train with ``fractals.holdout``'s rows held out; the validation's values at step 0 and at the last step."""
+    return _pretrain(params, state, heldout=True)
+
+
+def _trunk(params: dict[str, Any], state: dict[str, Any]):
+    """The pre-trained model, or (no pre-training step) a random trunk drawn from ``pretrain.train.seed``."""
+    import torch
+
+    from fdsml.models import build_model, model_from_payload
+
+    if "payload" in state:
+        return model_from_payload(state["payload"])
+    torch.manual_seed(params["pretrain"]["train"]["seed"])
+    return build_model(params["pretrain"]["model"]["backbone"], img_size=params["retrieval"]["data"]["image_size"])
+
+
+def frozen_probe(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
+    """The frozen trunk's k-NN retrieval metrics on ``retrieval.data.dataset``'s test classes."""
+    from fdsml.evaluation.frozen_probe import frozen_probe as probe
+    from fdsml.training.retrieval import load_splits, parse_retrieval_params
+
+    retrieval = parse_retrieval_params(params["retrieval"])
+    found = probe(_trunk(params, state), load_splits(retrieval), retrieval.data.image_size, crop_fraction=retrieval.data.crop_fraction)
+    return {f"frozen.{key}": float(value) for key, value in found.items()}
+
+
+def finetune(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
+    """Fine-tune the pre-trained model (or scratch) with ``retrieval``'s recipe and seeds; the metrics' means over the seeds."""
+    from fdsml.models.starting_points import PRETRAINED, StartingPoint
+    from fdsml.training.retrieval import compare_starting_points, parse_retrieval_params
+
+    retrieval = parse_retrieval_params(params["retrieval"])
+    backbone = params["pretrain"]["model"]["backbone"]
+    start = StartingPoint("pretrained", PRETRAINED, backbone) if "payload" in state else StartingPoint("scratch", backbone=backbone)
+    started = time.perf_counter()
+    metrics, _, _ = compare_starting_points(replace(retrieval, starts=(start,)), pretrained=state.get("payload"))
+    found = {f"finetuned.{key}": float(value) for key, value in metrics[start.name]["mean"].items()}
+    return found | {"finetune.seconds": time.perf_counter() - started}
+
+
+def classify(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
+    """Fine-tune the pre-trained model (or scratch) as a classifier with ``classification``'s recipe on its first
+    dataset; top-1 and top-5 on its test split."""
+    from fdsml.models.starting_points import PRETRAINED, StartingPoint
+    from fdsml.training.classification import parse_classification_params, run_classification
+
+    config = parse_classification_params(params["classification"])
+    backbone = params["pretrain"]["model"]["backbone"]
+    start = StartingPoint("pretrained", PRETRAINED, backbone) if "payload" in state else StartingPoint("scratch", backbone=backbone)
+    started = time.perf_counter()
+    _, metrics, _ = run_classification(replace(config, datasets=config.datasets[:1], starting_points=(start,)), state.get("payload"))
+    scores = metrics[config.datasets[0].name][start.name]
+    return {"classified.top1": float(scores["top1"]), "classified.top5": float(scores["top5"]), "classify.seconds": time.perf_counter() - started}
+
+
+def descriptor(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
+    """Generate the fractals table and validate its descriptor (``validate_descriptor``): the generator's acceptance
+    rates, the triplet agreement per filter, the label rule's, and the sweeps' figures. A table the generator cannot
+    complete is a result too (``generation.failed`` 1, no other figure)."""
+    from fdsml.errors import GenerationError
+    from fdsml.validation.agreement import summarise_agreement
+    from fdsml.validation.measure import parse_validate_descriptor_params, sweep_points, triplet_agreement, validated_rows
+    from fdsml.validation.sweeps import summarise_sweeps
+
+    try:
+        fractals, (table, summary) = _fractals(params, with_summary=True)
+    except GenerationError as error:
+        logger.warning("the generator could not complete the table: %s", error)
+        return {"generation.failed": 1.0}
+    config = parse_validate_descriptor_params(params["validate_descriptor"])
+    table = validated_rows(table, params["fractals"], config)
+    agreement = summarise_agreement(triplet_agreement(table, fractals.spec, config))
+    sweeps = summarise_sweeps(sweep_points(table, fractals.spec, config))
+    metrics = {"generation.failed": 0.0} | {f"generation.{key}": float(summary[key]) for key in ACCEPTANCE_RATES}
+    for block in ("agreement", "label_rule_agreement", "same_positive_rate"):
+        metrics |= {f"{block}.{name}": float(value) for name, value in agreement[block].items() if value is not None}
+    return metrics | {f"sweeps.{key}": float(sweeps[key]) for key in SWEEP_FIGURES if sweeps.get(key) is not None}
+
+
+STEPS: dict[str, Step] = {
+    "pretrain": Step(pretrain_every_row, ("fractals", "pretrain"), ("pretrain.steps", "pretrain.seconds")),
+    "pretrain_heldout": Step(
+        pretrain_heldout,
+        ("fractals", "pretrain"),
+        ("pretrain.steps", "pretrain.seconds", "train.triplet_accuracy_first_tenth", "train.triplet_accuracy_last_tenth")
+        + tuple(f"{when}.{column}" for when in ("initial", "last") for column in VALIDATION_COLUMNS),
+    ),
+    "descriptor": Step(
+        descriptor,
+        ("fractals", "validate_descriptor"),
+        ("generation.failed", *(f"generation.{key}" for key in ACCEPTANCE_RATES))
+        + tuple(f"{block}.{name}" for block in ("agreement", "label_rule_agreement", "same_positive_rate") for name in FILTERS)
+        + tuple(f"sweeps.{key}" for key in SWEEP_FIGURES),
+    ),
+    "classify": Step(classify, ("pretrain", "classification"), ("classified.top1", "classified.top5", "classify.seconds")),
+    "frozen_probe": Step(frozen_probe, ("pretrain", "retrieval"), tuple(f"frozen.{name}" for name in RETRIEVAL_METRICS)),
+    "finetune": Step(
+        finetune, ("pretrain", "retrieval"), tuple(f"finetuned.{name}" for name in RETRIEVAL_METRICS) + ("finetune.seconds",)
+    ),
+}
+"""Every step a study file may name: what it runs, reads and yields."""

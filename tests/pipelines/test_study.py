@@ -1,0 +1,51 @@
+"""``kedro run --pipelines=study``: a tiny study file run end to end, its page and results catalog entries, a second run reusing every unit."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import ROOT
+from tests.tuning.study_files import study_project
+
+
+def kedro_study(project: Path, *params: str) -> subprocess.CompletedProcess:
+    env = os.environ | {
+        "KEDRO_DISABLE_TELEMETRY": "1",
+        "PYTHONPATH": str(ROOT / "src") + os.pathsep + str(ROOT),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "OMP_NUM_THREADS": "1",
+    }
+    command = ["kedro", "run", "--pipelines=study", "--params=" + ",".join(("study.name=tiny", *params))]
+    return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True)
+
+
+@pytest.mark.slow
+def test_a_study_file_runs_end_to_end_and_a_second_run_reuses_every_unit(tmp_path):
+    project = study_project(tmp_path / "project")
+    first = kedro_study(project)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    page = (project / "data/08_reporting/studies/tiny.md").read_text()
+    results = json.loads((project / "data/08_reporting/studies/tiny.json").read_text())
+    assert page.startswith("# Tiny study\n") and "| scratch | 4 | 2 |" in page and "| fdsl | 4 | 2 |" in page
+    assert len(results["units"]) == 8 and {unit["arm"] for unit in results["units"]} == {"scratch", "fdsl"}
+    pretrained = list((project / "data/06_models/studies/tiny/pretrain").iterdir())
+    assert len(pretrained) == 2  # fdsl's two pre-training seeds; its fine-tuning seeds found them finished
+    second = kedro_study(project)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "finetuned.recall@1" not in second.stdout + second.stderr  # no unit ran again
+    assert (project / "data/08_reporting/studies/tiny.md").read_text() == page
+
+
+def test_an_unknown_arm_key_stops_the_run_before_any_unit(tmp_path):
+    project = study_project(tmp_path / "project")
+    path = project / "conf/studies/tiny.yml"
+    path.write_text(path.read_text().replace("pretrain.objective: fdsl", "pretrain.objectiv: fdsl"))
+    done = kedro_study(project)
+    assert done.returncode != 0
+    output = " ".join((done.stdout + done.stderr).split())
+    assert "tiny.yml: arms.fdsl:" in output and "did you mean pretrain.objective" in output
+    assert not (project / "data/07_model_output/studies").exists()

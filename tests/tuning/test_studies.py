@@ -1,0 +1,114 @@
+"""The study runner: units keyed by their fingerprint (reused, rerun when changed or failed), the seed grid, shared pre-training, scratch's spread."""
+
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from fdsml.config import env_parameters
+from fdsml.tuning.study_runner import parse_study_settings, plan_units, run_study
+from fdsml.tuning.study_file import read_study, units
+from fdsml.tuning.study_steps import STEPS, Step, _trunk
+from tests.support import ROOT
+from tests.tuning.study_files import TINY_STUDY, study_project
+
+CALLS: list[tuple] = []
+
+
+def counted(params, state):
+    """A cheap step: records its call and yields a value computed from the unit's parameters."""
+    CALLS.append((params["pretrain"]["optimizer"]["base_lr"], params["pretrain"]["train"]["seed"]))
+    if params["pretrain"]["optimizer"]["base_lr"] == 13.0:
+        raise RuntimeError("this arm fails")
+    return {"count.value": params["pretrain"]["optimizer"]["base_lr"] + params["pretrain"]["train"]["seed"]}
+
+
+COUNTED = {
+    **TINY_STUDY,
+    "steps": ["count"],
+    "arms": {"low": {"pretrain.optimizer.base_lr": 1.0}, "high": {"pretrain.optimizer.base_lr": 2.0}},
+    "seeds": {"pretrain.train.seed": [0, 1]},
+    "table": {"metrics": ["count.value"], "spread": "pretrain.train.seed", "reference": "low"},
+}
+
+
+@pytest.fixture
+def counting(monkeypatch, tmp_path):
+    monkeypatch.setitem(STEPS, "count", Step(counted, ("pretrain",), ("count.value",)))
+    CALLS.clear()
+    project = study_project(tmp_path / "project", COUNTED, "counted")
+
+    def run(study: dict | None = None) -> list[dict]:
+        if study is not None:
+            (project / "conf/studies/counted.yml").write_text(yaml.safe_dump(study))
+        settings = parse_study_settings(
+            {"name": "counted", "conf_source": str(project / "conf"), "storage_dir": str(tmp_path), "run_dir": str(tmp_path / "runs")}
+        )
+        results, failed = run_study(read_study(project / "conf/studies/counted.yml"), settings, env_parameters(str(project / "conf"), "base"))
+        return results, failed
+
+    return run
+
+
+def test_the_seed_grid_repeats_every_arm_over_each_combination_in_file_order(tmp_path):
+    study = read_study(study_project(tmp_path / "p") / "conf/studies/tiny.yml")
+    assert [unit.name for unit in units(study)] == [
+        f"{arm}|pretrain.train.seed={p}|retrieval.seeds=[{f}]" for arm in ("scratch", "fdsl") for p in (0, 1) for f in (0, 1)
+    ]
+
+
+def test_a_complete_unit_is_reused_a_changed_arm_reruns_alone_a_failed_one_reruns(counting, caplog):
+    results, failed = counting()
+    assert sorted(CALLS) == [(1.0, 0), (1.0, 1), (2.0, 0), (2.0, 1)] and failed == []
+    assert sorted(r["metrics"]["count.value"] for r in results) == [1.0, 2.0, 2.0, 3.0]
+    CALLS.clear()
+    counting()
+    assert CALLS == []  # every unit complete with the same fingerprint
+    changed = {**COUNTED, "arms": {"low": {"pretrain.optimizer.base_lr": 1.0}, "high": {"pretrain.optimizer.base_lr": 13.0}}}
+    results, failed = counting(changed)
+    assert sorted(CALLS) == [(13.0, 0), (13.0, 1)]  # only the changed arm runs; it fails
+    assert sorted(failed) == ["high|pretrain.train.seed=0", "high|pretrain.train.seed=1"]
+    assert "unit high|pretrain.train.seed=0 failed: RuntimeError: this arm fails" in caplog.text  # its error named, not only its name
+    assert {r["arm"] for r in results} == {"low"}
+    CALLS.clear()
+    counting(changed)
+    assert sorted(CALLS) == [(13.0, 0), (13.0, 1)]  # failed units run again
+
+
+def test_units_differing_downstream_of_pretraining_share_its_run_folder_and_scratch_draws_its_trunk_from_the_seed(tmp_path):
+    project = study_project(tmp_path / "p")
+    study = read_study(project / "conf/studies/tiny.yml")
+    settings = parse_study_settings({"name": "tiny", "conf_source": str(project / "conf"), "run_dir": str(tmp_path / "runs")})
+    plans = plan_units(study, settings, env_parameters(str(project / "conf"), "base"))
+    fdsl = [plan for plan in plans.values() if plan.unit.arm == "fdsl" and plan.unit.seeds["pretrain.train.seed"] == 0]
+    assert len(fdsl) == 2 and fdsl[0].fingerprint != fdsl[1].fingerprint  # two fine-tuning seeds: two units
+    assert fdsl[0].parameters["pretrain"] == fdsl[1].parameters["pretrain"]  # ... one pre-training (one run fingerprint)
+    assert fdsl[0].parameters["pretrain"]["run_dir"] == str(tmp_path / "runs/tiny/pretrain")
+    assert fdsl[0].parameters["retrieval"]["run_dir"] != fdsl[1].parameters["retrieval"]["run_dir"]
+    scratch = {plan.unit.seeds["pretrain.train.seed"]: plan for plan in plans.values() if plan.unit.arm == "scratch"}
+    trunks = [_trunk(scratch[seed].parameters, {}).state_dict() for seed in (0, 1, 0)]
+    first = next(key for key, value in trunks[0].items() if value.dtype.is_floating_point)
+    assert not torch.equal(trunks[0][first], trunks[1][first]) and torch.equal(trunks[0][first], trunks[2][first])
+
+
+def test_a_scale_runs_some_arms_with_fewer_seeds_and_its_overlay_last(tmp_path):
+    study = {**TINY_STUDY, "scales": {"one": {"arms": ["fdsl"], "seeds": {"retrieval.seeds": [[3]]}, "overlay": {"pretrain.train.max_steps": 1}}}}
+    project = study_project(tmp_path / "p", study)
+    settings = parse_study_settings({"name": "tiny", "scale": "one", "conf_source": str(project / "conf")})
+    plans = plan_units(read_study(project / "conf/studies/tiny.yml"), settings, env_parameters(str(project / "conf"), "base"))
+    assert list(plans) == ["fdsl|pretrain.train.seed=0|retrieval.seeds=[3]", "fdsl|pretrain.train.seed=1|retrieval.seeds=[3]"]
+    assert all(plan.parameters["pretrain"]["train"]["max_steps"] == 1 for plan in plans.values())
+
+
+def test_the_descriptor_step_yields_the_generators_acceptance_and_the_agreement_per_filter():
+    from fdsml.config import with_overlay
+    from fdsml.tuning.study_steps import descriptor
+
+    study = read_study(ROOT / "conf/studies/generator_variants.yml")
+    params = with_overlay(with_overlay(env_parameters(str(ROOT / "conf"), "base"), study.overlay), study.scales["tiny"].overlay)
+    metrics = descriptor(params, {})
+    assert metrics["generation.failed"] == 0.0 and 0 < metrics["generation.class_filter_acceptance_rate"] <= 1
+    assert {f"agreement.{name}" for name in ("all", "each", "same", "diff")} <= set(metrics)
+    assert all(0 <= value <= 1 for key, value in metrics.items() if key.startswith(("agreement.", "label_rule_agreement.")))
+    assert "label_rule_agreement.each" in metrics and "label_rule_agreement.same" not in metrics  # each alone has one same-class candidate
