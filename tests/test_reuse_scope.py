@@ -70,6 +70,19 @@ def test_a_family_registered_from_outside_fdsml_brings_its_code(edit_module, tab
     assert pretrain_fingerprint(CONFIG, table, spec=spec) != before
 
 
+def test_every_registered_objectives_module_enters_a_pretraining_runs_code(edit_module, table):
+    """The objectives' package finds its modules rather than naming them in an import the digest reads."""
+    from fdsml.training.pretrain_objectives import objective_modules
+
+    assert "fdsml.training.pretrain_objectives.pml" not in reuse._imported_closure(("fdsml.training.pretrain",), frozenset({"fdsml"}))
+    before = pretrain_fingerprint(CONFIG, table)
+    for module in objective_modules():
+        edit_module(module, lambda source: source + "\nCHANGED = 1\n")
+        after = pretrain_fingerprint(CONFIG, table)
+        assert after != before, module
+        before = after
+
+
 def test_library_versions_and_the_resolved_device_and_precision_enter_a_runs_fingerprint(table, monkeypatch):
     base = pretrain_fingerprint(CONFIG, table)
     assert pretrain_fingerprint(CONFIG, table, device="cuda") != base  # device: auto on a GPU machine: bf16 there

@@ -271,7 +271,7 @@ def test_an_interrupted_fdsl_pa_run_resumes_its_class_head_to_the_uninterrupted_
     """The class head is the objective's, not the model's: it must travel in the checkpoint, or a resumed run
     would start the head over from its initial weights and end elsewhere."""
     import fdsml.training.pretrain as pretrain_module
-    from fdsml.training.objectives import CrossEntropyPATripletObjective
+    from fdsml.training.pretrain_objectives.fdsl_pa import CrossEntropyPATripletObjective
 
     class Interrupted(CrossEntropyPATripletObjective):
         def forward(self, model, batch, step=0):
