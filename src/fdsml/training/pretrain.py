@@ -36,7 +36,7 @@ from fdsml.distributed import DistContext
 from fdsml.training.live import live_metrics
 from fdsml.training.loop import Validation, train
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
-from fdsml.training.pretrain_objectives import Batches, ObjectiveRecipe, objective_modules, objective_recipe, with_objective_sections
+from fdsml.training.pretrain_objectives import Batches, ObjectiveRecipe, objective_recipe, with_objective_sections
 from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, plan_training
 from fdsml.training.run_folders import RunDefinition, run_fingerprint, run_folder
 
@@ -111,8 +111,8 @@ class PretrainConfig:
         check_batch_composition(self)
         if self.shuffled_batches and self.data.batches_per_epoch is not None:
             raise ConfigError(
-                "pretrain.data.batches_per_epoch: plain shuffled batches (pretrain.fdsl.batches or pretrain.fdsl_pa.batches: "
-                "shuffled, or PA-Triplet's all and diff filters in batch mode) make one pass over the images per epoch; set it to null"
+                f"pretrain.data.batches_per_epoch: plain shuffled batches (as pretrain.{self.objective} asks) make one pass "
+                "over the images per epoch; set it to null"
             )
 
     @property
@@ -200,16 +200,14 @@ def defining_run(
     The codes table enters by its :func:`~fdsml.reuse.content_digest` (``codes_digest``, of the rows
     trained on), its held-out split by content; materialised shards (``data.source: shards``)
     by the fingerprint the fractals pipeline recorded for them. The family's own module joins the
-    code (a family registered from outside ``fdsml``), and so does every registered objective's module
-    (the objectives' package finds them rather than importing them by name).
+    code (a family registered from outside ``fdsml``).
     """
     inputs = {"codes": codes_digest}
     if split is not None:
         inputs["split"] = reuse.content_digest({"training": split.training, "heldout": split.heldout})
     if config.data.source == "shards":
         inputs["images"] = (shards or {}).get("fingerprint", "")
-    code = (__name__, *objective_modules(), type(spec.family).__module__)
-    return RunDefinition({"pretrain": config, **spec.defining()}, code=code, inputs=inputs)
+    return RunDefinition({"pretrain": config, **spec.defining()}, code=(__name__, type(spec.family).__module__), inputs=inputs)
 
 
 def check_shards_match(config: PretrainConfig, spec: FamilySpec, codes_digest: str, shards: dict | None) -> None:

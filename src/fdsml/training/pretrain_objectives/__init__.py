@@ -8,35 +8,30 @@
 
 A module holds its settings (``pretrain.<name>``, every one a plain key a study can search),
 the objective the loop calls, and its :class:`~fdsml.training.pretrain_objectives.recipe.ObjectiveRecipe`
-decorated with :func:`register_objective`. Every module of this package is imported here, so a new
-objective is one new file (docs/architecture.md, "Where does a new X go").
+decorated with :func:`register_objective`. A new objective is one new file and its import below
+(docs/architecture.md, "Where does a new X go"): imported by name, so that every objective's code
+enters the fingerprint of a run (:func:`fdsml.reuse.code_digest` reads imports, not registrations).
 """
 
 from __future__ import annotations
-
-import importlib
-import pkgutil
 
 from fdsml.training.pretrain_objectives.recipe import (
     Batches,
     BatchNeed,
     ObjectiveRecipe,
     known_objectives,
-    objective_modules,
     objective_recipe,
     register_objective,
     with_objective_sections,
 )
 
-for _module in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_module.name}")
+from fdsml.training.pretrain_objectives import fdsl, fdsl_pa, label_triplet, pa_triplet, pml  # noqa: F401  (each registers its own)
 
 __all__ = [
     "BatchNeed",
     "Batches",
     "ObjectiveRecipe",
     "known_objectives",
-    "objective_modules",
     "objective_recipe",
     "register_objective",
     "with_objective_sections",

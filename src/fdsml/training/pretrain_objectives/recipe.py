@@ -96,12 +96,6 @@ def known_objectives() -> tuple[str, ...]:
     return tuple(sorted(_RECIPES))
 
 
-def objective_modules() -> tuple[str, ...]:
-    """The modules of the registered objectives, for a run's code fingerprint: the package imports them by
-    discovery, which the reading of its imports (:func:`fdsml.reuse.code_digest`) does not see."""
-    return tuple(sorted({type(recipe).__module__ for recipe in _RECIPES.values()}))
-
-
 def objective_recipe(name: str, key: str = "objective") -> ObjectiveRecipe:
     """The recipe registered as ``name``; an unknown name raises ``ConfigError`` naming ``key`` and the known ones."""
     try:
