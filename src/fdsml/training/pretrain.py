@@ -127,6 +127,7 @@ class PretrainConfig:
 
     @property
     def batches(self) -> Batches:
+        """How the selected objective's batches are formed, as its recipe says."""
         return self.recipe.batches(self.objective_settings)
 
     @property

@@ -5,9 +5,12 @@ import math
 import pytest
 import torch
 
+from fdsml.training.pretrain import pretrain
 from fdsml.training.pretrain_objectives.fdsl_pa import CrossEntropyPATripletObjective
 from fdsml.training.pretrain_objectives.pa_triplet import PATripletObjective
 
+from tests.support import TINY_SPEC
+from tests.training.helpers import tiny_config
 from .tiny_batch import EMBEDDINGS, LABELS, MARGIN, SAME_TRIPLETS, Fixed, hand_batch, hinge
 
 HEAD = torch.tensor([[1.0, -1.0], [-0.5, 0.5]])  # class head weights (2 classes x 2 dims), bias 0
@@ -79,3 +82,40 @@ def test_the_class_head_is_the_objectives_own_and_trains():
 def test_a_negative_weight_is_refused():
     with pytest.raises(ValueError, match="weight"):
         _fdsl_pa(weight=-0.1)
+
+
+def test_fdsl_pa_takes_shuffled_batches_with_a_filter_that_needs_no_classmate(tmp_path):
+    config = tiny_config(tmp_path, objective="fdsl_pa", fdsl_pa={"batches": "shuffled", "filter": "diff"})
+    assert config.shuffled_batches
+
+
+def test_an_interrupted_fdsl_pa_run_resumes_its_class_head_to_the_uninterrupted_weights(tiny_table, tmp_path, monkeypatch):
+    """The class head is the objective's, not the model's: it must travel in the checkpoint, or a resumed run
+    would start the head over from its initial weights and end elsewhere."""
+    import fdsml.training.pretrain as pretrain_module
+
+    class Interrupted(CrossEntropyPATripletObjective):
+        def forward(self, model, batch, step=0):
+            if step == 3:
+                raise KeyboardInterrupt("killed after the checkpoint at step 2")
+            return super().forward(model, batch, step)
+
+    def config(run_dir):
+        return tiny_config(run_dir, objective="fdsl_pa", train={"max_steps": 5, "checkpoint_every": 2})
+
+    build = pretrain_module.build_objective
+    with monkeypatch.context() as patched:
+        patched.setattr(pretrain_module, "build_objective", lambda c, *sizes: _interrupted(build(c, *sizes), Interrupted))
+        with pytest.raises(KeyboardInterrupt):
+            pretrain(tiny_table, TINY_SPEC, config(tmp_path / "killed"))
+    resumed, history = pretrain(tiny_table, TINY_SPEC, config(tmp_path / "killed"))
+    assert history["step"].tolist() == [1, 2, 3, 4, 5]
+    uninterrupted, _ = pretrain(tiny_table, TINY_SPEC, config(tmp_path / "straight"))
+    for name, tensor in uninterrupted["state_dict"].items():
+        torch.testing.assert_close(resumed["state_dict"][name], tensor, rtol=0, atol=0, msg=name)
+
+
+def _interrupted(objective, cls):
+    """``objective`` as an instance of its subclass ``cls`` (same state)."""
+    objective.__class__ = cls
+    return objective
