@@ -39,7 +39,7 @@ import torch.distributed as dist  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling modules, also when loaded by path
 import child_runs  # noqa: E402
-import gpu_render_checks as render_rows  # noqa: E402
+import gpu_render_speed as render_rows  # noqa: E402
 from fdsml.atomic import atomic_path  # noqa: E402
 from fdsml.losses.couce import CouCESettings, build_couce_objective  # noqa: E402
 from fdsml.losses.pa_triplet import mine_batch_triplets  # noqa: E402
@@ -56,6 +56,8 @@ QUICK_DEVICE_BUDGET_S = 480
 MIN_ROW_S = 20
 """A row is not started with less of the budget left."""
 TORCHRUN_TIMEOUT_S = 300
+RENDERER_BYTES_TEST = "tests/ifs/test_render_triton.py::test_on_a_gpu_every_specialisation_draws_the_numba_renderers_bytes"
+"""The test that holds the Triton kernels, compiled for the GPU, to the Numba renderer's bytes."""
 
 
 @dataclass(frozen=True)
@@ -196,6 +198,38 @@ def check_resume(device, sizes, folder):
     return ("ok" if worst == 0 else "FAIL"), f"max |difference| {worst:.3g} after {sizes.steps} steps, resumed at {sizes.steps - 1}"
 
 
+class TestReports:
+    """pytest's reports of one run: every test's call, and any setup or teardown that did not pass."""
+
+    def __init__(self):
+        self.reports = []
+
+    def pytest_runtest_logreport(self, report):
+        if report.when == "call" or not report.passed:
+            self.reports.append(report)
+
+    def problem(self) -> str | None:
+        """None when exactly one test ran and passed; else what went wrong first (a skip is no pass)."""
+        if len(self.reports) == 1 and self.reports[0].passed:
+            return None
+        failed = next((report for report in self.reports if not report.passed), None)
+        if failed is None:
+            return f"{len(self.reports)} tests ran, not one"
+        return failed.longrepr[2] if failed.skipped else str(failed.longrepr).strip().splitlines()[-1]
+
+
+def check_test(device, sizes, folder, node: str):
+    """The test ``node`` (a path under the repository root and its name), run here by pytest."""
+    import pytest
+
+    reports = TestReports()
+    pytest.main(["-q", "-p", "no:cacheprovider", str(Path(__file__).resolve().parents[1] / node)], plugins=[reports])
+    problem = reports.problem()
+    if problem:
+        return "FAIL", problem[:160]
+    return "ok", f"{node.split('::')[-1]} passed in {reports.reports[0].duration:.1f} s"
+
+
 def check_torchrun_pretrain(device, sizes, folder):
     """The project's ``pretrain()`` under ``torchrun --nproc_per_node=2`` (NCCL on 2 GPUs, gloo on CPU replicas
     otherwise, which the row says): uint8 rendering converted on the device, validation with the probe,
@@ -271,8 +305,9 @@ class Check:
 
 
 def rendering_checks() -> list[Check]:
-    """The rendering rows (:mod:`gpu_render_checks`); the packing is the host's and runs anywhere."""
-    rows = [Check("renderer bytes = Numba, every specialisation", True, render_rows.check_renderer_bytes, 180)]
+    """The rendering rows: the kernels' bytes (a test) and their speed (:mod:`gpu_render_speed`); the packing is
+    the host's and runs anywhere."""
+    rows = [Check("renderer bytes = Numba, every specialisation", True, lambda d, s, f: check_test(d, s, f, RENDERER_BYTES_TEST), 180)]
     rows += [
         Check(f"kernel alone, {size} px / {points:,} points", True,
               lambda d, s, f, size=size, points=points: render_rows.check_kernel(d, s, f, size, points), 90)

@@ -58,6 +58,8 @@ METHOD_OVERRIDES = {
     "fdsl_pa": {"objective": "fdsl_pa"},
     "label_triplet": {"objective": "label_triplet"},
     "pml": {"objective": "pml"},
+    # the paper's construction: each triplet drawn on its own (conf/fair's pa_explicit arm)
+    "explicit_same": {"objective": "pa_triplet", "pa_triplet": {"filter": "same", "mode": "explicit"}},
 }
 CODE_MODULES = ("fdsml.training.pretrain", "fdsml.training.retrieval", "fdsml.evaluation.frozen_probe", "fdsml.families.generation")
 

@@ -244,7 +244,7 @@ def test_a_wrong_name_is_caught(command):
 
 
 LINK = re.compile(r"\]\(([\w./-]*\.md)?(?:#([\w-]+))?\)")
-BENCHMARK_KINDS = ("Speed and cost", "Studies", "One-off proofs", "Checks")
+BENCHMARK_KINDS = ("Speed and cost", "Studies", "The GPU check")
 
 
 def headings(text: str) -> set[str]:

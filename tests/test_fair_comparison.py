@@ -167,9 +167,34 @@ def test_the_defaults_carry_the_recorded_recipes(fair, monkeypatch):
             assert {key: value for key, value in chosen["pretrain"].items() if key != "model"} == recorded[chosen["method"]], arm
 
 
-@pytest.mark.parametrize("path", [TUNED_RECIPES, "conf/fair/tuned_recipes_round2.yml"])
+@pytest.mark.parametrize("path", [TUNED_RECIPES, "conf/fair/tuned_recipes_round2.yml", "conf/fair/untuned_recipes.yml"])
 def test_every_recorded_recipe_is_a_pretraining_of_its_method(fair, params, monkeypatch, path):
     budget = load_benchmark("pretraining_budget", monkeypatch)
     for method, recorded in budget.read_recipes(path).items():
         config = parse_pretrain_params(with_overlay(params["pretrain"], recorded) | {"run_dir": "unused"})  # ConfigError for a wrong key or value
         assert config.objective == budget.METHOD_OVERRIDES[method]["objective"], method
+
+
+def test_the_untuned_paper_recipe_is_its_arm_at_conf_bases_values(fair, monkeypatch):
+    """pa_explicit's recorded recipe: the arm's objective (the paper's construction) with conf/base's rate, margin and reducer."""
+    recorded = load_benchmark("pretraining_budget", monkeypatch).read_recipes("conf/fair/untuned_recipes.yml")["explicit_same"]
+    arm = fair.parameters("fair")["fair_comparison"]["arms"]["pa_explicit"]
+    base = fair.parameters("base")["pretrain"]
+    untuned = {"optimizer": {"base_lr": base["optimizer"]["base_lr"]}, "pa_triplet": {key: base["pa_triplet"][key] for key in ("margin", "reducer")}}
+    assert recorded == with_overlay(arm["pretrain"], untuned)
+    assert (recorded["pa_triplet"]["mode"], recorded["pa_triplet"]["normalize_embeddings"], recorded["model"]["embedding_dim"]) == ("explicit", False, 512)
+    assert recorded["pa_triplet"]["min_relative_gap"] == 0.0
+
+
+def test_faithful_is_conf_fair_on_its_own_generator_with_studies_of_its_own(fair):
+    """conf/faithful: conf/fair's every parameter but the generator's choices, validated on held-out classes, tuned afresh."""
+    fair_params, faithful = fair.parameters("fair"), fair.parameters("faithful")
+    for section in ("pretrain", "retrieval", "fair_comparison", "classification"):
+        assert faithful[section] == fair_params[section], section
+    assert {**faithful["tune"], "storage_dir": None} == {**fair_params["tune"], "storage_dir": None}
+    assert faithful["tune"]["storage_dir"] != fair_params["tune"]["storage_dir"]  # a conf/fair study never counts here
+    generator = ("perturbation", "class_filter", "sampler", "sigma_factor", "uniform")
+    assert {key: value for key, value in faithful["fractals"].items() if key not in generator} == {
+        key: value for key, value in fair_params["fractals"].items() if key not in generator
+    }
+    assert faithful["fractals"] != fair_params["fractals"] and faithful["validate_descriptor"]["rows"] == "heldout_classes"

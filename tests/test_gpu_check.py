@@ -95,3 +95,18 @@ def test_a_child_with_a_flood_of_output_finishes_and_a_hung_one_is_killed_with_i
     time.sleep(0.2)
     assert not Path(f"/proc/{grandchild}").exists() or "Z" in Path(f"/proc/{grandchild}/stat").read_text().split()[2]
     assert child.process.poll() is not None and os.getpgid(os.getpid()) != child.process.pid
+
+
+def test_a_row_that_runs_a_test_passes_only_when_the_test_passed(gpu_check, tmp_path):
+    passing = "tests/ifs/test_render_triton.py::test_walkers_must_be_a_power_of_two"
+    status, detail = gpu_check.check_test("cpu", gpu_check.QUICK, tmp_path, passing)
+    assert status == "ok" and detail.startswith("test_walkers_must_be_a_power_of_two passed in ")
+    status, detail = gpu_check.check_test("cpu", gpu_check.QUICK, tmp_path, "tests/ifs/test_render_triton.py::no_such_test")
+    assert status == "FAIL" and detail == "0 tests ran, not one"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU-only behaviour")
+def test_the_renderer_bytes_row_runs_the_gpu_test_and_a_skip_there_is_a_failure(gpu_check, tmp_path):
+    index = [check.name for check in gpu_check.checks("quick")].index("renderer bytes = Numba, every specialisation")
+    status, detail = gpu_check.row_in_child("quick", index, tmp_path, 120)
+    assert status == "FAIL" and detail.startswith("Skipped: needs a CUDA device"), detail

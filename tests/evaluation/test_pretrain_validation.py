@@ -28,6 +28,7 @@ from fdsml.evaluation.retrieval import retrieval_metrics
 from fdsml.evaluation.validation_settings import ProbeSettings, ValidationSettings
 from fdsml.models import build_model
 from fdsml.training.model_setup import freeze_batchnorm
+from fdsml.training.pretrain import normalized_distances, parse_pretrain_params
 
 
 def test_ordering_agreement_by_hand():
@@ -42,6 +43,30 @@ def test_ordering_agreement_by_hand():
     # by the vectors candidate 1 is nearer in (0, 1, 2) and (0, 2, 3), farther in (1, 3, 2):
     # the descriptor agrees with the first and the third
     assert ordering_agreement(vectors, triplets) == 2 / 3
+
+
+def test_the_agreement_is_measured_in_the_distance_the_objective_trained():
+    # candidate 1 points the anchor's way but lies far out (raw distance 9.06), candidate 2 lies at 90 degrees
+    # close by (raw 1.41): normalised, candidate 1 is nearer; raw, candidate 2
+    vectors = torch.tensor([[1.0, 0.0], [10.0, 1.0], [0.0, 1.0]])
+    triplets = HeldoutTriplets(anchors=np.array([0]), first=np.array([1]), second=np.array([2]), descriptor_first=np.array([True]))
+    assert ordering_agreement(vectors, triplets, normalize=True) == 1.0
+    assert ordering_agreement(vectors, triplets, normalize=False) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("objective", "section", "normalized"),
+    [
+        ("pa_triplet", {"pa_triplet": {"normalize_embeddings": False}}, False),
+        ("pa_triplet", {}, True),
+        ("fdsl_pa", {"fdsl_pa": {"normalize_embeddings": False}}, False),
+        ("label_triplet", {"label_triplet": {"normalize_embeddings": False}}, False),
+        ("fdsl", {}, True),
+        ("pml", {}, True),
+    ],
+)
+def test_each_objective_names_the_distance_it_trains(objective, section, normalized):
+    assert normalized_distances(parse_pretrain_params({"objective": objective, **section})) is normalized
 
 
 def test_triplets_are_ordered_by_the_descriptor_distance():
@@ -111,7 +136,7 @@ def _uncached_metrics(validation: PretrainValidation, model, probe: RetrievalSpl
         vectors = features if validation.classifier else outputs
         for name, triplets in validation.triplets.items():
             if triplets is not None:
-                result[f"val_unseen_agreement_{name}"] = ordering_agreement(vectors, triplets)
+                result[f"val_unseen_agreement_{name}"] = ordering_agreement(vectors, triplets, validation.normalize)
         if validation.classifier:
             result["val_unseen_region_top1"] = topk_accuracy(outputs[validation.instance_part], validation.instance_labels, (1,))[1]
         unseen = (~validation.instance_part).numpy()
@@ -122,14 +147,14 @@ def _uncached_metrics(validation: PretrainValidation, model, probe: RetrievalSpl
     return result
 
 
-@pytest.mark.parametrize("classifier", [False, True])
-def test_the_cached_one_pass_validation_gives_the_metrics_of_the_uncached_one(classifier):
+@pytest.mark.parametrize(("classifier", "normalize"), [(False, True), (False, False), (True, True)])
+def test_the_cached_one_pass_validation_gives_the_metrics_of_the_uncached_one(classifier, normalize):
     table = pd.DataFrame({"class_id": np.repeat(np.arange(5), 6), "psi": [np.random.default_rng(i).random(6) for i in range(30)]})
     split = split_table(table, HoldoutSettings(0.34, 0.4), seed=0)
     settings = ValidationSettings(every=1, triplets=40, batch_size=9, probe=ProbeSettings(dataset="toy", max_images=30))
     probe = _probe()
     validation = PretrainValidation(
-        settings, _Renderings(table), split, classifier=classifier, seed=0, probe=probe, probe_image_size=16
+        settings, _Renderings(table), split, classifier=classifier, seed=0, normalize=normalize, probe=probe, probe_image_size=16
     )
     torch.manual_seed(0)
     head = {"head": "classifier", "num_classes": len(split.training_classes)} if classifier else {"embedding_dim": 8}

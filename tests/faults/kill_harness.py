@@ -6,7 +6,8 @@ fresh interpreter. Two scratch projects share the code: ``reference`` runs every
 ``faulted`` runs each pipeline, is killed ``kills`` times at uniform moments within the reference's
 duration, and then runs to the end. After every kill, every visible file under ``data/`` must load
 whole; at the end, every output must equal the reference's (byte for byte, or field for field
-where a file records wall time). Prints one JSON report.
+where a file records wall time). Prints one JSON report, with the seconds it took. ``tests/faults/test_kills.py``
+runs it at ``--scale 1``; a longer soak is ``python -m tests.faults.kill_harness /tmp/soak --scale 5 --seed 1``.
 """
 
 from __future__ import annotations
@@ -241,7 +242,9 @@ def main() -> None:
     parser.add_argument("--scale", type=int, default=1, help="multiplies the kills per pipeline (KILLS)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    print(json.dumps(soak(args.workdir, args.scale, args.seed)))
+    started = time.perf_counter()
+    report = soak(args.workdir, args.scale, args.seed)
+    print(json.dumps(report | {"seconds": round(time.perf_counter() - started, 1)}))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fdsml.ifs import FOREGROUND, RenderSettings, chaos_game, occupancy, render
+from fdsml.ifs import (
+    FOREGROUND,
+    RenderSettings,
+    chamfer_distances,
+    chaos_game,
+    determinant_probabilities,
+    occupancy,
+    render,
+    sample_sigma_factor_code,
+)
 
 from .render_fuzz import OVERFLOWING
 
@@ -277,6 +286,59 @@ def test_walkers_change_the_bytes_but_not_the_picture():
     assert one.tobytes() != eight.tobytes()
     assert abs(occupancy(one) - occupancy(eight)) < 0.01
     assert np.count_nonzero((one > 0) != (eight > 0)) < 0.02 * one.size
+
+
+def within_noise(differences: np.ndarray) -> bool:
+    """Whether paired differences average to zero within three standard errors: indistinguishable."""
+    return abs(differences.mean()) < 3 * differences.std(ddof=1) / np.sqrt(differences.size)
+
+
+def test_walkers_draw_the_pictures_of_one_orbit_within_the_rendering_noise():
+    """100 codes drawn as the codes table draws them, at the embedded 64 px / 4,000 points: 8 walkers' Chamfer
+    distance to the one-walker rendering is that of another seed's one-walker rendering (the noise floor), and
+    the occupancy is the same. Uniform map probabilities or half the points each fail it by 8 standard errors."""
+    rng = np.random.default_rng(0)
+    codes = [sample_sigma_factor_code(rng, (2, 4), (5.0, 6.0), (-1.0, 1.0)) for _ in range(100)]
+    settings = dict(size=64, points=4000, mode="patch")
+    reference, floor, walkers = [], [], []
+    for i, code in enumerate(codes):
+        probabilities = determinant_probabilities(code)
+        reference.append(render(code, probabilities, seed=2 * i, **settings))
+        floor.append(render(code, probabilities, seed=2 * i + 1, **settings))
+        walkers.append(render(code, probabilities, seed=2 * i, walkers=8, **settings))
+    noise = chamfer_distances(np.stack(reference), np.stack(floor))
+    assert noise.mean() > 0.05  # a floor to be within
+    assert within_noise(chamfer_distances(np.stack(reference), np.stack(walkers)) - noise)
+    assert within_noise(np.array([occupancy(image) for image in walkers]) - np.array([occupancy(image) for image in reference]))
+
+
+def test_the_descriptor_validation_agrees_with_one_walker_and_with_eight():
+    """The descriptor validation on one codes table rendered with 1 and with 8 walkers (the same triplets, base
+    codes and seeds): each filter's agreement inside the other's 95 % interval, the same sweeps."""
+    from fdsml.families import family_spec
+    from fdsml.families.generation import generate_table
+    from fdsml.seeds import generator
+    from fdsml.validation.agreement import measure_all_filters, summarise_agreement
+    from fdsml.validation.sweeps import base_codes, run_sweeps, summarise_sweeps, sweep_factors
+
+    params = {"seed": 0, "n_classes": 40, "instances_per_class": 10, "class_filter": {"enabled": False}, "render": {"size": 64, "points": 4000}}
+    table, _ = generate_table(family_spec(params))
+    results = {}
+    for walkers in (1, 8):
+        spec = family_spec({**params, "render": {**params["render"], "walkers": walkers}})
+        agreement = summarise_agreement(measure_all_filters(table, spec, 300, generator(0, "descriptor_validation", 0)))
+        bases, classes = base_codes(table, spec, 5, generator(0, "descriptor_validation", 1))
+        points = run_sweeps(bases, classes, sweep_factors((0.6, 1.4), 17), spec, generator(0, "descriptor_validation", 2), 4, True)
+        results[walkers] = agreement, summarise_sweeps(points)
+    (one, one_sweeps), (eight, eight_sweeps) = results[1], results[8]
+    for name, value in one["agreement"].items():
+        low, high = eight["agreement_ci95"][name]
+        assert low <= value <= high, name
+        low, high = one["agreement_ci95"][name]
+        assert low <= eight["agreement"][name] <= high, name
+    for key in ("n_contractive", "monotone_within_noise_fraction_contractive", "median_spearman_contractive", "n_empty_renderings"):
+        assert one_sweeps[key] == eight_sweeps[key], key
+    assert one_sweeps["noise_floor_px_median"] == pytest.approx(eight_sweeps["noise_floor_px_median"], rel=0.25)
 
 
 @pytest.mark.parametrize("walkers", [0, 1025])

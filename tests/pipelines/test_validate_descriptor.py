@@ -12,6 +12,7 @@ from kedro_datasets.matplotlib import MatplotlibDataset
 from kedro_datasets.text import TextDataset
 
 from fdsml.config import ConfigError
+from fdsml.data.holdout import HoldoutSettings, split_table
 from fdsml.ifs.finefractaldb import ClassFilter, FineFractalDBConfig
 from fdsml.families.finefractaldb import generate_finefractaldb
 from fdsml.ifs.render import RenderSettings
@@ -93,6 +94,19 @@ def test_pipeline_writes_report_table_and_pictures(tmp_path, table):
     assert "| each | 30 |" in markdown and "common seed" in markdown
     for picture in ("sweep.png", "scatter.png", "grid.png"):
         assert (tmp_path / picture).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_held_out_classes_only_draw_every_triplet_and_sweep_from_the_classes_pre_training_never_sees(table):
+    fractals = {**FRACTALS, "holdout": {"class_fraction": 0.5, "instance_fraction": 0.0}}
+    held = set(table["class_id"].iloc[split_table(table, HoldoutSettings(class_fraction=0.5), seed=2).heldout_classes])
+    params = {**TINY, "rows": "heldout_classes"}
+    triplets = measure_triplet_agreement(table, fractals, params)
+    drawn = set(triplets[["anchor_class", "first_class", "second_class"]].to_numpy().ravel())
+    assert len(held) == 2 and drawn == held  # every row of the table: all four classes
+    assert set(measure_sweeps(table, fractals, params)["class_id"]) <= held
+    assert set(measure_triplet_agreement(table, fractals, TINY)[["anchor_class", "first_class"]].to_numpy().ravel()) > held
+    with pytest.raises(ConfigError, match="validate_descriptor.rows: heldout_classes needs held-out classes; set fractals.holdout.class_fraction"):
+        measure_triplet_agreement(table, {**FRACTALS, "holdout": {"class_fraction": 0.0}}, params)
 
 
 def test_a_wrong_parameter_is_named(table):

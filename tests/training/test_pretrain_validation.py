@@ -46,6 +46,15 @@ def test_a_split_leaving_too_few_classes_for_a_batch_names_the_keys(tiny_table, 
         pretrain(tiny_table, TINY_SPEC, tiny_config(tmp_path), split=split)
 
 
+@pytest.mark.parametrize("normalize", [True, False])
+def test_the_validation_measures_in_the_distance_the_objective_trains(tiny_table, tmp_path, normalize):
+    split = split_table(tiny_table, HoldoutSettings(instance_fraction=0.2, class_fraction=0.34), seed=0)
+    config = tiny_config(
+        tmp_path, pa_triplet={"filter": "same", "normalize_embeddings": normalize}, validation={"every": 2, "triplets": 10, "probe": None}
+    )
+    assert pretrain_module.build_validation(config, tiny_table, TINY_SPEC, None, split).normalize is normalize
+
+
 class SwappedPATriplet(PATripletObjective):
     """PA-Triplet with its positives and negatives swapped: the bug the agreement must expose."""
 

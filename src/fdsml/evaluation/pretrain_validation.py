@@ -17,8 +17,10 @@ images in their test view (decoded once); each validation embeds both in one pas
 
 The representation is what each objective shapes: PA-Triplet's output embedding, FDSL's pooled
 trunk features (its output is class logits of the training classes, meaningless for unseen
-ones). Distances are Euclidean between L2-normalised vectors, as in PA-Triplet's default loss
-and :func:`fdsml.evaluation.retrieval_metrics`. Validation runs in eval mode under
+ones). The agreement measures Euclidean distances in the space the objective trained: between
+L2-normalised vectors, or raw ones for a triplet loss trained with ``normalize_embeddings: false``
+(``normalize``; the two can order a triplet differently); the unseen-class Recall@1 uses
+normalised ones, as :func:`fdsml.evaluation.retrieval_metrics` does. Validation runs in eval mode under
 ``torch.random.fork_rng`` and restores every module's mode, so training is the same, byte for
 byte, with validation on or off. Each validation logs one line: the metrics this run can have
 (named as in the history), rounded; the history keeps every column of ``METRICS`` (NaN where none).
@@ -82,11 +84,13 @@ class HeldoutTriplets:
         return cls(anchors, first, second, np.asarray(descriptor_first))
 
 
-def ordering_agreement(vectors: torch.Tensor, triplets: HeldoutTriplets) -> float:
-    """Fraction of ``triplets`` whose distances between L2-normalised ``vectors`` order the candidates as the descriptor does."""
-    unit = F.normalize(vectors.to(torch.float64), dim=1)
+def ordering_agreement(vectors: torch.Tensor, triplets: HeldoutTriplets, normalize: bool = True) -> float:
+    """Fraction of ``triplets`` whose distances between ``vectors`` (L2-normalised first when ``normalize``)
+    order the candidates as the descriptor does."""
+    points = vectors.to(torch.float64)
+    points = F.normalize(points, dim=1) if normalize else points
     anchors, first, second = (torch.from_numpy(part) for part in (triplets.anchors, triplets.first, triplets.second))
-    by_vectors = first_is_positive((unit[anchors] - unit[first]).norm(dim=1), (unit[anchors] - unit[second]).norm(dim=1))
+    by_vectors = first_is_positive((points[anchors] - points[first]).norm(dim=1), (points[anchors] - points[second]).norm(dim=1))
     return float((by_vectors.numpy() == triplets.descriptor_first).mean())
 
 
@@ -190,6 +194,7 @@ class PretrainValidation:
     row); ``split`` says which rows are held out. ``classifier``: the model outputs training-class
     logits (FDSL), scored by top-1 and represented by its trunk features. ``probe`` is the probe's
     retrieval dataset (None: no probe), of which ``settings.probe.max_images`` are read, at ``probe_image_size``.
+    ``normalize``: the objective's distances are between L2-normalised embeddings (the agreement's too).
     ``available`` names the metrics this run can have (the others stay NaN in every row).
     """
 
@@ -201,11 +206,13 @@ class PretrainValidation:
         *,
         classifier: bool,
         seed: int,
+        normalize: bool = True,
         probe=None,
         probe_image_size: int | None = None,
     ):
         self.settings = settings
         self.classifier = classifier
+        self.normalize = normalize
         self.seed = seed
         self.probe = (
             None
@@ -260,7 +267,7 @@ class PretrainValidation:
         if vectors is not None:
             for name, triplets in self.triplets.items():
                 if triplets is not None:
-                    result[f"val_unseen_agreement_{name}"] = ordering_agreement(vectors, triplets)
+                    result[f"val_unseen_agreement_{name}"] = ordering_agreement(vectors, triplets, self.normalize)
             if "val_unseen_region_top1" in self.available:
                 result["val_unseen_region_top1"] = topk_accuracy(outputs[self.instance_part], self.instance_labels, (1,))[1]
             unseen = (~self.instance_part).numpy()

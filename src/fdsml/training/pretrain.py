@@ -156,6 +156,11 @@ def batch_triplets(config: PretrainConfig):
     return config.recipe.batch_triplets(config.objective_settings)
 
 
+def normalized_distances(config: PretrainConfig) -> bool:
+    """Whether the selected objective compares L2-normalised embeddings (its recipe's answer)."""
+    return config.recipe.normalized_distances(config.objective_settings)
+
+
 def build_objective(config: PretrainConfig, num_classes: int, embedding_dim: int) -> torch.nn.Module:
     """The objective ``config`` selects; ``num_classes`` training classes, ``embedding_dim`` the model's output width
     (draws the initial weights of the objective's own class head, if any: call it under the run's seed)."""
@@ -359,6 +364,7 @@ def build_validation(
         split,
         classifier=config.recipe.head == "classifier",
         seed=config.train.seed,
+        normalize=normalized_distances(config),
         probe=read_retrieval_dataset(probe.dataset, probe.root) if probe is not None else None,
         probe_image_size=(probe.image_size if probe is not None else None) or config.model.img_size or spec.size,
     )

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass, field
+from typing import Literal
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
 from fdsml.config import ConfigError, parse, require_positive, require_range, require_seed
+from fdsml.data.fractals_config import parse_fractals_params
+from fdsml.data.holdout import split_table
 from fdsml.families import FamilySpec, family_spec
 from fdsml.reuse import defining_configuration
 from fdsml.seeds import generator
@@ -19,7 +22,6 @@ from fdsml.validation.report import markdown_report
 from fdsml.validation.sweeps import base_codes, run_sweeps, summarise_sweeps, sweep_factors
 
 logger = logging.getLogger(__name__)
-
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,7 @@ class ValidateDescriptorConfig:
     n_base_codes: int = 5
     chunk_size: int = 256
     grid_triplets_per_filter: int = 3
+    rows: Literal["all", "heldout_classes"] = "all"  # heldout_classes: only the classes pre-training holds out whole
     sweep: SweepConfig = field(default_factory=SweepConfig)
 
     def __post_init__(self):
@@ -82,11 +85,26 @@ def _spec(params_fractals: dict) -> FamilySpec:
     return family_spec(params_fractals, "fractals")
 
 
+def validated_rows(fractal_codes: pd.DataFrame, params_fractals: dict, config: ValidateDescriptorConfig) -> pd.DataFrame:
+    """The rows ``validate_descriptor.rows`` names, renumbered from 0 (every node draws from the same rows)."""
+    if config.rows == "all":
+        return fractal_codes
+    fractals = parse_fractals_params(params_fractals)
+    if fractals.holdout.class_fraction == 0:
+        raise ConfigError(
+            "validate_descriptor.rows: heldout_classes needs held-out classes; set fractals.holdout.class_fraction above 0 "
+            "or validate_descriptor.rows: all"
+        )
+    split = split_table(fractal_codes, fractals.holdout, fractals.spec.settings.seed)
+    return fractal_codes.iloc[split.heldout_classes].reset_index(drop=True)
+
+
 def measure_triplet_agreement(fractal_codes: pd.DataFrame, params_fractals: dict, params: dict) -> pd.DataFrame:
     """Sample and measure ``n_triplets`` triplets per candidate filter: d_Psi and D to the anchor."""
     config = _config(params)
     spec = _spec(params_fractals)
     spec.check_table(fractal_codes)
+    fractal_codes = validated_rows(fractal_codes, params_fractals, config)
     triplets = measure_all_filters(fractal_codes, spec, config.n_triplets, config.rng(0), config.chunk_size)
     logger.info("Measured %d triplets per filter at %d px", config.n_triplets, spec.size)
     return triplets
@@ -97,6 +115,7 @@ def measure_sweeps(fractal_codes: pd.DataFrame, params_fractals: dict, params: d
     config = _config(params)
     spec = _spec(params_fractals)
     spec.check_table(fractal_codes)
+    fractal_codes = validated_rows(fractal_codes, params_fractals, config)
     bases, class_ids = base_codes(fractal_codes, spec, config.n_base_codes, config.rng(1))
     factors = sweep_factors(config.sweep.factor_range, config.sweep.n_factors)
     seedings = [config.sweep.common_random_numbers]
@@ -146,5 +165,6 @@ def plot_scatter(sweep_points: pd.DataFrame, params_fractals: dict, params: dict
 def plot_triplet_grid(triplets: pd.DataFrame, fractal_codes: pd.DataFrame, params_fractals: dict, params: dict) -> Figure:
     """A few measured triplets per filter with the descriptor's positive and negative marked."""
     config = _config(params)
+    fractal_codes = validated_rows(fractal_codes, params_fractals, config)
     examples = triplet_examples(triplets, fractal_codes, _spec(params_fractals), config.grid_triplets_per_filter)
     return triplet_grid_figure(examples)

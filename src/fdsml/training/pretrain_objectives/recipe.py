@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Literal
 from torch import nn
 
 from fdsml.config import ConfigError
+from fdsml.training.pretrain_objectives.triplet_settings import TripletLossSettings
 
 BatchChoice = Literal["shuffled", "class_balanced"]
 """An objective's ``batches`` key: plain shuffled batches of P x K images, or P x K class-balanced ones."""
@@ -71,6 +72,12 @@ class ObjectiveRecipe:
         if filter_name == "each":
             needs.append(BatchNeed("classes_per_batch", 2, f"filter {filter_name!r} needs at least 2 classes per batch"))
         return tuple(needs)
+
+    def normalized_distances(self, settings: Any) -> bool:
+        """Whether the objective compares L2-normalised embeddings (the held-out validation measures distances as it
+        trains them): a triplet objective as its settings say; the others' features (cross-entropy's, the pair loss's
+        cosine similarities) are read normalised, as retrieval reads them."""
+        return settings.normalize_embeddings if isinstance(settings, TripletLossSettings) else True
 
     def build(self, settings: Any, *, num_classes: int, embedding_dim: int, seed: int) -> nn.Module:
         """The objective the loop calls; ``num_classes`` training classes, ``embedding_dim`` the model's output width."""

@@ -1,26 +1,22 @@
-"""gpu_check.py's rendering rows: the Triton renderer's bytes against Numba's for every kernel
-specialisation, the kernel alone in images/s, the host's packing per image, and pre-training with
-``source: device`` against ``source: render``.
+"""gpu_check.py's rendering speed rows: the Triton kernel alone in images/s, the host's packing per image,
+and pre-training with ``source: device`` against ``source: render``.
 
-The kernel is timed with CUDA events around :func:`fdsml.ifs.render_triton.render_tensors` on codes
+The kernel is timed on the device (CUDA events, :class:`fdsml.measure.Stopwatch`) around :func:`fdsml.ifs.render_triton.render_tensors` on codes
 already packed and on the device; the packing (Python on the host, per code) is timed on its own:
-timing ``render_batch`` would report the host's packing rate whatever the GPU does.
+timing ``render_batch`` would report the host's packing rate whatever the GPU does. Whether the kernel
+draws Numba's bytes is a test (``tests/ifs/test_render_triton.py``), which gpu_check.py runs as a row.
 """
 
 from __future__ import annotations
 
 import os
 import statistics
-import sys
-import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.ifs.render_fuzz: the codes built to overflow
-
-from fdsml.ifs import determinant_probabilities, render, sample_sigma_factor_code  # noqa: E402
+from fdsml.ifs import determinant_probabilities, sample_sigma_factor_code
+from fdsml.measure import Stopwatch
 
 KERNEL_SETTINGS = ((64, 4_000), (256, 100_000))
 """(size, points) of the kernel rows: the embedded default and the published setting."""
@@ -30,50 +26,6 @@ KERNEL_TARGET = 100_000
 """images/s at 256 px / 100,000 points on an H200 (the published CUDA on-the-fly renderer's order)."""
 RENDER_SHARE_TARGET = 0.10
 """Most of a ViT-Tiny pre-training step rendering may take."""
-NEAR_2_62 = (2**62 + 9, 2**63 - 1, 2**62 - 1)
-
-
-def codes_with(rng: np.random.Generator, maps: int, count: int) -> list[np.ndarray]:
-    """``count`` contractive codes of at most ``maps`` maps, the first with exactly ``maps`` (so the
-    batch is padded to it) and the others fewer where possible (padded maps that are never drawn)."""
-    counts = [maps] + [int(rng.integers(max(maps // 2, 1), maps + 1)) for _ in range(count - 1)]
-    return [sample_sigma_factor_code(rng, (n, n), (4.0, 5.0), (-1.0, 1.0)) for n in counts]  # reachable for one map too
-
-
-def overflowing(maps: int) -> list[np.ndarray]:
-    """Codes whose orbits cannot be framed (tests/ifs/render_fuzz.py), or for one map a divergent one."""
-    from tests.ifs.render_fuzz import OVERFLOWING
-
-    return list(OVERFLOWING) if maps >= 2 else [np.array([[1e300, 0, 0, 1e300, 1.0, 0]])]
-
-
-def launched_specialisations() -> list[tuple[int, int, bool]]:
-    """(walkers, maps, patch) of every draw-kernel specialisation the compile test covers."""
-    from fdsml.ifs.render_triton import specialisations
-
-    return sorted({(c["WALKERS"], c["MAX_MAPS"], c["PATCH"]) for _, _, c, _ in specialisations() if "PATCH" in c})
-
-
-def check_renderer_bytes(device, sizes, folder):
-    """Every specialisation's images on the GPU against :func:`fdsml.ifs.render`, byte for byte: random
-    codes, codes that overflow the framing, seeds near 2^62 and at 2^63 - 1, points leaving lanes idle."""
-    from fdsml.ifs.render_triton import render_batch
-
-    rng = np.random.default_rng(39)
-    differing, compared = [], 0
-    for walkers, maps, patch in launched_specialisations():
-        codes = codes_with(rng, maps, 3) + overflowing(maps)
-        probabilities = [determinant_probabilities(c) if i < 3 else np.full(c.shape[0], 1 / c.shape[0]) for i, c in enumerate(codes)]
-        seeds = [NEAR_2_62[i % 3] - i for i in range(len(codes))]
-        arguments = dict(size=32, points=997, mode="patch" if patch else "point", margin=2, burn_in=20, walkers=walkers)
-        ours = render_batch(codes, probabilities, seeds, device=device, **arguments).cpu().numpy()
-        for i, (c, p, s) in enumerate(zip(codes, probabilities, seeds)):
-            compared += 1
-            if not np.array_equal(ours[i], render(c, p, seed=s, **arguments)):
-                differing.append(f"W={walkers} maps={maps} {arguments['mode']} code {i}")
-    if differing:
-        return "FAIL", f"{len(differing)} of {compared} images differ, first: {', '.join(differing[:3])}"
-    return "ok", f"{compared} images in {len(launched_specialisations())} specialisations: bytes equal"
 
 
 def device_codes(count: int, device) -> tuple[torch.Tensor, ...]:
@@ -87,21 +39,20 @@ def device_codes(count: int, device) -> tuple[torch.Tensor, ...]:
     return tuple(torch.as_tensor(array, device=device) for array in (*packed, seeds))
 
 
+def seconds(work, device="cpu") -> float:
+    """Seconds of ``work()`` on ``device`` (CUDA events on a GPU, the host clock otherwise)."""
+    watch = Stopwatch(device)
+    work()
+    return watch.stop().seconds
+
+
 def kernel_seconds(tensors, size: int, points: int, repeats: int = 3) -> float:
-    """The fastest of ``repeats`` renderings of the packed batch, timed with CUDA events after a warm-up."""
+    """The fastest of ``repeats`` renderings of the packed batch, timed on its device after a warm-up."""
     from fdsml.ifs.render_triton import render_tensors
 
     arguments = dict(size=size, points=points, mode="patch", margin=2, burn_in=20, walkers=KERNEL_WALKERS)
     render_tensors(*tensors, **arguments)
-    seconds = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        render_tensors(*tensors, **arguments)
-        end.record()
-        end.synchronize()
-        seconds.append(start.elapsed_time(end) / 1e3)
-    return min(seconds)
+    return min(seconds(lambda: render_tensors(*tensors, **arguments), tensors[0].device) for _ in range(repeats))
 
 
 def check_kernel(device, sizes, folder, size: int, points: int):
@@ -125,19 +76,13 @@ def check_packing(device, sizes, folder):
     count = 512
     codes = [sample_sigma_factor_code(rng, (2, 4), (5.0, 6.0), (-1.0, 1.0)) for _ in range(count)]
     probabilities = [determinant_probabilities(code) for code in codes]
-    packing = min(_seconds(lambda: packed_codes(codes, probabilities)) for _ in range(3)) / count
+    packing = min(seconds(lambda: packed_codes(codes, probabilities)) for _ in range(3)) / count
     spec = family_spec({"n_classes": 8, "instances_per_class": 8, "class_filter": {"enabled": False}, "render": {"size": 32, "points": 200}})
     table, _ = generate_table(spec)
     dataset = DeviceRenderedCodes(table, spec, seed=1, fresh_noise=True)
     indices = np.arange(len(table))
-    rows = min(_seconds(lambda: dataset.collated_items(indices)) for _ in range(3)) / len(indices)
+    rows = min(seconds(lambda: dataset.collated_items(indices)) for _ in range(3)) / len(indices)
     return "ok", f"packed_codes {packing * 1e6:.0f} µs/image, device source's packed rows {rows * 1e6:.0f} µs/image (host)"
-
-
-def _seconds(work) -> float:
-    started = time.perf_counter()
-    work()
-    return time.perf_counter() - started
 
 
 def check_device_source(device, sizes, folder):
