@@ -47,7 +47,8 @@ from fdsml.measure import Measured  # noqa: E402
 from fdsml.models import build_model  # noqa: E402
 from fdsml.training.loop import train  # noqa: E402
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig  # noqa: E402
-from fdsml.training.objectives import CrossEntropyObjective, PATripletObjective  # noqa: E402
+from fdsml.training.objectives import CrossEntropyObjective  # noqa: E402
+from fdsml.training.pretrain_objectives.pa_triplet import PATripletObjective  # noqa: E402
 from fdsml.training.run_arithmetic import PlanKeys, plan_training  # noqa: E402
 
 TRIPLET_TARGET = 0.9

@@ -35,7 +35,8 @@ if not torch.cuda.is_available():
 from fdsml.losses.couce import CouCESettings, build_couce_objective  # noqa: E402
 from fdsml.losses.proxy import build_proxy_loss  # noqa: E402
 from fdsml.models import build_model  # noqa: E402
-from fdsml.training.objectives import PATripletObjective, ProxyObjective  # noqa: E402
+from fdsml.training.objectives import ProxyObjective  # noqa: E402
+from fdsml.training.pretrain_objectives.pa_triplet import PATripletObjective  # noqa: E402
 from fdsml.training.prefetch import Prefetcher  # noqa: E402
 
 READS = ("item", "tolist", "__bool__", "__int__", "__float__", "__index__")

@@ -41,9 +41,8 @@ from fdsml.training.model_setup import prepare_model, wrap_model
 from fdsml.training.optimizer import build_optimizer, build_scheduler
 from fdsml.training.prefetch import Prefetcher
 from fdsml.training.pretrain import (
-    build_batch_sampler, build_fractal_dataset, build_pretrain_model, parse_pretrain_params, plan_pretrain,
+    build_batch_sampler, build_fractal_dataset, build_objective, build_pretrain_model, parse_pretrain_params, plan_pretrain,
 )  # fmt: skip
-from fdsml.training.pretrain_objectives import build_objective
 from fdsml.training.resume import Resumable
 
 OBJECTIVES = {  # the name printed -> pretrain overrides on top of the environment's

@@ -70,6 +70,18 @@ def test_a_family_registered_from_outside_fdsml_brings_its_code(edit_module, tab
     assert pretrain_fingerprint(CONFIG, table, spec=spec) != before
 
 
+def test_every_registered_objectives_module_enters_pretrainings_code_digest(edit_module, table):
+    """Registered is not enough: the objectives' package imports each module by name, which the digest reads."""
+    from fdsml.training.pretrain_objectives import known_objectives, objective_recipe
+
+    before = pretrain_fingerprint(CONFIG, table)
+    for module in sorted({type(objective_recipe(name)).__module__ for name in known_objectives()}):
+        edit_module(module, lambda source: source + "\nCHANGED = 1\n")
+        after = pretrain_fingerprint(CONFIG, table)
+        assert after != before, module
+        before = after
+
+
 def test_library_versions_and_the_resolved_device_and_precision_enter_a_runs_fingerprint(table, monkeypatch):
     base = pretrain_fingerprint(CONFIG, table)
     assert pretrain_fingerprint(CONFIG, table, device="cuda") != base  # device: auto on a GPU machine: bf16 there

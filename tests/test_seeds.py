@@ -8,7 +8,7 @@ from pytorch_metric_learning.losses import ProxyAnchorLoss
 from fdsml.losses.couce import CouCEObjective
 from fdsml.losses.pa_triplet import mine_batch_triplets
 from fdsml.seeds import SEED_LIMIT, step_seed
-from fdsml.training.objectives import PATripletObjective
+from fdsml.training.pretrain_objectives.pa_triplet import PATripletObjective
 
 
 def test_the_step_seed_keeps_the_numbers_runs_were_trained_with():
@@ -45,9 +45,9 @@ def test_no_draw_within_a_step_replays_the_global_generator_the_loop_seeds(monke
     labels = torch.arange(12) // 3
     psi = torch.randn(12, 6, generator=torch.Generator().manual_seed(0))
     generators = []
-    monkeypatch.setattr("fdsml.training.objectives.mine_batch_triplets", lambda *args, generator, **kwargs: generators.append(generator))
+    monkeypatch.setattr("fdsml.training.pretrain_objectives.pa_triplet.mine_batch_triplets", lambda *args, generator, **kwargs: generators.append(generator))
     for rank in (None, 0, 3):
-        monkeypatch.setattr("fdsml.training.objectives.replica_rank", lambda: rank)
+        monkeypatch.setattr("fdsml.training.pretrain_objectives.pa_triplet.replica_rank", lambda: rank)
         monkeypatch.setattr("fdsml.losses.couce.objective.replica_rank", lambda: rank)
         PATripletObjective("same", "batch", max_triplets=4, seed=11).indices(labels, psi, step=5)
         couce = CouCEObjective(ProxyAnchorLoss(num_classes=4, embedding_size=8), 8, seed=11)._generator(torch.device("cpu"), 5)

@@ -28,8 +28,7 @@ from fdsml.evaluation.retrieval import retrieval_metrics
 from fdsml.evaluation.validation_settings import ProbeSettings, ValidationSettings
 from fdsml.models import build_model
 from fdsml.training.model_setup import freeze_batchnorm
-from fdsml.training.pretrain import parse_pretrain_params
-from fdsml.training.pretrain_objectives import normalized_distances
+from fdsml.training.pretrain import normalized_distances, parse_pretrain_params
 
 
 def test_ordering_agreement_by_hand():

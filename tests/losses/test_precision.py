@@ -16,14 +16,11 @@ from fdsml.losses.pair import PAIR_LOSSES, build_pair_loss
 from fdsml.losses.pa_triplet import PATripletLoss, mine_batch_triplets
 from fdsml.losses.proxy import PROXY_LOSSES, build_proxy_loss
 from fdsml.training.classification import MixupObjective, MixupSettings
-from fdsml.training.objectives import (
-    CrossEntropyObjective,
-    CrossEntropyPATripletObjective,
-    LabelTripletObjective,
-    PairLossObjective,
-    PATripletObjective,
-    ProxyObjective,
-)
+from fdsml.training.objectives import CrossEntropyObjective, ProxyObjective
+from fdsml.training.pretrain_objectives.fdsl_pa import CrossEntropyPATripletObjective
+from fdsml.training.pretrain_objectives.label_triplet import LabelTripletObjective
+from fdsml.training.pretrain_objectives.pa_triplet import PATripletObjective
+from fdsml.training.pretrain_objectives.pml import PairLossObjective
 
 EMBEDDING, CLASSES, BATCH = 32, 4, 16
 RELATIVE = 1e-3

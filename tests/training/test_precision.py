@@ -12,9 +12,12 @@ from fdsml.config import ConfigError
 from fdsml.training import precision as precision_module
 from fdsml.losses.pair import build_pair_loss
 from fdsml.training.loop import train
-from fdsml.training.objectives import CrossEntropyObjective, LabelTripletObjective, PairLossObjective, PATripletObjective
+from fdsml.training.objectives import CrossEntropyObjective
+from fdsml.training.pretrain_objectives.label_triplet import LabelTripletObjective
+from fdsml.training.pretrain_objectives.pa_triplet import PATripletObjective
+from fdsml.training.pretrain_objectives.pml import PairLossObjective
 from fdsml.training.precision import cpu_flags, precision
-from fdsml.training.pretrain_objectives import build_objective
+from fdsml.training.pretrain import build_objective
 from fdsml.training.pretrain import build_batch_sampler, build_fractal_dataset, build_pretrain_model, plan_pretrain, pretrain
 
 from tests.support import TINY_SPEC

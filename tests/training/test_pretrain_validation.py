@@ -12,7 +12,7 @@ from fdsml.data.holdout import HoldoutSettings, split_table
 from fdsml.families import FamilySpec
 from fdsml.families.finefractaldb import FINEFRACTALDB, generate_finefractaldb
 from fdsml.training import pretrain as pretrain_module
-from fdsml.training.objectives import PATripletObjective
+from fdsml.training.pretrain_objectives.pa_triplet import PATripletObjective
 from fdsml.training.pretrain import pretrain
 
 from tests.support import TINY_FRACTALS, TINY_SPEC

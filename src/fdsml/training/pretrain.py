@@ -36,19 +36,7 @@ from fdsml.distributed import DistContext
 from fdsml.training.live import live_metrics
 from fdsml.training.loop import Validation, train
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
-from fdsml.training.pretrain_objectives import (
-    FDSLPASettings,
-    FDSLSettings,
-    LabelTripletSettings,
-    Objective,
-    PairLossSettings,
-    PATripletSettings,
-    batch_triplets,
-    build_objective,
-    check_batch_composition,
-    normalized_distances,
-    shuffled_batches,
-)
+from fdsml.training.pretrain_objectives import Batches, ObjectiveRecipe, objective_recipe, with_objective_sections
 from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, plan_training
 from fdsml.training.run_folders import RunDefinition, run_fingerprint, run_folder
 
@@ -98,16 +86,12 @@ class DataSettings:
             )
 
 
+@with_objective_sections  # and pretrain.<name>: the settings of every registered objective
 @dataclass(frozen=True)
 class PretrainConfig:
     """``params:pretrain``."""
 
-    objective: Objective = "pa_triplet"  # fdsml.training.pretrain_objectives
-    pa_triplet: PATripletSettings = field(default_factory=PATripletSettings)
-    fdsl: FDSLSettings = field(default_factory=FDSLSettings)
-    fdsl_pa: FDSLPASettings = field(default_factory=FDSLPASettings)
-    label_triplet: LabelTripletSettings = field(default_factory=LabelTripletSettings)
-    pml: PairLossSettings = field(default_factory=PairLossSettings)
+    objective: str = "pa_triplet"  # a name registered in fdsml.training.pretrain_objectives
     model: ModelSettings = field(default_factory=ModelSettings)
     data: DataSettings = field(default_factory=DataSettings)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
@@ -121,21 +105,66 @@ class PretrainConfig:
     live_dir: str | None = reuse.non_defining(default=None)
 
     def __post_init__(self):
+        objective_recipe(self.objective)
         if idle_optimizer_block(self) == "pretrain.optimizer":
             object.__setattr__(self, "optimizer", self.transformer_optimizer)
         check_batch_composition(self)
         if self.shuffled_batches and self.data.batches_per_epoch is not None:
             raise ConfigError(
-                "pretrain.data.batches_per_epoch: plain shuffled batches (pretrain.fdsl.batches or pretrain.fdsl_pa.batches: "
-                "shuffled, or PA-Triplet's all and diff filters in batch mode) make one pass over the images per epoch; set it to null"
+                f"pretrain.data.batches_per_epoch: plain shuffled batches (as pretrain.{self.objective} asks) make one pass "
+                "over the images per epoch; set it to null"
             )
+
+    @property
+    def recipe(self) -> ObjectiveRecipe:
+        """The registered objective ``objective`` names."""
+        return objective_recipe(self.objective)
+
+    @property
+    def objective_settings(self) -> Any:
+        """The selected objective's settings (``pretrain.<objective>``)."""
+        return getattr(self, self.objective)
+
+    @property
+    def batches(self) -> Batches:
+        """How the selected objective's batches are formed, as its recipe says."""
+        return self.recipe.batches(self.objective_settings)
 
     @property
     def shuffled_batches(self) -> bool:
         """Plain shuffled batches of P x K images (each image once per epoch, the dataset's class mix), not
         class-balanced ones: FDSL by default, ``fdsl_pa`` when asked, and PA-Triplet's batch mode for the filters
         without a same-class candidate (``all``, ``diff``: :func:`fdsml.losses.candidates.needs_class_balance`)."""
-        return shuffled_batches(self)
+        return self.batches.kind == "shuffled"
+
+    @property
+    def explicit_triplets(self) -> bool:
+        """Batches laid out ``[anchors | first | second]``, ``data.triplets_per_batch`` triplets each."""
+        return self.batches.kind == "explicit_triplets"
+
+
+def check_batch_composition(config: PretrainConfig) -> None:
+    """Fail at start, naming the key, when a P x K batch cannot give the objective a triplet or a positive pair."""
+    for need in config.recipe.batch_needs(config.objective_settings):
+        have = getattr(config.data, need.key)
+        if have < need.at_least:
+            raise ConfigError(f"pretrain.data.{need.key}: {need.reason}, got {have}")
+
+
+def batch_triplets(config: PretrainConfig):
+    """``(filter, TripletLossSettings)`` of the triplet term mined in every batch (None: the objective mines none)."""
+    return config.recipe.batch_triplets(config.objective_settings)
+
+
+def normalized_distances(config: PretrainConfig) -> bool:
+    """Whether the selected objective compares L2-normalised embeddings (its recipe's answer)."""
+    return config.recipe.normalized_distances(config.objective_settings)
+
+
+def build_objective(config: PretrainConfig, num_classes: int, embedding_dim: int) -> torch.nn.Module:
+    """The objective ``config`` selects; ``num_classes`` training classes, ``embedding_dim`` the model's output width
+    (draws the initial weights of the objective's own class head, if any: call it under the run's seed)."""
+    return config.recipe.build(config.objective_settings, num_classes=num_classes, embedding_dim=embedding_dim, seed=config.train.seed)
 
 
 def idle_optimizer_block(config: PretrainConfig) -> str:
@@ -245,7 +274,7 @@ def plan_pretrain(config: PretrainConfig, images: int, world_size: int) -> Train
     images and at least one batch per replica: images are rendered afresh each epoch, so a tiny
     dataset still gives every replica a step. Plain shuffled batches (FDSL) make exactly one pass.
     """
-    data, explicit = config.data, config.objective == "pa_triplet" and config.pa_triplet.mode == "explicit"
+    data, explicit = config.data, config.explicit_triplets
     batch = 3 * data.triplets_per_batch if explicit else data.classes_per_batch * data.instances_per_class
     triplets, mining = None, batch_triplets(config)
     if mining is not None:
@@ -289,8 +318,8 @@ def build_batch_sampler(labels: np.ndarray, config: PretrainConfig, context: Dis
         rank=context.rank,
         batches_per_epoch=plan.global_batches_per_epoch,
     )
-    if config.objective == "pa_triplet" and config.pa_triplet.mode == "explicit":
-        return ExplicitTripletBatchSampler(labels, data.triplets_per_batch, config.pa_triplet.filter, **common)
+    if config.explicit_triplets:
+        return ExplicitTripletBatchSampler(labels, data.triplets_per_batch, config.batches.triplet_filter, **common)
     return ClassBalancedBatchSampler(labels, data.classes_per_batch, data.instances_per_class, **common)
 
 
@@ -298,7 +327,7 @@ def build_pretrain_model(config: PretrainConfig, n_classes: int, img_size: int):
     """The backbone with a classifier over the fractal classes (FDSL) or an embedding head (every other objective;
     ``fdsl_pa``'s class head is the objective's own)."""
     model = config.model
-    head = dict(head="classifier", num_classes=n_classes) if config.objective == "fdsl" else dict(
+    head = dict(head="classifier", num_classes=n_classes) if config.recipe.head == "classifier" else dict(
         head="embedding", embedding_dim=model.embedding_dim, hidden_dim=model.hidden_dim
     )
     return build_model(model.backbone, img_size=model.img_size or img_size, **head, **model.overrides)
@@ -306,7 +335,7 @@ def build_pretrain_model(config: PretrainConfig, n_classes: int, img_size: int):
 
 def check_training_rows(config: PretrainConfig, table: pd.DataFrame, split: HoldoutSplit) -> None:
     """Fail at start, naming the keys, when the held-out split leaves too few classes or instances for a batch."""
-    if config.shuffled_batches or (config.objective == "pa_triplet" and config.pa_triplet.mode == "explicit"):
+    if config.shuffled_batches or config.explicit_triplets:
         return
     counts = table["class_id"].iloc[split.training].value_counts()
     data = config.data
@@ -333,7 +362,7 @@ def build_validation(
         settings,
         build_fractal_dataset(table, spec, config, shards, as_stored=True),
         split,
-        classifier=config.objective == "fdsl",
+        classifier=config.recipe.head == "classifier",
         seed=config.train.seed,
         normalize=normalized_distances(config),
         probe=read_retrieval_dataset(probe.dataset, probe.root) if probe is not None else None,
@@ -397,8 +426,7 @@ def pretrain(
     )
     metadata = {
         "objective": config.objective,
-        "filter": getattr(config, config.objective).filter if config.objective in ("pa_triplet", "fdsl_pa") else None,
-        "mode": config.pa_triplet.mode if config.objective == "pa_triplet" else None,
+        **config.recipe.describe(config.objective_settings),
         "steps": result.steps,
         "training_classes": split.training_classes.tolist(),
         "run_fingerprint": fingerprint,

@@ -1,0 +1,31 @@
+"""``pa_triplet``: the miner's order and the graded margin, by hand."""
+
+import pytest
+import torch
+
+from fdsml.losses.pa_triplet import graded_margins, mine_batch_triplets
+from fdsml.training.pretrain_objectives.pa_triplet import PATripletObjective
+
+from .tiny_batch import LABELS, MARGIN, PSI, SAME_TRIPLETS, Fixed, hand_batch, hinge
+
+
+def test_the_miner_orders_same_triplets_by_the_descriptor_as_read_by_hand():
+    mined = mine_batch_triplets(LABELS, PSI, "same")
+    assert sorted(zip(*(t.tolist() for t in mined))) == SAME_TRIPLETS
+
+
+def test_graded_margins_are_the_margin_times_the_relative_descriptor_gap():
+    triplets = tuple(torch.tensor(column) for column in zip(*SAME_TRIPLETS))
+    # (d_an - d_ap) / max(d_ap, d_an), read off PSI: anchor 0: (3 - 1) / 3; anchor 1: (2 - 1) / 2; anchor 2: (3 - 2) / 3; ...
+    gaps = [2 / 3, 1 / 2, 1 / 3, 1 / 3, 1 / 2, 2 / 3]
+    torch.testing.assert_close(graded_margins(PSI, triplets, 0.6), torch.tensor([0.6 * g for g in gaps]))
+    tie = graded_margins(torch.zeros(3, 1), (torch.tensor([0]), torch.tensor([1]), torch.tensor([2])), 0.6)
+    assert tie.tolist() == [0.0]  # equal descriptors: no gap, no margin
+
+
+def test_graded_margin_enters_the_loss_per_triplet():
+    objective = PATripletObjective("same", margin=MARGIN, normalize_embeddings=False, graded_margin=True)
+    loss, _ = objective(Fixed(), hand_batch())
+    gaps = [2 / 3, 1 / 2, 1 / 3, 1 / 3, 1 / 2, 2 / 3]
+    expected = sum(hinge(*t, margin=MARGIN * g) for t, g in zip(SAME_TRIPLETS, gaps)) / 6
+    assert loss.item() == pytest.approx(expected, rel=1e-6)

@@ -1,0 +1,36 @@
+"""``pml``, the pair-loss control: Multi-Similarity on the class labels, by hand."""
+
+import math
+
+import pytest
+import torch
+
+from fdsml.losses.pair import build_pair_loss
+from fdsml.training.pretrain_objectives.pml import PairLossObjective
+
+from .tiny_batch import PAIRS_LABELS, Fixed
+
+
+def _multi_similarity(embeddings, labels, alpha=2.0, beta=50.0, base=0.5):
+    """Multi-Similarity (Wang et al. 2019) on cosine similarities, every pair, averaged over anchors."""
+    unit = [[x / math.hypot(*row) for x in row] for row in embeddings.tolist()]
+    labels = labels.tolist()
+    total = 0.0
+    for i, u in enumerate(unit):
+        similarity = [sum(a * b for a, b in zip(u, v)) for v in unit]
+        positives = [similarity[j] for j in range(len(unit)) if j != i and labels[j] == labels[i]]
+        negatives = [similarity[j] for j in range(len(unit)) if labels[j] != labels[i]]
+        total += math.log1p(sum(math.exp(-alpha * (s - base)) for s in positives)) / alpha
+        total += math.log1p(sum(math.exp(beta * (s - base)) for s in negatives)) / beta
+    return total / len(unit)
+
+
+def test_the_pair_loss_control_is_multi_similarity_on_the_class_labels_by_hand():
+    embeddings = torch.tensor([[1.0, 0.2], [0.8, 0.5], [0.1, 1.0], [-0.3, 0.9]])
+    objective = PairLossObjective(build_pair_loss("multi_similarity"))
+    loss, _ = objective(Fixed(), {"image": embeddings, "label": PAIRS_LABELS})
+    assert loss.item() == pytest.approx(_multi_similarity(embeddings, PAIRS_LABELS), rel=1e-5)
+    crossed = torch.tensor([0, 1, 0, 1])  # the labels decide: other pairs, another loss
+    other, _ = objective(Fixed(), {"image": embeddings, "label": crossed})
+    assert other.item() == pytest.approx(_multi_similarity(embeddings, crossed), rel=1e-5)
+    assert other.item() > loss.item()

@@ -1,0 +1,96 @@
+"""The registry of pre-training objectives: every registered objective keeps the contract pre-training relies on,
+so a new one (one module in ``fdsml.training.pretrain_objectives``) is checked here the day it is added."""
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from fdsml.config import ConfigError
+from fdsml.training.pretrain import PretrainConfig, build_objective, parse_pretrain_params
+from fdsml.training.pretrain_objectives import ObjectiveRecipe, known_objectives, objective_recipe, register_objective
+
+from tests.training.helpers import tiny_config
+from .tiny_batch import EMBEDDINGS, LABELS, MARGIN, SAME_TRIPLETS, Fixed, hand_batch, hinge, label_triplets
+
+CONF_BASE = yaml.safe_load((Path(__file__).resolve().parents[3] / "conf" / "base" / "parameters_pretrain.yml").read_text())["pretrain"]
+
+
+def test_every_objective_is_registered_from_a_module_of_its_name():
+    assert set(known_objectives()) >= {"fdsl", "fdsl_pa", "label_triplet", "pa_triplet", "pml"}
+    for name in known_objectives():
+        recipe = objective_recipe(name)
+        assert recipe.name == name and type(recipe).__module__ == f"fdsml.training.pretrain_objectives.{name}"
+
+
+def test_an_unknown_objective_is_refused_naming_the_key_and_every_registered_one():
+    listed = ", ".join(f"'{name}'" for name in known_objectives())
+    assert listed.startswith("'fdsl', 'fdsl_pa', 'label_triplet', 'pa_triplet', 'pml'")  # sorted
+    with pytest.raises(ConfigError, match=rf"^pretrain.objective: 'arcface' is not accepted; choose one of {listed}$"):
+        parse_pretrain_params({"objective": "arcface"})
+
+
+def test_a_second_objective_of_a_registered_name_is_refused():
+    class Again(ObjectiveRecipe):
+        name = "pml"
+
+    with pytest.raises(ValueError, match="'pml' is already registered"):
+        register_objective(Again)
+    assert type(objective_recipe("pml")).__name__ == "PairLoss"
+
+
+@pytest.mark.parametrize("name", known_objectives())
+def test_every_objective_has_its_settings_section_with_every_key_in_conf_base(name):
+    """``pretrain.<name>`` is a field of the configuration (parsed, fingerprinted), and conf/base lists each of its keys."""
+    default = getattr(PretrainConfig(), name)
+    assert isinstance(default, objective_recipe(name).settings)
+    assert set(CONF_BASE[name]) == {field.name for field in dataclasses.fields(default)}
+    parsed = parse_pretrain_params({"objective": name, name: CONF_BASE[name]})
+    assert parsed.objective_settings == getattr(parsed, name) and dataclasses.asdict(parsed.objective_settings) == CONF_BASE[name]
+
+
+@pytest.mark.parametrize("name", known_objectives())
+def test_every_objective_builds_what_the_loop_calls_and_its_head_reads_the_models_output(name):
+    """A finite loss with a gradient into the model's output, named parts, and parameter groups; a classifier
+    objective reads logits over the training classes, every other one the embedding."""
+    config = parse_pretrain_params({"objective": name})
+    objective = build_objective(config, num_classes=2, embedding_dim=2)
+    outputs = EMBEDDINGS.clone().requires_grad_(True)
+    loss, parts = objective(Fixed(), hand_batch(outputs), 0)
+    loss.backward()
+    assert torch.isfinite(loss) and loss.dim() == 0 and isinstance(parts, dict)
+    assert outputs.grad is not None and outputs.grad.abs().sum() > 0
+    assert isinstance(objective.param_groups(), list)
+    assert config.recipe.head in ("classifier", "embedding") and config.batches.kind in ("shuffled", "class_balanced", "explicit_triplets")
+
+
+@pytest.mark.parametrize("objective", ["pa_triplet", "fdsl_pa", "label_triplet"])
+@pytest.mark.parametrize("reducer", ["mean", "avg_nonzero"])
+def test_every_triplet_objective_takes_its_reducer_from_the_configuration(objective, reducer, tmp_path):
+    """The gradient-fading diagnostic: ``avg_nonzero`` divides by the violating triplets, ``mean`` by all, whichever
+    objective carries the triplet term, and each logs the share of non-zero triplets."""
+    loss_settings = {"reducer": reducer, "margin": MARGIN, "normalize_embeddings": False}
+    if objective != "label_triplet":
+        loss_settings["graded_margin"] = False  # one margin for every hand-computed hinge (fdsl_pa's default grades it)
+    config = tiny_config(tmp_path, objective=objective, **{objective: loss_settings})
+    built = build_objective(config, num_classes=2, embedding_dim=2)
+    loss, parts = built(Fixed(), hand_batch())
+    triplets = label_triplets(LABELS) if objective == "label_triplet" else SAME_TRIPLETS
+    hinges = [hinge(*t) for t in triplets]
+    nonzero = sum(h > 0 for h in hinges)
+    assert 0 < nonzero < len(hinges)  # the case tells the reducers apart
+    expected = sum(hinges) / (nonzero if reducer == "avg_nonzero" else len(hinges))
+    term = parts["triplet_loss"] if objective == "fdsl_pa" else loss
+    assert term.item() == pytest.approx(expected, rel=1e-6)
+    suffix = "labels" if objective == "label_triplet" else "same"
+    assert parts[f"nonzero_fraction_{suffix}"].item() == pytest.approx(nonzero / len(hinges))
+
+
+@pytest.mark.parametrize("section", ["fdsl_pa", "label_triplet", "pml"])
+def test_the_tuned_objectives_code_defaults_are_conf_bases_values(section):
+    """A study searches ``pretrain.<section>.<key>``: conf/base writes the value the code defaults to (the tuned
+    recipe); pa_triplet's and fdsl's blocks hold tuned values on top of the method's defaults."""
+    default = getattr(PretrainConfig(), section)
+    assert CONF_BASE[section] == {f.name: getattr(default, f.name) for f in dataclasses.fields(default)}
