@@ -1,7 +1,6 @@
 """conf/cpu, the hour-on-2-CPU-cores pre-training (docs/cpu.md): `--env cpu` selects it over conf/base, it passes
 the checks a run makes before its first node, and the pre-training budget study runs at its image size."""
 
-from pathlib import Path
 
 from kedro.framework.session import KedroSession
 from kedro.framework.startup import bootstrap_project
@@ -9,8 +8,8 @@ from kedro.framework.startup import bootstrap_project
 from fdsml.pipelines.run_checks import check_run
 
 from tests.benchmark_scripts import load_benchmark
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _parameters(env: str) -> dict:

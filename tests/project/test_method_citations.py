@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.project.pages import github_anchor
+from tests.support import ROOT
+
 METHOD = ROOT / "docs" / "method.md"
 SRC = ROOT / "src"
 SCANNED = ("README.md", "Makefile", "pyproject.toml", "dvc.yaml", ".ci", "benchmarks", "conf", "docs", "notebooks", "src", "tests")
@@ -46,11 +48,6 @@ def text_files() -> list[tuple[str, str]]:
 def sections(method_text: str) -> set[str]:
     """The numbers of docs/method.md's sections and subsections (``"3"``, ``"3.2"``)."""
     return set(HEADING.findall(method_text))
-
-
-def github_anchor(heading: str) -> str:
-    """The anchor GitHub gives a Markdown heading: lower case, punctuation dropped, spaces as hyphens."""
-    return re.sub(r"[^a-z0-9 _-]", "", heading.strip().lower()).replace(" ", "-")
 
 
 def anchors(method_text: str) -> set[str]:
