@@ -3,14 +3,18 @@
 A test of a module of a package lives in the package's folder (``tests/training/`` for ``fdsml.training``); a test of a
 top-level module is ``tests/test_<module>.py`` (or ``tests/test_<module>_<topic>.py``). Tests of no module have folders
 named for what they test instead: the repository as a whole (docs, DVC, configuration, imports) in ``tests/project/``,
-the scripts of ``benchmarks/`` in ``tests/benchmarks/``, the faults a run survives in ``tests/faults/``.
+the scripts of ``benchmarks/`` in ``tests/benchmarks/``, the faults a run survives in ``tests/faults/``. A test file
+that docs, configuration or code names is where they say.
 """
 
+import re
 from pathlib import Path
 
+from tests.project.pages import text_files
 from tests.support import PACKAGE, ROOT
 
 NOT_MIRRORS = ("project", "benchmarks", "faults")
+TEST_FILE = re.compile(r"\btests/[\w/]*\.py\b")
 
 
 def misplaced(tests: Path, package: Path) -> list[str]:
@@ -47,3 +51,8 @@ def test_the_check_finds_a_stray_test(tmp_path):
         (tests / name).parent.mkdir(parents=True, exist_ok=True)
         (tests / name).write_text("")
     assert [line.split(":")[0] for line in misplaced(tests, package)] == sorted(stray)
+
+
+def test_every_test_file_a_text_names_exists():
+    missing = [f"{path}: {named}" for path, text in text_files() for named in TEST_FILE.findall(text) if not (ROOT / named).is_file()]
+    assert not missing, "names of test files that do not exist (moved?):\n" + "\n".join(missing)
