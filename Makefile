@@ -32,12 +32,12 @@ benchmarks: $(STAMP)
 	$(BIN)/python benchmarks/render_speed.py --size 256 --points 100000 --images 200 --mode point --json
 	$(BIN)/python benchmarks/render_speed.py --size 256 --points 100000 --images 200 --mode patch --json
 
-# dvc.lock brought back in line with the code and configuration (tests/test_dvc_lock.py says when it is not):
+# dvc.lock brought back in line with the code and configuration (tests/project/test_dvc_lock.py says when it is not):
 # every stage whose code, configuration or inputs changed runs again (all of them: about 10 minutes on 2 cores);
 # then commit dvc.lock.
 lock: $(STAMP)
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/dvc repro
-	$(BIN)/python -m pytest -q tests/test_dvc_lock.py
+	$(BIN)/python -m pytest -q tests/project/test_dvc_lock.py
 
 viz: $(STAMP)
 	$(BIN)/kedro viz run --no-browser --host 127.0.0.1 --port 4141

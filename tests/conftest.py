@@ -34,3 +34,12 @@ def tiny_unfiltered_table():
     """The validation and analysis tests' table (:data:`tests.support.UNFILTERED_FRACTALS`), generated once."""
     table, _ = generate_finefractaldb(UNFILTERED_FRACTALS)
     return table
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    """The team's S3 remote server (tests/s3_remote.py): its endpoint and a client, for the module's tests."""
+    from tests.s3_remote import s3_server  # boto3 and moto: only the modules that use the remote need them
+
+    with s3_server(tmp_path_factory.mktemp("aws")) as endpoint_and_client:
+        yield endpoint_and_client

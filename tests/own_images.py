@@ -1,4 +1,4 @@
-"""Tiny datasets of generated PNGs in the two layouts of your own data (docs/own-data.md)."""
+"""Tiny datasets of generated PNGs in the two layouts of your own data (docs/own-data.md) and in Stanford Online Products'."""
 
 from __future__ import annotations
 
@@ -43,3 +43,18 @@ def write_csv_listing(csv_path: Path, classes: int = 6, per_class: int = 5, spli
         writer.writeheader()
         writer.writerows(rows)
     return csv_path
+
+
+def tiny_sop(root: Path, classes_per_split: int = 2, images_per_class: int = 3) -> Path:
+    """A Stanford Online Products layout of a few real PNG images: the layout a custom set takes today."""
+    rng = np.random.default_rng(0)
+    for name, first in (("Ebay_train.txt", 1), ("Ebay_test.txt", 1 + classes_per_split)):
+        rows = ["image_id class_id super_class_id path"]
+        for label in range(first, first + classes_per_split):
+            for index in range(images_per_class):
+                path = f"images/{label}_{index}.png"
+                (root / "images").mkdir(parents=True, exist_ok=True)
+                Image.fromarray(rng.integers(0, 255, (16, 16, 3), dtype=np.uint8)).save(root / path)
+                rows.append(f"{len(rows)} {label} 1 {path}")
+        (root / name).write_text("\n".join(rows) + "\n")
+    return root

@@ -90,6 +90,20 @@ class PostgresServer:
         shutil.rmtree(self.folder)
 
 
+def stop_group(process: subprocess.Popen) -> None:
+    """Stop the process and every child it started (they share its process group)."""
+    for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
 SSHD = Path("/usr/sbin/sshd")  # Debian's openssh-server
 SSH_HINT = "OpenSSH's server is not installed: apt-get install -y openssh-server (Debian)"
 

@@ -16,6 +16,7 @@ from fdsml.families.finefractaldb import FINEFRACTALDB
 from fdsml.ifs.finefractaldb import FineFractalDBConfig
 
 ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "src" / "fdsml"
 NO_HOLDOUT = {"instance_fraction": 0.0, "class_fraction": 0.0}
 """``fractals.holdout`` that trains on every row."""
 

@@ -5,6 +5,8 @@ from fdsml.config import ConfigError, parse, with_overlay
 from fdsml.data.fractals_config import parse_fractals_params
 from fdsml.validation.measure import ValidateDescriptorConfig
 
+from tests.support import ROOT
+
 
 @pytest.mark.parametrize(
     "params, message",
@@ -39,8 +41,6 @@ def test_defaults_parse_into_typed_values():
 
 def test_every_environment_parses_for_every_pipeline():
     """conf/base and conf/paper (merged over base) are valid for every pipeline's parser."""
-    from pathlib import Path
-
     from kedro.config import OmegaConfigLoader
 
     from fdsml.analysis.config import parse_analysis_params
@@ -60,7 +60,7 @@ def test_every_environment_parses_for_every_pipeline():
         "analysis": parse_analysis_params,
         "validate_descriptor": lambda raw: parse(ValidateDescriptorConfig, raw, "validate_descriptor"),
     }
-    conf = Path(__file__).resolve().parents[1] / "conf"
+    conf = ROOT / "conf"
     for env in ("base", "paper"):
         loader = OmegaConfigLoader(str(conf), base_env="base", default_run_env=env, merge_strategy={"parameters": "soft"})
         params = loader["parameters"]

@@ -10,8 +10,9 @@ import pytest
 
 from fdsml.experiment_queue import Experiment, printed, queue, settings
 
-from .support import copy_tracked
-from .test_dvc import BIN, _run
+from tests.dvc_chain import run_checked
+from tests.fresh_clone import BIN
+from tests.support import copy_tracked
 
 FILES = {"fractals": "conf/base/parameters_fractals.yml", "validate_descriptor": "conf/base/parameters_validate_descriptor.yml"}
 TINY = [
@@ -28,22 +29,22 @@ QUEUE_TIMEOUT_S = 1800  # two tiny arms take 5 minutes alone, 16 on a shared 2-c
 
 
 def _grid_table(repository: Path) -> list[dict]:
-    return list(csv.DictReader(io.StringIO(_run(["dvc", "exp", "show", "--csv"], repository))))
+    return list(csv.DictReader(io.StringIO(run_checked(["dvc", "exp", "show", "--csv"], repository))))
 
 
 @pytest.fixture(scope="module")
 def queued_grid(tmp_path_factory):
     """The generator's default and one-map variants at a tiny scale queued in a committed copy of the project, the queue run with one worker."""
     copy = copy_tracked(tmp_path_factory.mktemp("repo"))
-    _run(["git", "init", "-q"], copy)
-    _run(["git", "add", "-A"], copy)
-    _run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "copy"], copy)
+    run_checked(["git", "init", "-q"], copy)
+    run_checked(["git", "add", "-A"], copy)
+    run_checked(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "copy"], copy)
     queue(TINY_GRID, copy, dvc=str(BIN / "dvc"))
-    queued = _run(["dvc", "queue", "status"], copy)
-    _run(["dvc", "queue", "start", "-j", "1"], copy)
+    queued = run_checked(["dvc", "queue", "status"], copy)
+    run_checked(["dvc", "queue", "start", "-j", "1"], copy)
     try:
         deadline = time.monotonic() + QUEUE_TIMEOUT_S
-        while any(state in (status := _run(["dvc", "queue", "status"], copy)) for state in ("Queued", "Running")):
+        while any(state in (status := run_checked(["dvc", "queue", "status"], copy)) for state in ("Queued", "Running")):
             assert time.monotonic() < deadline, f"the queue did not finish in {QUEUE_TIMEOUT_S} s:\n{status}"
             time.sleep(5)
     finally:

@@ -1,6 +1,6 @@
 """The lineage site on the team's S3 remote: built, published, fetched back over HTTP and drawn by a browser.
 
-The remote is the S3-compatible server of tests/test_dvc_remote.py (moto on loopback) behind a
+The remote is the S3-compatible server of tests/s3_remote.py (moto on loopback) behind a
 DVC remote configured as the team does (endpoint committed, credentials in ``.dvc/config.local``).
 """
 
@@ -17,10 +17,11 @@ from kedro.framework.startup import bootstrap_project
 
 from fdsml.lineage_site import DEFAULT_PREFIX
 
-from .dependencies import require_program
-from .support import copy_tracked
-from .test_dvc_remote import BUCKET, ENV, _run, _use_s3_remote, s3  # noqa: F401 (s3 is a fixture)
-from .test_kedro_viz import CHROMIUM_FLAGS, INSTALL_HINT, ROOT, _screenshot, _stop_group, lineage_graph_drawn
+from tests.browser import CHROMIUM_FLAGS, INSTALL_HINT, lineage_graph_drawn, screenshot
+from tests.dependencies import require_program
+from tests.s3_remote import BUCKET, ENV, run_as_team, use_s3_remote
+from tests.servers import stop_group
+from tests.support import ROOT, copy_tracked
 
 pytestmark = pytest.mark.slow
 
@@ -45,8 +46,8 @@ def published(s3, tmp_path_factory):
     endpoint, client = s3
     client.put_bucket_policy(Bucket=BUCKET, Policy=readable_by_anyone(BUCKET, DEFAULT_PREFIX))
     project = copy_tracked(tmp_path_factory.mktemp("project"))
-    _run(["git", "init", "-q"], project)
-    _use_s3_remote(project, endpoint)
+    run_as_team(["git", "init", "-q"], project)
+    use_s3_remote(project, endpoint)
     done = subprocess.run(
         [sys.executable, "-m", "fdsml.lineage_site"], cwd=project, env=ENV | {"PYTHONPATH": str(project / "src")},
         capture_output=True, text=True, timeout=600,
@@ -96,7 +97,7 @@ def _rendered_dom(url: str, folder) -> str:
     try:
         dom, _ = browser.communicate(timeout=120)
     finally:
-        _stop_group(browser)
+        stop_group(browser)
     return dom
 
 
@@ -107,7 +108,7 @@ def drawn_labels(dom: str) -> set[str]:
 
 def test_a_browser_draws_the_published_lineage_with_every_node_on_screen(published, tmp_path):
     _, url = published
-    drawn, measured = lineage_graph_drawn(_screenshot(url, tmp_path))
+    drawn, measured = lineage_graph_drawn(screenshot(url, tmp_path))
     assert drawn, f"the published site looks blank ({tmp_path / 'page.png'}): {measured}"
     bootstrap_project(ROOT)
     missing = {node.name for node in pipelines["__default__"].nodes} - drawn_labels(_rendered_dom(url, tmp_path))

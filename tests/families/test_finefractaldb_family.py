@@ -1,7 +1,5 @@
 """FineFractalDB behind the family interface: the default table is byte-for-byte what it was before families."""
 
-from pathlib import Path
-
 import numpy as np
 import yaml
 
@@ -10,7 +8,9 @@ from fdsml.families import family_spec
 from fdsml.families.generation import generate_table
 from fdsml.ifs import determinant_probabilities, is_contractive, psi
 
-DEFAULT_PARAMS = Path(__file__).parents[2] / "conf/base/parameters_fractals.yml"
+from tests.support import ROOT
+
+DEFAULT_PARAMS = ROOT / "conf/base/parameters_fractals.yml"
 DEFAULT_TABLE_DIGEST = "b80b126f17eb1ad73373fc97d9d40425201e7266dcfca634b5af8d6f6f251d01"
 """``reuse.content_digest`` of the conf/base default table (10 x 20 at 64 px). First pinned on main at 11fc89d,
 before FineFractalDB became a family; re-pinned when |det| and Psi stopped going through LAPACK and BLAS,

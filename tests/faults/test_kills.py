@@ -4,15 +4,13 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from tests.faults.kill_harness import KILLS
+from tests.support import ROOT
 
 pytestmark = pytest.mark.slow
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_kills_leave_no_partial_file_and_the_rerun_equals_an_uninterrupted_run(tmp_path):

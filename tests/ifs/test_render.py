@@ -14,6 +14,8 @@ from fdsml.ifs import (
     sample_sigma_factor_code,
 )
 
+from tests.support import ROOT
+
 from .render_fuzz import OVERFLOWING
 
 SIERPINSKI = np.array(
@@ -180,7 +182,7 @@ def test_renderings_with_walkers_keep_their_bytes():
 def test_the_published_scales_walkers_keep_their_bytes():
     import yaml
 
-    paper = yaml.safe_load((Path(__file__).parents[2] / "conf/paper/parameters_fractals.yml").read_text())
+    paper = yaml.safe_load((ROOT / "conf/paper/parameters_fractals.yml").read_text())
     assert paper["fractals"]["render"]["walkers"] == PAPER_WALKERS
     assert golden_digest(PAPER_WALKERS) == PAPER_WALKERS_GOLDEN_DIGEST
 

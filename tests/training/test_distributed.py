@@ -20,12 +20,11 @@ from fdsml.training.model_setup import synchronised_batchnorm
 from fdsml.training.loop_config import LoopConfig
 from fdsml.training.pretrain import pretrain
 
-from tests.support import TINY_SPEC
+from tests.support import ROOT, TINY_SPEC
 from tests.servers import free_port
 from .ddp_worker import draw_per_replica
 from .helpers import tiny_config
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _checkpoints(run_dir: Path) -> list[Path]:

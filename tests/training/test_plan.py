@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -16,10 +15,10 @@ from fdsml.training.classification import parse_classification_params, plan_clas
 from fdsml.training.pretrain import plan_pretrain
 from fdsml.training.retrieval import parse_retrieval_params, plan_retrieval
 
-from tests.support import TINY_SPEC
+from tests.support import ROOT, TINY_SPEC
 from .helpers import tiny_config
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
+CONF = ROOT / "conf"
 
 
 @pytest.mark.parametrize("env", ["base", "paper"])

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support import ROOT
+
 LIMIT_S = 90  # the run takes about 20 s; a replica waiting on another never ends
 
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.project.pages import github_anchor, text_files
+from tests.support import ROOT
+
 METHOD = ROOT / "docs" / "method.md"
 SRC = ROOT / "src"
-SCANNED = ("README.md", "Makefile", "pyproject.toml", "dvc.yaml", ".ci", "benchmarks", "conf", "docs", "notebooks", "src", "tests")
-SKIPPED_DIRS = {"__pycache__", ".ipynb_checkpoints", "embedded"}
 SPEC_NAME = "METHOD" + ".md"  # the specification's file name, never written out here
 SECTION_SIGN = "\u00a7"
 CITATION = re.compile(SECTION_SIGN + r"(\d+(?:\.\d+)?)")
@@ -27,30 +27,9 @@ HEADING = re.compile(r"^#{2,3} (\d+(?:\.\d+)?)[.\s]", re.MULTILINE)
 ANCHOR = re.compile(r"(?:method\.md)?#([a-z0-9_-]+)\)")
 
 
-def text_files() -> list[tuple[str, str]]:
-    """``(path relative to the repository, text)`` of every text file a reader of the repository sees."""
-    found = []
-    for name in SCANNED:
-        top = ROOT / name
-        paths = [top] if top.is_file() else sorted(p for p in top.rglob("*") if p.is_file()) if top.is_dir() else []
-        for path in paths:
-            if SKIPPED_DIRS & set(path.relative_to(ROOT).parts):
-                continue
-            try:
-                found.append((str(path.relative_to(ROOT)), path.read_text(encoding="utf-8")))
-            except UnicodeDecodeError:
-                continue  # a binary file cites nothing
-    return found
-
-
 def sections(method_text: str) -> set[str]:
     """The numbers of docs/method.md's sections and subsections (``"3"``, ``"3.2"``)."""
     return set(HEADING.findall(method_text))
-
-
-def github_anchor(heading: str) -> str:
-    """The anchor GitHub gives a Markdown heading: lower case, punctuation dropped, spaces as hyphens."""
-    return re.sub(r"[^a-z0-9 _-]", "", heading.strip().lower()).replace(" ", "-")
 
 
 def anchors(method_text: str) -> set[str]:

@@ -1,17 +1,12 @@
-"""Imports point down: no two packages of ``fdsml`` import each other, directly or through others.
-
-Read from the source (the AST), runtime imports only: a name imported under ``if TYPE_CHECKING:``
-is an annotation, not a dependency.
-"""
+"""The import graph of ``fdsml``'s packages, read from the source (the AST), runtime imports only: a name imported
+under ``if TYPE_CHECKING:`` is an annotation, not a dependency."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-import pytest
-
-PACKAGE = Path(__file__).resolve().parents[1] / "src" / "fdsml"
+from tests.support import PACKAGE
 
 
 def _package(module: str) -> str:
@@ -52,32 +47,3 @@ def package_graph() -> dict[str, set[str]]:
         targets.discard(source)
         targets.intersection_update(graph)
     return graph
-
-
-def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
-    seen, todo = set(), list(graph[start])
-    while todo:
-        node = todo.pop()
-        if node not in seen:
-            seen.add(node)
-            todo.extend(graph[node])
-    return seen
-
-
-def test_no_package_imports_one_that_imports_it_back():
-    graph = package_graph()
-    cycles = sorted(name for name in graph if name in _reachable(graph, name))
-    assert not cycles, f"packages in an import cycle: {cycles}"
-
-
-@pytest.mark.parametrize(("low", "high"), [("fdsml.evaluation", "fdsml.training"), ("fdsml.distributed", "fdsml.training")])
-def test_the_lower_package_does_not_reach_the_higher(low, high):
-    assert high not in _reachable(package_graph(), low)
-
-
-def test_the_core_never_imports_the_pipelines():
-    graph = package_graph()
-    # commands: `python -m fdsml.plan` refuses what a run's checks before work refuse (fdsml.pipelines.run_checks)
-    above = {"fdsml.pipelines", "fdsml.pipeline_registry", "fdsml.settings", "fdsml.hooks", "fdsml.cli", "fdsml.__main__", "fdsml.plan"}
-    importers = sorted(name for name, targets in graph.items() if "fdsml.pipelines" in targets and name not in above)
-    assert not importers, f"core packages importing fdsml.pipelines: {importers}"

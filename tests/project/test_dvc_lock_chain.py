@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .dvc_lock import REFRESH, stage_outputs
-from .fresh_clone import ENV, fresh_clone
+from tests.project.dvc_lock import REFRESH, stage_outputs
+from tests.fresh_clone import ENV, fresh_clone
 
 pytestmark = pytest.mark.slow
 

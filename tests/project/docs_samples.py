@@ -1,8 +1,8 @@
 """The docs' sample outputs of ``python -m fdsml.plan``: each is what the command above it prints.
 
 A sample is a fenced block whose first line is ``$ python -m fdsml.plan ...``; the rest of the block is the
-command's output. ``tests/test_docs_samples.py`` compares every sample with a fresh run; after a change
-that moves the numbers, ``python -m tests.docs_samples`` (from the project's root) writes them anew.
+command's output. ``tests/project/test_docs_samples.py`` compares every sample with a fresh run; after a change
+that moves the numbers, ``python -m tests.project.docs_samples`` (from the project's root) writes them anew.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import re
 import shlex
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+from tests.project.pages import PAGES
+from tests.support import ROOT
+
 SAMPLE = re.compile(r"^```text\n\$ (python -m fdsml\.plan[^\n]*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 

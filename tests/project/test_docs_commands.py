@@ -22,10 +22,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.test_method_citations import github_anchor
+from tests.project.pages import PAGES, github_anchor
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 PROGRAMS = ("kedro ", "dvc ", "torchrun ", "python -m fdsml.plan", "python benchmarks/", "make ")
 PLACEHOLDER = re.compile(r"\.\.\.|<[^>]*>|\$|^[A-Z_]+$|key=value")
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from nbclient import NotebookClient
 
-from .support import NO_HOLDOUT, ROOT, copy_tracked, tiny_fractals, tiny_pretrain
+from tests.support import NO_HOLDOUT, ROOT, copy_tracked, tiny_fractals, tiny_pretrain
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ import re
 import pytest
 import yaml
 
-from .fresh_clone import BIN, ROOT, finish, fresh_clone, run, start
+from tests.fresh_clone import BIN, ROOT, finish, fresh_clone, run, start
 
 pytestmark = pytest.mark.slow
 

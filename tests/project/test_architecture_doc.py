@@ -4,11 +4,10 @@ no import pointing up the layers, every package and top-level module of ``src/fd
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-from tests.test_imports import PACKAGE, package_graph
+from tests.project.import_graph import package_graph
+from tests.support import PACKAGE, ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def documented_layers(page: str) -> dict[str, int]:

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from .dependencies import require_module
-from .servers import SshServer
-from .test_dvc import BIN, _outputs, _ran, _run, dvc_env, tiny_chain
+from tests.dependencies import require_module
+from tests.dvc_chain import dvc_env, output_paths, run_checked, stages_ran, tiny_chain
+from tests.fresh_clone import BIN
+from tests.servers import SshServer
 
 pytestmark = pytest.mark.slow
 PUSH_TIMEOUT_S = 600
@@ -62,10 +63,10 @@ def pushed(ssh, tmp_path_factory):
     alice, remote = base / "alice", base / "remote"
     alice.mkdir()
     tiny_chain(alice)
-    _run(["dvc", "remote", "add", "-d", "team", f"ssh://{server.user}@127.0.0.1:{server.port}{remote}"], alice, env)
-    _run(["dvc", "remote", "modify", "--local", "team", "keyfile", str(server.user_key)], alice, env)
-    _run(["git", "add", "-A"], alice)  # dvc.lock of this repro and the remote's address (outputs are git-ignored)
-    _run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "outputs, SSH remote"], alice)
+    run_checked(["dvc", "remote", "add", "-d", "team", f"ssh://{server.user}@127.0.0.1:{server.port}{remote}"], alice, env)
+    run_checked(["dvc", "remote", "modify", "--local", "team", "keyfile", str(server.user_key)], alice, env)
+    run_checked(["git", "add", "-A"], alice)  # dvc.lock of this repro and the remote's address (outputs are git-ignored)
+    run_checked(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "outputs, SSH remote"], alice)
 
     push = subprocess.Popen([str(BIN / "dvc"), "push"], cwd=alice, env=dvc_env(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + PUSH_TIMEOUT_S
@@ -76,7 +77,7 @@ def pushed(ssh, tmp_path_factory):
            "returncode": push.returncode, "objects": len(_objects(remote)), "corrupt": _corrupt(remote),
            "partial": sorted(path.name for path in remote.glob("files/md5/??/*.tmp"))}
     server.start()
-    _run(["dvc", "push"], alice, env)
+    run_checked(["dvc", "push"], alice, env)
     return alice, remote, cut
 
 
@@ -90,18 +91,18 @@ def test_a_push_cut_by_the_server_going_down_completes_when_run_again(pushed, ss
     assert _corrupt(alice / ".dvc/cache") == [] and _corrupt(remote) == []
     assert set(_objects(remote)) == set(local)
     print(f"cut after {cut['objects']} of {len(local)} objects; partial uploads left under temporary names: {cut['partial']}")
-    assert "Cache and remote 'team' are in sync" in _run(["dvc", "status", "-c"], alice, env)
+    assert "Cache and remote 'team' are in sync" in run_checked(["dvc", "status", "-c"], alice, env)
 
 
 def test_a_second_clone_pulls_every_output_and_has_nothing_to_reproduce(pushed, ssh, tmp_path):
     alice, _, _ = pushed
     server, env = ssh
     bob = tmp_path / "bob"
-    _run(["git", "clone", "-q", str(alice), str(bob)], tmp_path)
-    assert not any(path.exists() for path in _outputs(bob))
-    _run(["dvc", "remote", "modify", "--local", "team", "keyfile", str(server.user_key)], bob, env)
-    _run(["dvc", "pull"], bob, env)
-    assert all(path.exists() for path in _outputs(bob))
-    assert "Data and pipelines are up to date" in _run(["dvc", "status"], bob, env)
-    assert _ran(_run(["dvc", "repro"], bob, env)) == set()
+    run_checked(["git", "clone", "-q", str(alice), str(bob)], tmp_path)
+    assert not any(path.exists() for path in output_paths(bob))
+    run_checked(["dvc", "remote", "modify", "--local", "team", "keyfile", str(server.user_key)], bob, env)
+    run_checked(["dvc", "pull"], bob, env)
+    assert all(path.exists() for path in output_paths(bob))
+    assert "Data and pipelines are up to date" in run_checked(["dvc", "status"], bob, env)
+    assert stages_ran(run_checked(["dvc", "repro"], bob, env)) == set()
     assert _corrupt(bob / ".dvc/cache") == []

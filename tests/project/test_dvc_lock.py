@@ -1,7 +1,7 @@
 """The committed dvc.lock matches the code and configuration (a fast check, no stage runs): in a fresh copy
 `dvc status` finds no code, configuration or parameter dependency of any stage changed since the lock."""
 
-from .dvc_lock import describe, fresh_stale_stages, stale_entries
+from tests.project.dvc_lock import describe, fresh_stale_stages, stale_entries
 
 
 def test_dvc_lock_matches_the_code_and_configuration(tmp_path):

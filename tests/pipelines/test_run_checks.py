@@ -3,7 +3,6 @@ selected pipeline; when one replica finds a problem, all stop together with one 
 
 import os
 import socket
-from pathlib import Path
 
 import pytest
 import torch
@@ -11,7 +10,9 @@ import torch.multiprocessing as mp
 
 from fdsml.pipelines.run_checks import CHECKS, RunCheckError, check_run
 
-from .fresh_clone import fresh_clone, run
+from tests.fresh_clone import fresh_clone, run
+from tests.own_images import tiny_sop
+from tests.support import ROOT
 
 
 def _check_as_replica(rank: int, port: int, folder: str) -> None:
@@ -51,7 +52,7 @@ def test_every_parameter_section_a_pipeline_reads_is_checked_before_the_first_no
     from kedro.framework.project import pipelines
     from kedro.framework.startup import bootstrap_project
 
-    bootstrap_project(Path(__file__).resolve().parents[1])
+    bootstrap_project(ROOT)
     read = {i.split(":", 1)[1].split(".")[0] for pipe in pipelines.values() for i in pipe.inputs() if i.startswith("params:")}
     assert read <= set(CHECKS), f"parameter sections no check reads before the first node: {sorted(read - set(CHECKS))}"
 
@@ -91,16 +92,14 @@ def test_an_unknown_key_at_any_depth_of_any_section_is_refused_naming_the_closes
     assert named in str(raised.value) and raised.value.kind == "ConfigError"
 
 
-@pytest.mark.parametrize("env", sorted(p.name for p in (Path(__file__).resolve().parents[1] / "conf").iterdir() if p.is_dir() and p.name not in ("local", "studies")))
+@pytest.mark.parametrize("env", sorted(p.name for p in (ROOT / "conf").iterdir() if p.is_dir() and p.name not in ("local", "studies")))
 def test_every_key_of_every_environment_is_known(env):
     from fdsml.plan import load_parameters
 
-    check_run(load_parameters(env, [], Path(__file__).resolve().parents[1] / "conf"), reads=set())
+    check_run(load_parameters(env, [], ROOT / "conf"), reads=set())
 
 
 def test_recall_at_k_beyond_what_a_query_searches_is_refused_naming_the_key_and_the_fix(tmp_path):
-    from .test_check_before_work import tiny_sop
-
     sop = tiny_sop(tmp_path)
     with pytest.raises(RunCheckError, match=r"retrieval.data.ks: \[1, 10, 100\] \(null: sop's own list\) asks for Recall@100, "
                        r"but a query of sop searches 5 items; set ks to Ks of at most 5, e\.g\. `retrieval: \{data: \{ks: \[1\]\}\}`"):
@@ -134,8 +133,6 @@ def test_the_plan_command_refuses_an_unknown_key(capsys):
 
 
 def test_a_plan_that_cannot_train_is_refused_before_work(tmp_path):
-    from .test_check_before_work import tiny_sop
-
     sop = tiny_sop(tmp_path)
     with pytest.raises(RunCheckError, match=r"a batch of 90 is larger than the 6 training images.*retrieval.data.batch_size"):
         check_run({"retrieval": {"data": {"dataset": "sop", "root": str(sop), "ks": [1], "batch_size": 90}}})

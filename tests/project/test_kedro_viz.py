@@ -7,44 +7,24 @@ group: the web server runs in a child process, so teardown stops the whole group
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import numpy as np
 import pytest
 from kedro.framework.project import pipelines
 from kedro.framework.startup import bootstrap_project
-from PIL import Image
 
-from .dependencies import require_program
+from tests.browser import WINDOW, lineage_graph_drawn, screenshot
+from tests.fresh_clone import BIN
+from tests.servers import stop_group
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
 STARTUP_TIMEOUT_S = 120
 VIZ_MAX_PORT = 49151
-WINDOW = (1400, 900)
-# Inside the graph panel at WINDOW size, clear of the sidebar (x < 480), the release banner (top
-# right), the guided-tour popup (bottom right) and the minimap (bottom left): (left, top, right, bottom).
-GRAPH_BOX = (500, 40, 1000, 640)
-CHROMIUM_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--virtual-time-budget=15000",  # without it the screenshot is taken before the graph is laid out
-    f"--window-size={WINDOW[0]},{WINDOW[1]}",
-)
-INSTALL_HINT = "Chromium is not installed: `apt-get install -y chromium` (Debian) enables this browser check"
 
 
 def _environment() -> dict[str, str]:
@@ -78,20 +58,6 @@ def _get_json(url: str) -> dict:
         return json.load(response)
 
 
-def _stop_group(process: subprocess.Popen) -> None:
-    """Stop the process and every child it started (they share its process group)."""
-    for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(timeout=grace)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 @pytest.fixture(scope="module")
 def viz_url(tmp_path_factory):
     port = _free_port()
@@ -120,7 +86,7 @@ def viz_url(tmp_path_factory):
             time.sleep(1)
         yield url
     finally:
-        _stop_group(server)
+        stop_group(server)
 
 
 @pytest.fixture(scope="module")
@@ -170,55 +136,13 @@ def test_api_shows_every_node_dataset_and_edge_of_every_pipeline(viz_url, regist
     assert not problems, "\n".join(problems)
 
 
-def lineage_graph_drawn(image: np.ndarray | None) -> tuple[bool, str]:
-    """Whether an RGB kedro-viz screenshot shows a drawn graph, with the measurements that decided it.
-
-    No screenshot (``None``) means nothing was drawn: Chromium 156 writes no file for a page that
-    failed to load. Otherwise the page must not be blank (many colours), the graph panel must have kedro-viz's dark canvas
-    (Chromium's error page and ``about:blank`` are white) and enough of the panel must be drawn on
-    (the app shell before layout leaves the panel empty).
-    """
-    if image is None:
-        return False, "Chromium wrote no screenshot: nothing was drawn"
-    pixels = image.astype(np.int32)
-    packed = pixels[..., 0] << 16 | pixels[..., 1] << 8 | pixels[..., 2]
-    colours = len(np.unique(packed))
-    left, top, right, bottom = GRAPH_BOX
-    values, counts = np.unique(packed[top:bottom, left:right], return_counts=True)
-    background = (values[counts.argmax()] >> np.array([16, 8, 0])) & 0xFF
-    panel = pixels[top:bottom, left:right].reshape(-1, 3)
-    drawn = float((np.abs(panel - background).max(axis=1) > 32).mean())
-    verdict = colours > 50 and background.mean() < 64 and drawn > 0.005
-    return verdict, f"{colours} colours, panel background {background.tolist()}, {drawn:.4f} of the panel drawn"
-
-
-def _screenshot(url: str, folder: Path) -> np.ndarray | None:
-    """The page as RGB pixels, or None when Chromium wrote no screenshot (a page that did not load)."""
-    chromium = require_program("chromium", INSTALL_HINT)
-    folder.mkdir(parents=True, exist_ok=True)
-    picture = folder / "page.png"
-    browser = subprocess.Popen(
-        [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={folder / 'profile'}", f"--screenshot={picture}", url],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        browser.wait(timeout=120)
-    finally:
-        _stop_group(browser)
-    if not picture.exists():
-        return None
-    return np.asarray(Image.open(picture).convert("RGB"))
-
-
 def test_browser_draws_the_lineage_graph(viz_url, tmp_path):
-    drawn, measured = lineage_graph_drawn(_screenshot(f"{viz_url}/", tmp_path))
+    drawn, measured = lineage_graph_drawn(screenshot(f"{viz_url}/", tmp_path))
     assert drawn, f"the kedro-viz page looks blank ({tmp_path / 'page.png'}): {measured}"
 
 
 def test_a_blank_page_that_renders_does_not_pass_the_screenshot_check(tmp_path):
-    blank = _screenshot("about:blank", tmp_path)
+    blank = screenshot("about:blank", tmp_path)
     assert blank is not None, "Chromium wrote no screenshot of about:blank: the check was never exercised"
     drawn, measured = lineage_graph_drawn(blank)
     assert not drawn, f"about:blank passed as a drawn graph: {measured}"
@@ -226,7 +150,7 @@ def test_a_blank_page_that_renders_does_not_pass_the_screenshot_check(tmp_path):
 
 def test_a_page_that_fails_to_load_does_not_pass_the_screenshot_check(tmp_path):
     """Older Chromium draws a white error page here, Chromium 156 writes no file: neither is a graph."""
-    drawn, measured = lineage_graph_drawn(_screenshot(f"http://127.0.0.1:{_free_port()}/", tmp_path))
+    drawn, measured = lineage_graph_drawn(screenshot(f"http://127.0.0.1:{_free_port()}/", tmp_path))
     assert not drawn, f"a refused connection passed as a drawn graph: {measured}"
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from .fresh_clone import ENV, fresh_clone
+from tests.fresh_clone import ENV, fresh_clone
 
 REFRESH = "`make lock` (dvc repro of the embedded default, about 10 minutes on 2 cores), then commit dvc.lock"
 

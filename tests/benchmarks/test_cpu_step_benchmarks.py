@@ -4,7 +4,7 @@ import math
 
 import pandas as pd
 
-from tests.benchmark_scripts import load_benchmark
+from tests.benchmarks.scripts import load_benchmark
 
 
 def test_parity_reads_each_validation_columns_last_measured_value(monkeypatch):

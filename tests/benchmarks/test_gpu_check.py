@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.benchmark_scripts import load_benchmark
+from tests.benchmarks.scripts import load_benchmark
 
 
 @pytest.fixture

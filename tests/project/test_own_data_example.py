@@ -10,9 +10,9 @@ import torch
 from fdsml.models import build_model, model_payload
 from fdsml.models.checkpoint import save_checkpoint
 
-from .fresh_clone import fresh_clone, run
-from .own_images import write_image_folder
-from .support import ROOT
+from tests.fresh_clone import fresh_clone, run
+from tests.own_images import write_image_folder
+from tests.support import ROOT
 
 PAGE = ROOT / "docs" / "own-data.md"
 

@@ -2,9 +2,10 @@
 
 import importlib.util
 import sys
-from pathlib import Path
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+from tests.support import ROOT
+
+BENCHMARKS = ROOT / "benchmarks"
 
 
 def load_benchmark(name: str, monkeypatch) -> object:

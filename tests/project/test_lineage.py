@@ -1,7 +1,5 @@
 """Every artefact is a catalog entry with a file, and DVC tracks exactly the catalog's files, in data-flow order."""
 
-from pathlib import Path
-
 import pytest
 import yaml
 from kedro.config import OmegaConfigLoader
@@ -11,7 +9,8 @@ from kedro.framework.startup import bootstrap_project
 from fdsml.pipeline_registry import STUDIES
 from fdsml.training.live import LIVE_FILES
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support import ROOT
+
 TRANSIENT = {  # node outputs deliberately kept in memory: partial metrics merged into analysis_metrics
     "analysis_trajectory_metrics",
     "analysis_gradcam_metrics",

@@ -10,7 +10,6 @@ is caught here, not by a user after a fine-tune.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +17,8 @@ import yaml
 
 from fdsml.plan import PIPELINES, load_parameters, plan_steps
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support import ROOT
+
 CONF = ROOT / "conf"
 ENVIRONMENTS = sorted(path.name for path in CONF.iterdir() if path.is_dir() and path.name not in ("local", "studies"))  # studies: no environment
 

@@ -4,12 +4,12 @@
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+from tests.benchmarks.scripts import BENCHMARKS
+
 SCRIPT = f"""
 import collections, sys
 sys.path.insert(0, {str(BENCHMARKS)!r})

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
-from PIL import Image
 
-from .fresh_clone import fresh_clone, run
+from tests.fresh_clone import fresh_clone, run
+from tests.own_images import tiny_sop
 
 
 def _lines(output: str) -> list[str]:
@@ -24,21 +23,6 @@ def _assert_one_message(code: int, output: str, *expected: str) -> str:
     for text in expected:
         assert text in lines[0], lines[0]
     return lines[0]
-
-
-def tiny_sop(root: Path, classes_per_split: int = 2, images_per_class: int = 3) -> Path:
-    """A Stanford Online Products layout of a few real PNG images: the layout a custom set takes today."""
-    rng = np.random.default_rng(0)
-    for name, first in (("Ebay_train.txt", 1), ("Ebay_test.txt", 1 + classes_per_split)):
-        rows = ["image_id class_id super_class_id path"]
-        for label in range(first, first + classes_per_split):
-            for index in range(images_per_class):
-                path = f"images/{label}_{index}.png"
-                (root / "images").mkdir(parents=True, exist_ok=True)
-                Image.fromarray(rng.integers(0, 255, (16, 16, 3), dtype=np.uint8)).save(root / path)
-                rows.append(f"{len(rows)} {label} 1 {path}")
-        (root / name).write_text("\n".join(rows) + "\n")
-    return root
 
 
 def _environment(clone: Path, name: str, files: dict[str, str]) -> str:

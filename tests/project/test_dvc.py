@@ -7,10 +7,7 @@ parameter; and a local remote carries every output to a fresh clone.
 """
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,79 +15,21 @@ import yaml
 from kedro.framework.project import pipelines
 from kedro.framework.startup import bootstrap_project
 
-from .support import NO_HOLDOUT, copy_tracked, tiny_fractals, tiny_pretrain
+from tests.dvc_chain import output_paths, run_checked, stages_ran, tiny_chain
+from tests.support import ROOT
 
 pytestmark = pytest.mark.slow
-
-ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
-
-TINY = {
-    "fractals": tiny_fractals(points=800, class_filter=(128, 8000), holdout=NO_HOLDOUT),
-    "pretrain": tiny_pretrain(),
-    "validate_descriptor": {"n_triplets": 20, "n_base_codes": 1, "grid_triplets_per_filter": 1, "sweep": {"n_noise_seeds": 1}},
-    "retrieval": {
-        "data": {"image_size": 16, "batch_size": 64},
-        "embedding": {"embedding_dim": 8},
-        "train": {"max_steps": 2, "freeze_backbone_steps": 1, "device": "cpu"},
-        "n_example_queries": 2,
-    },
-    "classification": {"image_size": 32, "batch_size": 64, "train": {"max_steps": 2, "device": "cpu"}},
-    "robustness": {"max_images": 4, "severities": [1, 5], "device": "cpu"},
-    "analysis": {
-        "device": "cpu",
-        "embedding_map": {"n_classes": 3, "max_instances_per_class": 6, "sweep_points": 5, "thumbnails": 2, "n_neighbors": 5},
-        "trajectory": {"n_alphas": 8, "thumbnails": 2},
-        "real_images": {"n_images": 12},
-        "gradcam": {"n_show": 2},
-        "grids": {"n_classes": 2, "n_instances": 2, "triplets_per_filter": 1},
-    },
-}
-
-
-def dvc_env(extra: dict | None = None) -> dict:
-    """The environment of a user's shell in the project's virtual environment (``extra`` set on top)."""
-    return os.environ | {"PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "KEDRO_DISABLE_TELEMETRY": "1"} | (extra or {})
-
-
-def _run(args, cwd, env=None):
-    result = subprocess.run(args, cwd=cwd, env=dvc_env(env), capture_output=True, text=True)
-    assert result.returncode == 0, f"{' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    return result.stdout
-
-
-def _ran(output: str) -> set[str]:
-    return set(re.findall(r"Running stage '([^']+)'", output))
 
 
 def _changed(copy: Path) -> set[str]:
     """The stages `dvc status` finds out of date (what `dvc repro` would start from)."""
-    return set(json.loads(_run(["dvc", "status", "--json"], copy)))
+    return set(json.loads(run_checked(["dvc", "status", "--json"], copy)))
 
 
 def _lookup(mapping: dict, dotted: str):
     for key in dotted.split("."):
         mapping = mapping[key]
     return mapping
-
-
-def _outputs(folder: Path) -> list[Path]:
-    stages = yaml.safe_load((folder / "dvc.yaml").read_text())["stages"]
-    paths = []
-    for stage in stages.values():
-        for kind in ("outs", "metrics", "plots"):
-            paths += [folder / (e if isinstance(e, str) else next(iter(e))) for e in stage.get(kind, [])]
-    return paths
-
-
-def tiny_chain(copy: Path) -> str:
-    """A git repository in ``copy`` of the project with the TINY parameters, after ``dvc repro``: its output."""
-    copy_tracked(copy)
-    (copy / "conf/local/parameters.yml").write_text(yaml.safe_dump(TINY))
-    _run(["git", "init", "-q"], copy)
-    _run(["git", "add", "-A"], copy)
-    _run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "copy"], copy)
-    return _run(["dvc", "repro"], copy)
 
 
 @pytest.fixture(scope="module")
@@ -102,10 +41,10 @@ def repository(tmp_path_factory):
 def test_repro_runs_every_stage_once_then_nothing(repository):
     copy, first = repository
     stages = set(yaml.safe_load((copy / "dvc.yaml").read_text())["stages"])
-    assert _ran(first) == stages
-    assert all(path.exists() for path in _outputs(copy))
-    assert _ran(_run(["dvc", "repro"], copy)) == set()
-    assert "up to date" in _run(["dvc", "status"], copy)
+    assert stages_ran(first) == stages
+    assert all(path.exists() for path in output_paths(copy))
+    assert stages_ran(run_checked(["dvc", "repro"], copy)) == set()
+    assert "up to date" in run_checked(["dvc", "status"], copy)
 
 
 def test_every_stage_runs_kedro_in_the_tracked_environment_on_both_parameter_sets():
@@ -177,7 +116,7 @@ def test_the_published_scale_is_one_variable_away(repository):
     try:
         stages = set(yaml.safe_load((copy / "dvc.yaml").read_text())["stages"])
         assert _changed(copy) == stages
-        commands = re.findall(r"^> (.*)$", _run(["dvc", "repro", "--dry"], copy), re.MULTILINE)
+        commands = re.findall(r"^> (.*)$", run_checked(["dvc", "repro", "--dry"], copy), re.MULTILINE)
         assert len(commands) == len(stages) and all(command.endswith("--env paper") for command in commands)
     finally:
         path.write_text(text)
@@ -187,33 +126,33 @@ def test_a_parameter_change_reruns_exactly_the_stages_downstream(repository):
     copy, _ = repository
     params = copy / "conf/base/parameters_retrieval.yml"
     params.write_text(params.read_text().replace("seeds: [0]", "seeds: [1]"))
-    assert _ran(_run(["dvc", "repro"], copy)) == {"retrieval", "report", "export"}  # the model card shows retrieval
+    assert stages_ran(run_checked(["dvc", "repro"], copy)) == {"retrieval", "report", "export"}  # the model card shows retrieval
     params = copy / "conf/base/parameters_robustness.yml"
     params.write_text(params.read_text().replace("example_index: 0", "example_index: 1"))
-    assert _ran(_run(["dvc", "repro"], copy)) == {"robustness", "report"}
-    _run(["git", "add", "-A"], copy)
-    _run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "changed parameters"], copy)
+    assert stages_ran(run_checked(["dvc", "repro"], copy)) == {"robustness", "report"}
+    run_checked(["git", "add", "-A"], copy)
+    run_checked(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "changed parameters"], copy)
 
 
 def test_an_experiment_sweeps_a_parameter(repository):
     copy, _ = repository
-    output = _run(["dvc", "exp", "run", "-S", "conf/base/parameters_retrieval.yml:retrieval.seeds=[2]"], copy)
-    assert _ran(output) == {"retrieval", "report", "export"}
-    table = _run(["dvc", "exp", "show", "--csv"], copy)
+    output = run_checked(["dvc", "exp", "run", "-S", "conf/base/parameters_retrieval.yml:retrieval.seeds=[2]"], copy)
+    assert stages_ran(output) == {"retrieval", "report", "export"}
+    table = run_checked(["dvc", "exp", "show", "--csv"], copy)
     assert "retrieval.seeds" in table and "[2]" in table
 
 
 def test_a_fresh_clone_pulls_every_output_from_the_remote(repository, tmp_path):
     copy, _ = repository
-    _run(["dvc", "remote", "add", "-f", "-d", "shared", str(tmp_path / "remote")], copy)
-    _run(["dvc", "push"], copy)
-    _run(["git", "add", "-A"], copy)
-    _run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "remote"], copy)
+    run_checked(["dvc", "remote", "add", "-f", "-d", "shared", str(tmp_path / "remote")], copy)
+    run_checked(["dvc", "push"], copy)
+    run_checked(["git", "add", "-A"], copy)
+    run_checked(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "remote"], copy)
     clone = tmp_path / "clone"
-    _run(["git", "clone", "-q", str(copy), str(clone)], tmp_path)
-    _run(["dvc", "pull"], clone)
-    assert all(path.exists() for path in _outputs(clone))
-    assert "up to date" in _run(["dvc", "status"], clone)
+    run_checked(["git", "clone", "-q", str(copy), str(clone)], tmp_path)
+    run_checked(["dvc", "pull"], clone)
+    assert all(path.exists() for path in output_paths(clone))
+    assert "up to date" in run_checked(["dvc", "status"], clone)
 
 
 def test_experiments_over_the_pretraining_filter_report_their_own_retrieval_numbers(repository):
@@ -223,8 +162,8 @@ def test_experiments_over_the_pretraining_filter_report_their_own_retrieval_numb
     metrics = {}
     for name in ("all", "diff"):
         setting = f"conf/base/parameters_pretrain.yml:pretrain.pa_triplet.filter={name}"
-        output = _run(["dvc", "exp", "run", "retrieval", "-n", f"filter-{name}", "-S", setting], copy)
-        assert {"pretrain", "retrieval"} <= _ran(output)
+        output = run_checked(["dvc", "exp", "run", "retrieval", "-n", f"filter-{name}", "-S", setting], copy)
+        assert {"pretrain", "retrieval"} <= stages_ran(output)
         metrics[name] = json.loads((copy / "data/08_reporting/retrieval_metrics.json").read_text())
     pretrained = [start for start in metrics["all"] if start != "scratch"]
     assert pretrained, "the default retrieval configuration fine-tunes a pre-trained start"

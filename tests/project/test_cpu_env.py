@@ -1,7 +1,6 @@
 """conf/cpu, the hour-on-2-CPU-cores pre-training (docs/cpu.md): `--env cpu` selects it over conf/base, it passes
 the checks a run makes before its first node, and the pre-training budget study runs at its image size."""
 
-from pathlib import Path
 
 import yaml
 from kedro.framework.session import KedroSession
@@ -9,7 +8,8 @@ from kedro.framework.startup import bootstrap_project
 
 from fdsml.pipelines.run_checks import check_run
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support import ROOT
+
 
 
 def _parameters(env: str) -> dict:
