@@ -43,13 +43,13 @@ import gpu_render_speed as render_rows  # noqa: E402
 from fdsml.atomic import atomic_path  # noqa: E402
 from fdsml.losses.couce import CouCESettings, build_couce_objective  # noqa: E402
 from fdsml.losses.pa_triplet import mine_batch_triplets  # noqa: E402
-from fdsml.measure import Measured  # noqa: E402
+from fdsml.timers import Measured  # noqa: E402
 from fdsml.models import build_model  # noqa: E402
 from fdsml.training.loop import train  # noqa: E402
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig  # noqa: E402
 from fdsml.training.objectives import CrossEntropyObjective  # noqa: E402
 from fdsml.training.pretrain_objectives.pa_triplet import PATripletObjective  # noqa: E402
-from fdsml.training.run_arithmetic import PlanKeys, plan_training  # noqa: E402
+from fdsml.training.training_plan import PlanKeys, plan_training  # noqa: E402
 
 TRIPLET_TARGET = 0.9
 QUICK_DEVICE_BUDGET_S = 480

@@ -1,7 +1,7 @@
 """gpu_check.py's rendering speed rows: the Triton kernel alone in images/s, the host's packing per image,
 and pre-training with ``source: device`` against ``source: render``.
 
-The kernel is timed on the device (CUDA events, :class:`fdsml.measure.Stopwatch`) around :func:`fdsml.ifs.render_triton.render_tensors` on codes
+The kernel is timed on the device (CUDA events, :class:`fdsml.timers.Stopwatch`) around :func:`fdsml.ifs.render_triton.render_tensors` on codes
 already packed and on the device; the packing (Python on the host, per code) is timed on its own:
 timing ``render_batch`` would report the host's packing rate whatever the GPU does. Whether the kernel
 draws Numba's bytes is a test (``tests/ifs/test_render_triton.py``), which gpu_check.py runs as a row.
@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from fdsml.ifs import determinant_probabilities, sample_sigma_factor_code
-from fdsml.measure import Stopwatch
+from fdsml.timers import Stopwatch
 
 KERNEL_SETTINGS = ((64, 4_000), (256, 100_000))
 """(size, points) of the kernel rows: the embedded default and the published setting."""

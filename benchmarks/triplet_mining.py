@@ -18,7 +18,7 @@ import torch
 
 from fdsml.losses.candidates import FILTERS
 from fdsml.losses.pa_triplet import mine_batch_triplets, triplets_per_anchor
-from fdsml.measure import Measured
+from fdsml.timers import Measured
 
 
 def main() -> None:

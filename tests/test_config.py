@@ -3,7 +3,7 @@ import pytest
 from fdsml.analysis.config import parse_analysis_params
 from fdsml.config import ConfigError, parse, with_overlay
 from fdsml.data.fractals_config import parse_fractals_params
-from fdsml.validation.measure import ValidateDescriptorConfig
+from fdsml.descriptor_validation.measure import ValidateDescriptorConfig
 
 from tests.support import ROOT
 
@@ -46,7 +46,7 @@ def test_every_environment_parses_for_every_pipeline():
     from fdsml.analysis.config import parse_analysis_params
     from fdsml.config import parse
     from fdsml.pipelines.robustness.nodes import parse_robustness_params
-    from fdsml.validation.measure import ValidateDescriptorConfig
+    from fdsml.descriptor_validation.measure import ValidateDescriptorConfig
     from fdsml.training.classification import parse_classification_params
     from fdsml.training.pretrain import parse_pretrain_params
     from fdsml.training.retrieval import parse_retrieval_params

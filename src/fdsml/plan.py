@@ -26,7 +26,7 @@ from fdsml import settings
 from fdsml.config import ConfigError
 from fdsml.data.layout import DatasetLayoutError
 from fdsml.errors import UserFixableError
-from fdsml.training.run_arithmetic import PublishedSizes, TrainingPlan, format_plans, parse_plan_params
+from fdsml.training.training_plan import PublishedSizes, TrainingPlan, format_plans, parse_plan_params
 
 PIPELINES = ("pretrain", "retrieval", "classification")
 

@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 from fdsml.data import DatasetLayoutError, ImageRecords
-from fdsml.datasets import ArrayShardsDataset
+from fdsml.catalog_datasets import ArrayShardsDataset
 from fdsml.evaluation.corruptions import (
     CORRUPTION_GROUPS,
     CORRUPTIONS,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fdsml import reuse
+from fdsml import fingerprints
 from fdsml.families import Family, scale_descriptor
 
 RANGES = ((0.1, 0.6), (0.4, 1.25))
@@ -25,7 +25,7 @@ class DiscSettings:
     min_occupancy: float = 0.02
     max_class_replacements: int = 2
     max_attempts: int = 30
-    workers: int = reuse.non_defining(default=1)
+    workers: int = fingerprints.non_defining(default=1)
 
 
 class Discs(Family):

@@ -3,7 +3,7 @@
 import numpy as np
 import yaml
 
-from fdsml import reuse
+from fdsml import fingerprints
 from fdsml.families import family_spec
 from fdsml.families.generation import generate_table
 from fdsml.ifs import determinant_probabilities, is_contractive, psi
@@ -12,7 +12,7 @@ from tests.support import ROOT
 
 DEFAULT_PARAMS = ROOT / "conf/base/parameters_fractals.yml"
 DEFAULT_TABLE_DIGEST = "b80b126f17eb1ad73373fc97d9d40425201e7266dcfca634b5af8d6f6f251d01"
-"""``reuse.content_digest`` of the conf/base default table (10 x 20 at 64 px). First pinned on main at 11fc89d,
+"""``fingerprints.content_digest`` of the conf/base default table (10 x 20 at 64 px). First pinned on main at 11fc89d,
 before FineFractalDB became a family; re-pinned when |det| and Psi stopped going through LAPACK and BLAS,
 whose CPU-specific kernels gave the table other last bits on another machine (the same on every machine now)."""
 ONE_MAP_DIGEST = "dd8b324fe1495955e9e3f4be72d54e04b18c7263feecedf2df02159e211e1303"
@@ -25,7 +25,7 @@ def default_params():
 
 def test_the_default_table_is_byte_identical_to_the_pre_family_generator():
     table, summary = generate_table(family_spec(default_params()))
-    assert reuse.content_digest(table) == DEFAULT_TABLE_DIGEST == summary["table_digest"]
+    assert fingerprints.content_digest(table) == DEFAULT_TABLE_DIGEST == summary["table_digest"]
     assert summary["family"] == "finefractaldb" and summary["title"] == "FineFractalDB"
 
 
@@ -33,7 +33,7 @@ def test_the_other_code_paths_are_byte_identical_too():
     params = default_params()
     params |= {"n_classes": 4, "sampler": "uniform"}
     params["perturbation"] = dict(params["perturbation"], scope="one_map", positions_per_class=2)
-    assert reuse.content_digest(generate_table(family_spec(params))[0]) == ONE_MAP_DIGEST
+    assert fingerprints.content_digest(generate_table(family_spec(params))[0]) == ONE_MAP_DIGEST
 
 
 def test_instances_round_trip_through_the_table_and_class_codes_are_recovered():

@@ -14,7 +14,7 @@ import pytest
 from fdsml.config import ConfigError, parse
 from fdsml.families import FamilySpec, get_family, rcdb, visual_atom
 from fdsml.ifs.chamfer import chamfer_distances
-from fdsml.validation.sweeps import noise_floor
+from fdsml.descriptor_validation.sweeps import noise_floor
 
 FAMILIES = {
     "visual_atom": (visual_atom.VISUAL_ATOM, visual_atom.VisualAtomSettings()),

@@ -11,7 +11,7 @@ from kedro_datasets.json import JSONDataset
 
 from fdsml.atomic import DiskFullError
 from fdsml.catalog import RankAwareDataCatalog
-from fdsml.datasets import ArrayShardsDataset
+from fdsml.catalog_datasets import ArrayShardsDataset
 
 
 @pytest.fixture

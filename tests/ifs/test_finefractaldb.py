@@ -3,7 +3,7 @@ import re
 import numpy as np
 import pytest
 
-from fdsml import reuse
+from fdsml import fingerprints
 from fdsml.config import ConfigError, parse
 from fdsml.ifs import determinant_probabilities, largest_singular_values, psi
 from fdsml.errors import GenerationError
@@ -123,7 +123,7 @@ GOLDEN_DEFAULT = FineFractalDBConfig(
     n_classes=3, instances_per_class=4, render=RenderSettings(size=32, points=600), class_filter=ClassFilter(size=96, points=4000)
 )
 GOLDEN_DEFAULT_DIGEST = "7e4bf1f111162d60363a1af997152e3c7b3d253162b3b6ec2077353b5cf5775d"
-"""``reuse.content_digest`` of GOLDEN_DEFAULT's table: the default table must not move by one byte.
+"""``fingerprints.content_digest`` of GOLDEN_DEFAULT's table: the default table must not move by one byte.
 Re-pinned when |det| and Psi left LAPACK and BLAS (their CPU-specific kernels rounded differently on
 another machine); the generator's draws are those of before the perturbation choices became parameters."""
 
@@ -136,12 +136,12 @@ def variant(**perturbation) -> FineFractalDBConfig:
 def test_the_default_table_is_byte_identical_to_the_one_before_the_choices_existed():
     table, _ = generate_finefractaldb(GOLDEN_DEFAULT)
     assert list(table.columns) == list(TABLE_COLUMNS)
-    assert reuse.content_digest(table) == GOLDEN_DEFAULT_DIGEST
+    assert fingerprints.content_digest(table) == GOLDEN_DEFAULT_DIGEST
 
 
 def test_every_choice_set_explicitly_to_its_default_gives_the_same_table(generated):
     explicit = variant(scope="every_map", factor="uniform", factor_range=[0.6, 1.4], positions_per_class=6)
-    assert reuse.content_digest(generate_finefractaldb(explicit)[0]) == reuse.content_digest(generated[0])
+    assert fingerprints.content_digest(generate_finefractaldb(explicit)[0]) == fingerprints.content_digest(generated[0])
 
 
 def test_one_map_scope_changes_one_map_of_the_class_code_and_records_it():

@@ -320,8 +320,8 @@ def test_the_descriptor_validation_agrees_with_one_walker_and_with_eight():
     from fdsml.families import family_spec
     from fdsml.families.generation import generate_table
     from fdsml.seeds import generator
-    from fdsml.validation.agreement import measure_all_filters, summarise_agreement
-    from fdsml.validation.sweeps import base_codes, run_sweeps, summarise_sweeps, sweep_factors
+    from fdsml.descriptor_validation.agreement import measure_all_filters, summarise_agreement
+    from fdsml.descriptor_validation.sweeps import base_codes, run_sweeps, summarise_sweeps, sweep_factors
 
     params = {"seed": 0, "n_classes": 40, "instances_per_class": 10, "class_filter": {"enabled": False}, "render": {"size": 64, "points": 4000}}
     table, _ = generate_table(family_spec(params))

@@ -42,7 +42,7 @@ from fdsml.models import build_model, load_checkpoint, model_payload, save_check
 from fdsml.training.loop import train
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
 from fdsml.training.objectives import ProxyObjective
-from fdsml.training.run_arithmetic import PlanKeys, plan_training
+from fdsml.training.training_plan import PlanKeys, plan_training
 from tests.servers import free_port
 
 EMBEDDING = 16

@@ -16,7 +16,7 @@ from fdsml.losses.pa_triplet import (
     triplets_per_anchor,
     without_near_ties,
 )
-from fdsml.measure import Measured
+from fdsml.timers import Measured
 
 FILTERS = ("all", "each", "same", "diff")
 

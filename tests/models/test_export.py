@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import load_file
 
 from fdsml.config import ConfigError
-from fdsml.datasets import TimmFolderDataset
+from fdsml.catalog_datasets import TimmFolderDataset
 from fdsml.losses.couce import CouCESettings, build_couce_objective
 from fdsml.models import build_model, model_payload
 from fdsml.models.export import export_trunk, parse_export_params

@@ -5,7 +5,7 @@ from kedro_datasets.json import JSONDataset
 from kedro_datasets.pandas import CSVDataset, ParquetDataset
 from kedro_datasets.pillow import ImageDataset
 
-from fdsml.datasets import ArrayShardsDataset, CheckpointDataset, OptionalDataset
+from fdsml.catalog_datasets import ArrayShardsDataset, CheckpointDataset, OptionalDataset
 
 
 def fractals_datasets(folder, params) -> dict:

@@ -12,7 +12,7 @@ from kedro_datasets.matplotlib import MatplotlibDataset
 from PIL import Image
 
 from fdsml.config import ConfigError
-from fdsml.datasets import CheckpointDataset
+from fdsml.catalog_datasets import CheckpointDataset
 from fdsml.families.generation import generate_table
 from fdsml.models import build_model, model_payload, save_checkpoint
 from fdsml.pipelines.analysis import create_pipeline

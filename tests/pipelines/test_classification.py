@@ -11,7 +11,7 @@ from kedro_datasets.json import JSONDataset
 from kedro_datasets.pandas import CSVDataset
 from kedro_datasets.text import TextDataset
 
-from fdsml.datasets import CheckpointDataset
+from fdsml.catalog_datasets import CheckpointDataset
 from fdsml.models import build_model, model_payload, save_checkpoint
 from fdsml.pipelines.classification import create_pipeline
 from fdsml.models import model_from_payload

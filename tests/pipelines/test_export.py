@@ -4,7 +4,7 @@ import torch
 from kedro.io import DataCatalog, MemoryDataset
 from kedro.runner import SequentialRunner
 
-from fdsml.datasets import OptionalDataset, TimmFolderDataset
+from fdsml.catalog_datasets import OptionalDataset, TimmFolderDataset
 from fdsml.models import load_checkpoint
 from fdsml.pipelines.export import create_pipeline as export_pipeline
 from fdsml.pipelines.pretrain import create_pipeline as pretrain_pipeline

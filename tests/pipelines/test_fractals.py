@@ -14,7 +14,7 @@ from kedro.runner import SequentialRunner
 from kedro_datasets.pillow import ImageDataset
 
 from fdsml.config import ConfigError
-from fdsml.datasets import ArrayShardsDataset
+from fdsml.catalog_datasets import ArrayShardsDataset
 from fdsml.ifs.finefractaldb import TABLE_COLUMNS, instance_code
 from fdsml.ifs.render import RenderSettings
 from fdsml.pipelines.fractals import create_pipeline, nodes

@@ -11,7 +11,7 @@ from kedro_datasets.matplotlib import MatplotlibDataset
 from kedro_datasets.pandas import CSVDataset
 from kedro_datasets.text import TextDataset
 
-from fdsml.datasets import CheckpointDataset
+from fdsml.catalog_datasets import CheckpointDataset
 from fdsml.models import build_model, load_checkpoint_file, model_payload
 from fdsml.pipelines.retrieval import create_pipeline
 

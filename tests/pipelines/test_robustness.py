@@ -13,7 +13,7 @@ from kedro_datasets.matplotlib import MatplotlibDataset
 from kedro_datasets.pandas import ParquetDataset
 from kedro_datasets.text import TextDataset
 
-from fdsml.datasets import ArrayShardsDataset, CheckpointDataset, OptionalDataset
+from fdsml.catalog_datasets import ArrayShardsDataset, CheckpointDataset, OptionalDataset
 from fdsml.evaluation.corruptions import CORRUPTION_GROUPS, benchmark_corruptions
 from fdsml.models import build_model, model_payload, save_checkpoint
 from fdsml.evaluation import robustness
@@ -56,7 +56,7 @@ def classification_errors(classifiers) -> dict[str, float]:
 
 def catalog_for(tmp_path, classifiers, robustness_params):
     classification_params, models = classifiers
-    shards = {"type": "fdsml.datasets.ArrayShardsDataset", "filepath": str(tmp_path / "corrupted")}
+    shards = {"type": "fdsml.catalog_datasets.ArrayShardsDataset", "filepath": str(tmp_path / "corrupted")}
     return DataCatalog(
         {
             "params:classification": MemoryDataset(classification_params),

@@ -22,7 +22,8 @@ def text_files() -> list[tuple[str, str]]:
         top = ROOT / name
         paths = [top] if top.is_file() else sorted(p for p in top.rglob("*") if p.is_file()) if top.is_dir() else []
         for path in paths:
-            if SKIPPED_DIRS & set(path.relative_to(ROOT).parts):
+            parts = path.relative_to(ROOT).parts
+            if SKIPPED_DIRS & set(parts) or any(part.endswith(".egg-info") for part in parts):  # pip's build record, not the repository's
                 continue
             try:
                 found.append((str(path.relative_to(ROOT)), path.read_text(encoding="utf-8")))

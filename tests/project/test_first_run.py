@@ -40,7 +40,7 @@ def _optional_inputs() -> set[str]:
     entries = {}
     for path in (ROOT / "conf/base").glob("catalog*.yml"):
         entries |= yaml.safe_load(path.read_text())
-    return {name for name, entry in entries.items() if entry["type"] == "fdsml.datasets.OptionalDataset"}
+    return {name for name, entry in entries.items() if entry["type"] == "fdsml.catalog_datasets.OptionalDataset"}
 
 
 def _stops_or_runs(command: str, code: int, output: str) -> None:

@@ -14,7 +14,7 @@ from fdsml.training import prefetch as prefetch_module
 from fdsml.training.loop import train
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
 from fdsml.training.prefetch import Prefetcher
-from fdsml.training.run_arithmetic import PlanKeys, plan_training
+from fdsml.training.training_plan import PlanKeys, plan_training
 
 ITEMS, BATCH = 16, 4
 

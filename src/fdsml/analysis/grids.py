@@ -13,8 +13,8 @@ from matplotlib.figure import Figure
 
 from fdsml.families import FamilySpec
 from fdsml.families.generation import sample_grid
-from fdsml.validation.agreement import measure_all_filters
-from fdsml.validation.plots import triplet_examples, triplet_grid_figure
+from fdsml.descriptor_validation.agreement import measure_all_filters
+from fdsml.descriptor_validation.plots import triplet_examples, triplet_grid_figure
 
 
 def sample_grid_figure(table: pd.DataFrame, spec: FamilySpec, n_classes: int, n_instances: int) -> Figure:

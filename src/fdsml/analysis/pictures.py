@@ -34,7 +34,7 @@ from fdsml.config import ConfigError
 from fdsml.data import fractal_input
 from fdsml.families import FamilySpec
 from fdsml.models import EmbeddingModel, load_checkpoint_file, model_from_payload
-from fdsml.validation.sweeps import sweep_factors
+from fdsml.descriptor_validation.sweeps import sweep_factors
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from fdsml import reuse
+from fdsml import fingerprints
 from fdsml.config import ConfigError, parse, require_non_negative, require_positive
 from fdsml.errors import MissingInputError
 from fdsml.run_events import StepReport, report_step
@@ -62,15 +62,15 @@ class RobustnessConfig:
 
     dataset: str = "digits"
     benchmark: Literal["cifar10_c", "imagenet_c"] = "cifar10_c"
-    released_root: str | None = reuse.non_defining(default=None)  # released files are read in place, never stored
+    released_root: str | None = fingerprints.non_defining(default=None)  # released files are read in place, never stored
     max_images: int | None = None
     severities: tuple[int, ...] = SEVERITIES
     seed: int = 0
     # scoring and the picture: not part of the generated set's fingerprint
-    batch_size: int = reuse.non_defining(default=256)
-    workers: int = reuse.non_defining(default=0)  # DataLoader processes loading the images
-    device: Literal["auto", "cpu", "cuda"] = reuse.non_defining(default="auto")
-    example_index: int = reuse.non_defining(default=0)
+    batch_size: int = fingerprints.non_defining(default=256)
+    workers: int = fingerprints.non_defining(default=0)  # DataLoader processes loading the images
+    device: Literal["auto", "cpu", "cuda"] = fingerprints.non_defining(default="auto")
+    example_index: int = fingerprints.non_defining(default=0)
 
     def __post_init__(self):
         if self.max_images is not None:
@@ -117,14 +117,14 @@ def _require_view(set_view: Sequence | None, model_view: tuple[int, float], what
 
 
 def fingerprint(config: RobustnessConfig, clean: ImageRecords) -> str:
-    """The generated set's reuse fingerprint (:mod:`fdsml.reuse`): the clean test views by content, the
+    """The generated set's reuse fingerprint (:mod:`fdsml.fingerprints`): the clean test views by content, the
     corruption settings and seeds, the corruption code and the corruption package's version."""
     try:
         package = version("imagecorruptions-imaug")
     except PackageNotFoundError:
         package = "unknown"
-    inputs = {"clean_images": reuse.content_digest({"images": clean.images, "labels": np.asarray(clean.labels)})}
-    return reuse.fingerprint(
+    inputs = {"clean_images": fingerprints.content_digest({"images": clean.images, "labels": np.asarray(clean.labels)})}
+    return fingerprints.fingerprint(
         {"robustness": config, "imagecorruptions": package}, code="fdsml.evaluation.corruptions", inputs=inputs
     )
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fdsml import reuse
+from fdsml import fingerprints
 from fdsml.config import ConfigError, require_positive
 
 
@@ -35,7 +35,7 @@ class ValidationSettings:
     every: int | None = None  # steps between validations (also at the end); None or 0: no validation
     triplets: int = 1000  # fixed held-out triplets per filter
     max_images: int = 512  # held-out images read from each part (a seeded subset beyond that)
-    batch_size: int = reuse.non_defining(default=256)  # forward batches: cannot change the metrics
+    batch_size: int = fingerprints.non_defining(default=256)  # forward batches: cannot change the metrics
     probe: ProbeSettings | None = None
 
     def __post_init__(self):

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from fdsml import reuse
+from fdsml import fingerprints
 from fdsml.config import ConfigError, parse
 
 GENERIC_COLUMNS = ("class_id", "instance_id", "psi", "seed", "occupancy")
@@ -48,7 +48,7 @@ class Family(ABC):
 
     def fingerprint(self, settings) -> str:
         """The table's reuse fingerprint: the family, its defining settings and its module's code."""
-        return reuse.fingerprint({"family": self.name, "settings": settings}, code=type(self).__module__)
+        return fingerprints.fingerprint({"family": self.name, "settings": settings}, code=type(self).__module__)
 
     @abstractmethod
     def image_size(self, settings) -> int:

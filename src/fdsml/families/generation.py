@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from fdsml import reuse
+from fdsml import fingerprints
 from fdsml.errors import GenerationError
 from fdsml.families.base import FamilySpec
 from fdsml.seeds import SEED_LIMIT
@@ -148,7 +148,7 @@ def summarize(spec: FamilySpec, table: pd.DataFrame, totals: Counter, seconds: f
         },
         **spec.family.summary(table, totals, settings),
         "fingerprint": spec.family.fingerprint(settings),
-        "table_digest": reuse.content_digest(table),
+        "table_digest": fingerprints.content_digest(table),
         "seconds": round(seconds, 3),
     }
 
@@ -159,7 +159,7 @@ def is_up_to_date(stored_codes: pd.DataFrame | None, stored_summary: dict | None
         stored_codes is not None
         and stored_summary is not None
         and stored_summary.get("fingerprint") == spec.family.fingerprint(spec.settings)
-        and stored_summary.get("table_digest") == reuse.content_digest(stored_codes)
+        and stored_summary.get("table_digest") == fingerprints.content_digest(stored_codes)
     )
 
 
@@ -196,6 +196,6 @@ def render_shards(table: pd.DataFrame, spec: FamilySpec, shard_size: int, worker
 
 def shards_fingerprint(table_digest: str, spec: FamilySpec) -> str:
     """The reuse fingerprint of :func:`render_shards`' output: the table's content digest, the family and settings, the code."""
-    return reuse.fingerprint(spec.defining(), code=type(spec.family).__module__, inputs={"codes": table_digest})
+    return fingerprints.fingerprint(spec.defining(), code=type(spec.family).__module__, inputs={"codes": table_digest})
 
 

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from fdsml import reuse
+from fdsml import fingerprints
 from fdsml.config import ConfigError, require_fraction, require_positive, require_range, require_seed
 from fdsml.families.base import GENERIC_COLUMNS, Family, scale_descriptor
 from fdsml.families.orbits import Style, render_instance
@@ -56,7 +56,7 @@ class OrbitSettings:
     factor_range: tuple[float, float] = (0.6, 1.4)
     noise_cells: int = 32
     stroke: float = 1.0
-    workers: int = reuse.non_defining(default=1)
+    workers: int = fingerprints.non_defining(default=1)
 
     def __post_init__(self):
         require_seed("seed", self.seed)

@@ -12,7 +12,7 @@ from typing import Literal
 
 import numpy as np
 
-from fdsml import reuse
+from fdsml import fingerprints
 from fdsml.config import ConfigError, require_fraction, require_positive, require_range, require_seed
 from fdsml.errors import GenerationError
 from fdsml.ifs.codes import (
@@ -160,7 +160,7 @@ class FineFractalDBConfig:
     render: RenderSettings = field(default_factory=RenderSettings)
     min_occupancy: float = 0.0005
     max_class_replacements: int = 10
-    workers: int = reuse.non_defining(default=1)
+    workers: int = fingerprints.non_defining(default=1)
 
     def __post_init__(self):
         require_seed("fractals.seed", self.seed)

@@ -14,7 +14,7 @@ import torch
 from fdsml.errors import CheckpointError
 from fdsml.models.checkpoint import load_checkpoint_file, recorded_model_config
 from fdsml.models.network import EmbeddingModel, build_model
-from fdsml.reuse import content_digest
+from fdsml.fingerprints import content_digest
 
 BACKBONE_PREFIX = "backbone."
 PRETRAINED = "pretrained_model"

@@ -145,14 +145,14 @@ def _parser(module: str, name: str) -> Callable[[Any], Any]:
 PARSERS: dict[str, Callable[[Any], Any]] = {
     "fractals": _parse_fractals,
     "pretrain": _parser("fdsml.training.pretrain", "parse_pretrain_params"),
-    "validate_descriptor": _parser("fdsml.validation.measure", "parse_validate_descriptor_params"),
+    "validate_descriptor": _parser("fdsml.descriptor_validation.measure", "parse_validate_descriptor_params"),
     "retrieval": _parser("fdsml.training.retrieval", "parse_retrieval_params"),
     "classification": _parser("fdsml.training.classification", "parse_classification_params"),
     "robustness": _parser("fdsml.evaluation.robustness", "parse_robustness_params"),  # its dataset is classification's
     "analysis": _parser("fdsml.analysis.config", "parse_analysis_params"),
     "export": _parser("fdsml.models.export", "parse_export_params"),
     "tune": _parse_tune,
-    "plan": _parser("fdsml.training.run_arithmetic", "parse_plan_params"),
+    "plan": _parser("fdsml.training.training_plan", "parse_plan_params"),
     "study": _parser("fdsml.pipelines.study.checks", "check_study_params"),  # the study file it names, arms and all
 }
 """Every known parameter section and its parser: a key outside them, at any depth, is refused before work."""

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fdsml import reuse
+from fdsml import fingerprints
 from fdsml.config import ConfigError, parse, require_fraction, require_non_negative, require_positive, require_range
 from fdsml.data import ImageRecords
 from fdsml.data.classification_datasets import (
@@ -37,7 +37,7 @@ from fdsml.training.finetune import FineTuneRun, FineTuning, finetune
 from fdsml.training.live import LiveRun, live_metrics
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
 from fdsml.training.objectives import CrossEntropyObjective, soft_target_cross_entropy
-from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, check_plans, plan_training
+from fdsml.training.training_plan import PlanKeys, TrainingPlan, check_plans, plan_training
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class DatasetSettings:
     """
 
     name: str = "digits"
-    root: str | None = reuse.non_defining(default=None)  # where: the training split's listing enters by content
+    root: str | None = fingerprints.non_defining(default=None)  # where: the training split's listing enters by content
     batch_size: int | None = None
 
     def __post_init__(self):
@@ -105,12 +105,12 @@ class ClassificationConfig:
     """``params:classification``: which datasets and starting points, and the fine-tuning recipe."""
 
     # Sweeps: each run's own dataset and starting point enter its fingerprint, not the whole lists.
-    datasets: tuple[DatasetSettings, ...] = reuse.non_defining(default=(DatasetSettings(),))
-    starting_points: tuple[StartingPoint, ...] = reuse.non_defining(default=(StartingPoint("scratch"),))
+    datasets: tuple[DatasetSettings, ...] = fingerprints.non_defining(default=(DatasetSettings(),))
+    starting_points: tuple[StartingPoint, ...] = fingerprints.non_defining(default=(StartingPoint("scratch"),))
     image_size: int = 32
     batch_size: int = 64
-    eval_batch_size: int = reuse.non_defining(default=256)  # evaluation only: not part of a run's fingerprint
-    eval_workers: int = reuse.non_defining(default=0)  # DataLoader processes loading the test images
+    eval_batch_size: int = fingerprints.non_defining(default=256)  # evaluation only: not part of a run's fingerprint
+    eval_workers: int = fingerprints.non_defining(default=0)  # DataLoader processes loading the test images
     label_smoothing: float = 0.1
     augment: AugmentSettings = field(default_factory=AugmentSettings)
     mixup: MixupSettings = field(default_factory=MixupSettings)
@@ -120,8 +120,8 @@ class ClassificationConfig:
         )
     )
     train: LoopConfig = field(default_factory=LoopConfig)
-    run_dir: str = reuse.non_defining(default="data/06_models/classification_run")
-    live_dir: str | None = reuse.non_defining(default=None)
+    run_dir: str = fingerprints.non_defining(default="data/06_models/classification_run")
+    live_dir: str | None = fingerprints.non_defining(default=None)
 
     def __post_init__(self):
         for key in ("image_size", "batch_size", "eval_batch_size"):

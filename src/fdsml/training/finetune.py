@@ -22,7 +22,7 @@ from fdsml.data import ImageRecords, ImageRecordsDataset, ImageTransform, Shuffl
 from fdsml.models.starting_points import StartingPoint, build_from_start, start_payload, trunk_digest
 from fdsml.training.live import LiveRun
 from fdsml.training.loop import TrainResult, train
-from fdsml.training.run_arithmetic import TrainingPlan
+from fdsml.training.training_plan import TrainingPlan
 from fdsml.training.run_folders import RunDefinition, run_fingerprint
 
 

@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 from fdsml.data.epoch_items import EpochBatches, epoch_loader
 from fdsml.errors import DivergedError
 from fdsml import distributed
-from fdsml.measure import Stopwatch
+from fdsml.timers import Stopwatch
 from fdsml.run_events import StepReport, report_step
 from fdsml.seeds import replica_rank, step_seed
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
@@ -38,7 +38,7 @@ from fdsml.training.model_setup import freeze_batchnorm, prepare_model, wrap_mod
 from fdsml.training.optimizer import build_optimizer, build_scheduler
 from fdsml.training.prefetch import Prefetcher, Staged
 from fdsml.training.resume import Resumable, resume_state
-from fdsml.training.run_arithmetic import TrainingPlan
+from fdsml.training.training_plan import TrainingPlan
 from fdsml.training.precision import precision
 
 logger = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ def configure_cuda(deterministic: bool) -> None:
 def settle_rows(rows: list[dict[str, Any]], context: distributed.DistContext) -> list[dict[str, Any]]:
     """History rows with every tensor and timing read to a float, in one device sync.
 
-    The loop keeps detached tensors and :class:`~fdsml.measure.Stopwatch` timings per step and
+    The loop keeps detached tensors and :class:`~fdsml.timers.Stopwatch` timings per step and
     reads them here, at log intervals and checkpoints, so steps never wait for the device. The
     losses are averaged over replicas in one all-reduce.
     """

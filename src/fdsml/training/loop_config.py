@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from fdsml.config import ConfigError, require_fraction, require_positive
-from fdsml.reuse import non_defining
+from fdsml.fingerprints import non_defining
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Training objectives: what one batch costs. The loop calls ``objective(model, batch)`` and nothing else.
 
 An objective returns the loss and a dict of named parts (0-d tensors, numbers or
-:class:`~fdsml.measure.Stopwatch` timings) that the loop logs, reading them at log intervals.
+:class:`~fdsml.timers.Stopwatch` timings) that the loop logs, reading them at log intervals.
 Extra trainable parameters (proxies) are the objective's own, with their own optimiser
 settings in ``param_groups``. The model's forward runs under the loop's autocast; every loss
 runs in float32 (:mod:`fdsml.losses.precision`). An objective that declines the CPU's bf16 autocast

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from fdsml.training.loop_config import OptimizerConfig
-from fdsml.training.run_arithmetic import TrainingPlan
+from fdsml.training.training_plan import TrainingPlan
 from fdsml.training.schedules import build_schedule
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from fdsml import reuse
+from fdsml import fingerprints
 from fdsml.config import ConfigError, parse, require_positive
 from fdsml.data import (
     ClassBalancedBatchSampler,
@@ -37,7 +37,7 @@ from fdsml.training.live import live_metrics
 from fdsml.training.loop import Validation, train
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
 from fdsml.training.pretrain_objectives import Batches, ObjectiveRecipe, objective_recipe, with_objective_sections
-from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, plan_training
+from fdsml.training.training_plan import PlanKeys, TrainingPlan, plan_training
 from fdsml.training.run_folders import RunDefinition, run_fingerprint, run_folder
 
 logger = logging.getLogger(__name__)
@@ -97,12 +97,12 @@ class PretrainConfig:
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     # Replaces `optimizer` for a transformer backbone (in __post_init__): what a run trains with is `optimizer`, which
     # the fingerprint reads, so this field itself defines nothing.
-    transformer_optimizer: OptimizerConfig | None = reuse.non_defining(default_factory=lambda: TRANSFORMER_OPTIMIZER)
+    transformer_optimizer: OptimizerConfig | None = fingerprints.non_defining(default_factory=lambda: TRANSFORMER_OPTIMIZER)
     train: LoopConfig = field(default_factory=LoopConfig)
     # Validation reads the model under its own random state and restores it: it cannot change the weights.
-    validation: ValidationSettings = reuse.non_defining(default_factory=ValidationSettings)
-    run_dir: str = reuse.non_defining(default="data/06_models/pretrain_run")  # one folder per run fingerprint inside
-    live_dir: str | None = reuse.non_defining(default=None)
+    validation: ValidationSettings = fingerprints.non_defining(default_factory=ValidationSettings)
+    run_dir: str = fingerprints.non_defining(default="data/06_models/pretrain_run")  # one folder per run fingerprint inside
+    live_dir: str | None = fingerprints.non_defining(default=None)
 
     def __post_init__(self):
         objective_recipe(self.objective)
@@ -203,14 +203,14 @@ def defining_run(
 ) -> RunDefinition:
     """What defines a pre-training run, for its fingerprint (:func:`~fdsml.training.run_folders.run_fingerprint`).
 
-    The codes table enters by its :func:`~fdsml.reuse.content_digest` (``codes_digest``, of the rows
+    The codes table enters by its :func:`~fdsml.fingerprints.content_digest` (``codes_digest``, of the rows
     trained on), its held-out split by content; materialised shards (``data.source: shards``)
     by the fingerprint the fractals pipeline recorded for them. The family's own module joins the
     code (a family registered from outside ``fdsml``).
     """
     inputs = {"codes": codes_digest}
     if split is not None:
-        inputs["split"] = reuse.content_digest({"training": split.training, "heldout": split.heldout})
+        inputs["split"] = fingerprints.content_digest({"training": split.training, "heldout": split.heldout})
     if config.data.source == "shards":
         inputs["images"] = (shards or {}).get("fingerprint", "")
     return RunDefinition({"pretrain": config, **spec.defining()}, code=(__name__, type(spec.family).__module__), inputs=inputs)
@@ -396,7 +396,7 @@ def pretrain(
     check_training_rows(config, table, split)
     context = distributed.setup(config.train.device)
     plan = plan_pretrain(config, len(split.training), context.world_size).check()
-    codes = reuse.content_digest(table)
+    codes = fingerprints.content_digest(table)
     check_shards_match(config, spec, codes, shards)
     dataset = TrainingRows(build_fractal_dataset(table, spec, config, shards), split)
     sampler = build_batch_sampler(dataset.labels, config, context, plan)

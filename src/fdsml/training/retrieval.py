@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from fdsml import reuse
+from fdsml import fingerprints
 from fdsml.config import ConfigError, parse, require_non_negative, require_positive
 from fdsml.data import (
     ImageRecords,
@@ -40,7 +40,7 @@ from fdsml.training.finetune import FineTuneRun, FineTuning, finetune
 from fdsml.training.live import live_metrics
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
 from fdsml.training.objectives import ProxyObjective
-from fdsml.training.run_arithmetic import PlanKeys, TrainingPlan, plan_training
+from fdsml.training.training_plan import PlanKeys, TrainingPlan, plan_training
 
 logger = logging.getLogger(__name__)
 
@@ -51,16 +51,16 @@ class RetrievalData:
     """Which dataset, where, and how its images are shown to the network."""
 
     dataset: str = "omniglot"
-    root: str | None = reuse.non_defining(default=None)  # where: the training split's listing enters by content
+    root: str | None = fingerprints.non_defining(default=None)  # where: the training split's listing enters by content
     image_size: int = 64
     crop_fraction: float = 0.875
     area_range: tuple[float, float] = (0.08, 1.0)
     flip: bool = True
     batch_size: int = 32
-    eval_batch_size: int = reuse.non_defining(default=128)  # evaluation only: not part of a run's fingerprint
-    eval_workers: int = reuse.non_defining(default=0)  # DataLoader processes loading the test images
-    faiss_threads: int | None = reuse.non_defining(default=None)  # null: every core rank 0 may use
-    ks: tuple[int, ...] | None = reuse.non_defining(default=None)
+    eval_batch_size: int = fingerprints.non_defining(default=128)  # evaluation only: not part of a run's fingerprint
+    eval_workers: int = fingerprints.non_defining(default=0)  # DataLoader processes loading the test images
+    faiss_threads: int | None = fingerprints.non_defining(default=None)  # null: every core rank 0 may use
+    ks: tuple[int, ...] | None = fingerprints.non_defining(default=None)
     train_classes: int | None = None  # layouts split by class: how many of the sorted classes train (None: the protocol's)
 
     def __post_init__(self):
@@ -113,8 +113,8 @@ class RetrievalConfig:
     """``params:retrieval``."""
 
     # Sweeps: each run's own start and seed enter its fingerprint, not the whole lists.
-    starts: tuple[StartingPoint, ...] = reuse.non_defining(default=(StartingPoint("scratch"),))
-    seeds: tuple[int, ...] = reuse.non_defining(default=(0,))
+    starts: tuple[StartingPoint, ...] = fingerprints.non_defining(default=(StartingPoint("scratch"),))
+    seeds: tuple[int, ...] = fingerprints.non_defining(default=(0,))
     data: RetrievalData = field(default_factory=RetrievalData)
     loss: ProxyLossSettings = field(default_factory=ProxyLossSettings)
     embedding: EmbeddingSettings = field(default_factory=EmbeddingSettings)
@@ -123,9 +123,9 @@ class RetrievalConfig:
     )
     train: LoopConfig = field(default_factory=LoopConfig)
     couce: CouCESettings | None = None
-    run_dir: str = reuse.non_defining(default="data/06_models/retrieval_runs")
-    live_dir: str | None = reuse.non_defining(default=None)
-    n_example_queries: int = reuse.non_defining(default=6)
+    run_dir: str = fingerprints.non_defining(default="data/06_models/retrieval_runs")
+    live_dir: str | None = fingerprints.non_defining(default=None)
+    n_example_queries: int = fingerprints.non_defining(default=6)
 
     def __post_init__(self):
         if not self.starts:

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from fdsml import reuse
+from fdsml import fingerprints
 from fdsml.config import ConfigError
 from fdsml.distributed import DistContext
 from fdsml.training.loop_config import LoopConfig
@@ -38,7 +38,7 @@ def run_folder(run_dir: str | Path, fingerprint: str) -> Path:
 def training_runtime(loop, device: torch.device, objective: object = None) -> dict:
     """What a training run's result depends on beyond its settings: the libraries' versions and the
     resolved device type and precision of ``objective`` (``device: auto`` resolves differently on another machine)."""
-    return {"libraries": reuse.library_versions(), "device": device.type, "precision": str(precision(loop.amp, device, objective))}
+    return {"libraries": fingerprints.library_versions(), "device": device.type, "precision": str(precision(loop.amp, device, objective))}
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class RunDefinition:
     ``configuration``: the step's configuration under its name (``{"pretrain": config}``) with
     whatever else this run is made of (its start and seed, its dataset, the formula family);
     ``code``: the modules that compute it (their imports follow); ``inputs``: each input
-    artefact's role and :func:`~fdsml.reuse.content_digest`, never a name or a path.
+    artefact's role and :func:`~fdsml.fingerprints.content_digest`, never a name or a path.
     """
 
     configuration: Mapping[str, Any]
@@ -57,9 +57,9 @@ class RunDefinition:
 
 
 def run_fingerprint(run: RunDefinition, loop: LoopConfig, context: DistContext, objective: object = None) -> str:
-    """The reuse fingerprint (:mod:`fdsml.reuse`) of a training run: what defines it, the world size, and
+    """The reuse fingerprint (:mod:`fdsml.fingerprints`) of a training run: what defines it, the world size, and
     the runtime (:func:`training_runtime`) of ``loop`` training ``objective`` on ``context``'s device."""
-    return reuse.fingerprint(
+    return fingerprints.fingerprint(
         run.configuration,
         code=run.code,
         inputs=run.inputs,

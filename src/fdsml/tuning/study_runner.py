@@ -3,7 +3,7 @@
 A unit's parameters are the study's environment with, in this order, the study's shared overlay, the
 arm's recipe (``study.recipe``), the arm's overlay, its seeds and the run's own overlay
 (``study.overlay``: a small scale) applied with :func:`fdsml.config.with_overlay`. Its fingerprint
-(:func:`fdsml.reuse.fingerprint`) covers the defining configuration of every section its steps read,
+(:func:`fdsml.fingerprints.fingerprint`) covers the defining configuration of every section its steps read,
 its seeds, its steps and their code: a COMPLETE unit is reused while it is unchanged, a changed or
 failed one runs again. Pre-training runs share one folder keyed by their own fingerprints
 (:mod:`fdsml.tuning.study_steps`), so the fine-tuning seeds of one pre-trained model pre-train once.
@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from fdsml import reuse
+from fdsml import fingerprints
 from fdsml.config import ConfigError, closest_key, parse, with_overlay
 from fdsml.tuning.arms import STUDIES_DIR, arm_results, open_arms_study, run_arms
 from fdsml.tuning.study_file import StudyDefinition, Unit, arm_steps, arm_study_keys, parameter_overlay, scaled, units
@@ -34,7 +34,7 @@ SECTION_PARSERS = {
     "pretrain": ("fdsml.training.pretrain", "parse_pretrain_params"),
     "retrieval": ("fdsml.training.retrieval", "parse_retrieval_params"),
     "classification": ("fdsml.training.classification", "parse_classification_params"),
-    "validate_descriptor": ("fdsml.validation.measure", "parse_validate_descriptor_params"),
+    "validate_descriptor": ("fdsml.descriptor_validation.measure", "parse_validate_descriptor_params"),
 }
 """How each section a step reads is parsed: its fingerprint is the parsed section's defining fields (the
 fractals' are their keys but ``outputs``, which only say what the fractals pipeline writes beside the table)."""
@@ -116,7 +116,7 @@ def defining_sections(params: dict[str, Any], steps: tuple[str, ...]) -> dict[st
         if section == "fractals":
             parsed[section] = {key: value for key, value in params[section].items() if key != "outputs"}
         else:
-            parsed[section] = reuse.defining_configuration(config)
+            parsed[section] = fingerprints.defining_configuration(config)
     return parsed
 
 
@@ -129,7 +129,7 @@ def plan_units(study: StudyDefinition, settings: StudySettings, base: dict[str, 
         params = unit_parameters(study, settings, base, recipes, unit, last)
         steps = arm_steps(study, unit.arm)
         definition = {"steps": list(steps), "seeds": unit.seeds, "sections": defining_sections(params, steps)}
-        fingerprint = reuse.fingerprint(definition, code="fdsml.tuning.study_steps")[:16]
+        fingerprint = fingerprints.fingerprint(definition, code="fdsml.tuning.study_steps")[:16]
         unit_dir = Path(settings.run_dir) / str(settings.name) / "units" / fingerprint
         params = with_overlay(params, {"retrieval.run_dir": str(unit_dir / "retrieval"), "classification.run_dir": str(unit_dir / "classification")})
         plans[unit.name] = UnitPlan(unit, params, steps, fingerprint)

@@ -152,9 +152,9 @@ def descriptor(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
     rates, the triplet agreement per filter, the label rule's, and the sweeps' figures. A table the generator cannot
     complete is a result too (``generation.failed`` 1, no other figure)."""
     from fdsml.errors import GenerationError
-    from fdsml.validation.agreement import summarise_agreement
-    from fdsml.validation.measure import parse_validate_descriptor_params, sweep_points, triplet_agreement, validated_rows
-    from fdsml.validation.sweeps import summarise_sweeps
+    from fdsml.descriptor_validation.agreement import summarise_agreement
+    from fdsml.descriptor_validation.measure import parse_validate_descriptor_params, sweep_points, triplet_agreement, validated_rows
+    from fdsml.descriptor_validation.sweeps import summarise_sweeps
 
     try:
         fractals, (table, summary) = _fractals(params, with_summary=True)

@@ -10,7 +10,7 @@ from PIL import Image
 
 from fdsml.data.fractals_config import parse_fractals_params
 from fdsml.families.generation import generate_table, is_up_to_date, render_shards, sample_grid, shards_fingerprint
-from fdsml.reuse import content_digest, defining_configuration
+from fdsml.fingerprints import content_digest, defining_configuration
 from fdsml.run_events import StepReport, report_step
 from fdsml import distributed
 

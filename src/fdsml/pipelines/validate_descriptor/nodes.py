@@ -1,4 +1,4 @@
-"""Thin nodes of the descriptor validation: parse parameters, call ``fdsml.validation``."""
+"""Thin nodes of the descriptor validation: parse parameters, call ``fdsml.descriptor_validation``."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from fdsml.families import FamilySpec, family_spec
-from fdsml.reuse import defining_configuration
-from fdsml.validation.agreement import summarise_agreement
-from fdsml.validation import measure
-from fdsml.validation.plots import scatter_figure, sweep_figure, triplet_examples, triplet_grid_figure
-from fdsml.validation.report import markdown_report
-from fdsml.validation.sweeps import summarise_sweeps
+from fdsml.fingerprints import defining_configuration
+from fdsml.descriptor_validation.agreement import summarise_agreement
+from fdsml.descriptor_validation import measure
+from fdsml.descriptor_validation.plots import scatter_figure, sweep_figure, triplet_examples, triplet_grid_figure
+from fdsml.descriptor_validation.report import markdown_report
+from fdsml.descriptor_validation.sweeps import summarise_sweeps
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ A module holds its settings (``pretrain.<name>``, every one a plain key a study 
 the objective the loop calls, and its :class:`~fdsml.training.pretrain_objectives.recipe.ObjectiveRecipe`
 decorated with :func:`register_objective`. A new objective is one new file and its import below
 (docs/architecture.md, "Where does a new X go"): imported by name, so that every objective's code
-enters the fingerprint of a run (:func:`fdsml.reuse.code_digest` reads imports, not registrations).
+enters the fingerprint of a run (:func:`fdsml.fingerprints.code_digest` reads imports, not registrations).
 """
 
 from __future__ import annotations

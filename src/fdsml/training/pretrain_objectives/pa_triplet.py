@@ -15,7 +15,7 @@ from torch import nn
 
 from fdsml.losses.candidates import check_filter, needs_class_balance
 from fdsml.losses.pa_triplet import PATripletLoss, explicit_indices_tuple, graded_margins, mine_batch_triplets, without_near_ties
-from fdsml.measure import Stopwatch
+from fdsml.timers import Stopwatch
 from fdsml.seeds import replica_rank, step_seed
 from fdsml.training.pretrain_objectives.recipe import Batches, ObjectiveRecipe, register_objective
 from fdsml.training.pretrain_objectives.triplet_settings import DescriptorTripletSettings

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from kedro.io import DatasetError
 
-from fdsml.datasets import ArrayShardsDataset
+from fdsml.catalog_datasets import ArrayShardsDataset
 
 
 def test_round_trip_from_a_generator(tmp_path):

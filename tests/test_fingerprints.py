@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
-from fdsml import reuse
+from fdsml import fingerprints
 from fdsml.families import FamilySpec
 from fdsml.families.finefractaldb import FINEFRACTALDB, generate_finefractaldb
 from fdsml.families.generation import is_up_to_date
@@ -36,7 +36,7 @@ CPU = DistContext(torch.device("cpu"))
 
 def pretrain_fingerprint(config, table, world_size=1, spec=TINY_SPEC, device="cpu"):
     context = DistContext(torch.device(device), world_size=world_size)
-    return run_fingerprint(pretrain.defining_run(config, spec, reuse.content_digest(table)), config.train, context)
+    return run_fingerprint(pretrain.defining_run(config, spec, fingerprints.content_digest(table)), config.train, context)
 
 
 def retrieval_fingerprint(config, start, seed, start_weights, context, training_images):
@@ -53,7 +53,7 @@ def leaves(config, prefix=()):
     """(path, defining) of every leaf field of a configuration dataclass, at any depth."""
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
-        defining = field.metadata.get(reuse.DEFINES_RESULT, True)
+        defining = field.metadata.get(fingerprints.DEFINES_RESULT, True)
         if dataclasses.is_dataclass(value) and defining:
             yield from leaves(value, (*prefix, field.name))
         else:
@@ -187,9 +187,9 @@ def test_input_artefacts_enter_by_content(table):
     weights = {"backbone.conv.weight": torch.zeros(2, 2), "head.weight": torch.ones(1)}
     other = {"backbone.conv.weight": torch.zeros(2, 2), "head.weight": torch.ones(1) * 2}
     trunk = {"backbone.conv.weight": torch.full((2, 2), 1e-6), "head.weight": torch.ones(1)}
-    assert reuse.content_digest(weights) == reuse.content_digest({k: v.clone() for k, v in weights.items()})
-    assert reuse.content_digest(weights) != reuse.content_digest(other)
-    assert reuse.content_digest(weights) != reuse.content_digest(trunk)
+    assert fingerprints.content_digest(weights) == fingerprints.content_digest({k: v.clone() for k, v in weights.items()})
+    assert fingerprints.content_digest(weights) != fingerprints.content_digest(other)
+    assert fingerprints.content_digest(weights) != fingerprints.content_digest(trunk)
 
 
 def test_a_table_survives_a_parquet_round_trip_with_its_digest(table, tmp_path):
@@ -205,20 +205,20 @@ def test_a_table_survives_a_parquet_round_trip_with_its_digest(table, tmp_path):
 def test_code_that_computes_a_step_enters_its_fingerprint(monkeypatch, tmp_path):
     """A change in the renderer redoes the codes table: the version string no longer decides."""
     packages = frozenset({"fdsml"})
-    closure = reuse._imported_closure(("fdsml.families.finefractaldb",), packages)
+    closure = fingerprints._imported_closure(("fdsml.families.finefractaldb",), packages)
     assert {"fdsml.ifs.render", "fdsml.ifs.codes", "fdsml.config"} <= closure
-    assert not any(name.startswith("fdsml.pipelines") for name in reuse._imported_closure(("fdsml.training.retrieval",), packages))
-    assert "fdsml.losses.pa_triplet" in reuse._imported_closure(("fdsml.training.pretrain",), packages)
+    assert not any(name.startswith("fdsml.pipelines") for name in fingerprints._imported_closure(("fdsml.training.retrieval",), packages))
+    assert "fdsml.losses.pa_triplet" in fingerprints._imported_closure(("fdsml.training.pretrain",), packages)
 
     before = fractals_fingerprint(TINY_FRACTALS)
-    original = reuse._source_path
+    original = fingerprints._source_path
     edited = tmp_path / "render.py"
     edited.write_text(original("fdsml.ifs.render").read_text() + "\nCHANGED_RENDERER = True\n")
-    monkeypatch.setattr(reuse, "_source_path", lambda name: edited if name == "fdsml.ifs.render" else original(name))
-    reuse.code_digest.cache_clear()
+    monkeypatch.setattr(fingerprints, "_source_path", lambda name: edited if name == "fdsml.ifs.render" else original(name))
+    fingerprints.code_digest.cache_clear()
     try:
         assert fractals_fingerprint(TINY_FRACTALS) != before
     finally:
         monkeypatch.undo()
-        reuse.code_digest.cache_clear()
+        fingerprints.code_digest.cache_clear()
     assert fractals_fingerprint(TINY_FRACTALS) == before

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from fdsml import reuse
+from fdsml import fingerprints
 from fdsml.data import ImageRecords
 from fdsml.families import FamilySpec
 from fdsml.training import pretrain
 from tests.families.discs import DISCS, DiscSettings
-from tests.test_reuse import pretrain_fingerprint
+from tests.test_fingerprints import pretrain_fingerprint
 
 CONFIG = pretrain.PretrainConfig()
 
@@ -21,46 +21,46 @@ CONFIG = pretrain.PretrainConfig()
 @pytest.fixture
 def edit_module(monkeypatch, tmp_path):
     """``edit(module, change)``: the digest reads ``change(source)`` as ``module``'s source, for this test only."""
-    original, edited = reuse._source_path, {}
-    monkeypatch.setattr(reuse, "_source_path", lambda name: edited.get(name) or original(name))
+    original, edited = fingerprints._source_path, {}
+    monkeypatch.setattr(fingerprints, "_source_path", lambda name: edited.get(name) or original(name))
 
     def edit(module, change):
         edited[module] = tmp_path / f"{module}.py"
         edited[module].write_text(change(original(module).read_text()))
-        reuse.code_digest.cache_clear()
+        fingerprints.code_digest.cache_clear()
 
     yield edit
     monkeypatch.undo()
-    reuse.code_digest.cache_clear()
+    fingerprints.code_digest.cache_clear()
 
 
 @pytest.fixture(scope="module")
 def table():
     from fdsml.families.finefractaldb import generate_finefractaldb
-    from tests.test_reuse import TINY_FRACTALS
+    from tests.test_fingerprints import TINY_FRACTALS
 
     return generate_finefractaldb(TINY_FRACTALS)[0]
 
 
 def test_comments_docstrings_and_layout_keep_pretrainings_code_digest(edit_module):
     module = "fdsml.evaluation.corruptions"  # one of the modules pre-training's code imports
-    before = reuse.code_digest("fdsml.training.pretrain")
+    before = fingerprints.code_digest("fdsml.training.pretrain")
 
     def reworded(source):
         source = re.sub(r'^"""(.*?)"""', '"""A reworded module docstring."""', source, count=1, flags=re.S)
         return "# a new comment\n\n" + source.replace("\n\n\n", "\n\n\n# between definitions\n\n") + "\n# the end\n"
 
     edit_module(module, reworded)
-    assert reuse.code_digest("fdsml.training.pretrain") == before
+    assert fingerprints.code_digest("fdsml.training.pretrain") == before
     edit_module(module, lambda source: source + "\nCHANGED = 1\n")
-    assert reuse.code_digest("fdsml.training.pretrain") != before
+    assert fingerprints.code_digest("fdsml.training.pretrain") != before
 
 
 def test_a_lazily_imported_module_enters_the_digest_of_the_package_that_loads_it(edit_module):
     """``fdsml.data`` loads ``image_records`` through its ``__getattr__`` hook, by a name in a string."""
-    before = reuse.code_digest("fdsml.data")
+    before = fingerprints.code_digest("fdsml.data")
     edit_module("fdsml.data.image_records", lambda source: source + "\nCHANGED = 1\n")
-    assert reuse.code_digest("fdsml.data") != before
+    assert fingerprints.code_digest("fdsml.data") != before
 
 
 def test_a_family_registered_from_outside_fdsml_brings_its_code(edit_module, table):
@@ -85,9 +85,9 @@ def test_every_registered_objectives_module_enters_pretrainings_code_digest(edit
 def test_library_versions_and_the_resolved_device_and_precision_enter_a_runs_fingerprint(table, monkeypatch):
     base = pretrain_fingerprint(CONFIG, table)
     assert pretrain_fingerprint(CONFIG, table, device="cuda") != base  # device: auto on a GPU machine: bf16 there
-    versions = reuse.library_versions()
+    versions = fingerprints.library_versions()
     assert set(versions) == {"torch", "timm", "numba", "pytorch-metric-learning"}
-    monkeypatch.setattr(reuse, "library_versions", lambda: versions | {"timm": "0.0.1"})
+    monkeypatch.setattr(fingerprints, "library_versions", lambda: versions | {"timm": "0.0.1"})
     assert pretrain_fingerprint(CONFIG, table) != base
 
 

@@ -7,7 +7,7 @@ import pytest
 from fdsml.families.finefractaldb import FractalClass
 from fdsml.ifs.codes import POSITIONS, determinant_probabilities, rescale_coefficient, sample_sigma_factor_code
 from fdsml.ifs.descriptor import psi
-from fdsml.validation.sweeps import (
+from fdsml.descriptor_validation.sweeps import (
     base_codes,
     is_monotone,
     run_sweeps,

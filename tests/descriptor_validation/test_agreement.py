@@ -7,7 +7,7 @@ import pytest
 from fdsml.ifs.chamfer import chamfer_distance
 from fdsml.ifs.finefractaldb import instance_code
 from fdsml.losses.candidates import FILTERS
-from fdsml.validation.agreement import (
+from fdsml.descriptor_validation.agreement import (
     SAME_POSITION_GROUPS,
     measure_all_filters,
     measure_triplets,

@@ -16,8 +16,8 @@ from fdsml.data.fractals_config import parse_fractals_params
 from fdsml.data.holdout import split_table
 from fdsml.families import FamilySpec
 from fdsml.seeds import generator
-from fdsml.validation.agreement import measure_all_filters
-from fdsml.validation.sweeps import base_codes, run_sweeps, sweep_factors
+from fdsml.descriptor_validation.agreement import measure_all_filters
+from fdsml.descriptor_validation.sweeps import base_codes, run_sweeps, sweep_factors
 
 logger = logging.getLogger(__name__)
 

@@ -1,14 +1,14 @@
 """Validating the descriptor (docs/method.md §6): does d_Psi order candidates as their renderings do?"""
 
-from fdsml.validation.agreement import (
+from fdsml.descriptor_validation.agreement import (
     SAME_POSITION_GROUPS,
     measure_all_filters,
     measure_triplets,
     summarise_agreement,
     wilson_interval,
 )
-from fdsml.validation.report import markdown_report
-from fdsml.validation.sweeps import (
+from fdsml.descriptor_validation.report import markdown_report
+from fdsml.descriptor_validation.sweeps import (
     base_codes,
     is_monotone,
     run_sweeps,
