@@ -27,8 +27,18 @@ STUDY_KEYS = ("steps", "recipe")
 
 
 @dataclass(frozen=True)
+class GainSettings:
+    """A column of ``end`` - ``start`` per value of the spread key, and the smallest of those gains over three binomial
+    standard errors of ``end`` (sqrt(p(1-p)/n), n the table's ``trials``): above 1, every seed's gain is outside the noise."""
+
+    start: str
+    end: str
+
+
+@dataclass(frozen=True)
 class TableSettings:
-    """The table: a row per arm, a column per metric (mean ± std over ``spread``), the differences to ``reference``."""
+    """The table: a row per arm, a column per metric (mean ± std over ``spread``), the differences to ``reference``,
+    and the statistics a study may add (a spread over every seed combination, a gain, 95 % Wilson intervals)."""
 
     metrics: tuple[str, ...]
     spread: str | None = None  # the seed key whose values give the spread (the other seed keys are averaged first); null: every combination
@@ -36,6 +46,21 @@ class TableSettings:
     differences: tuple[str, ...] = ()  # the metrics whose differences are shown (empty: the first metric)
     percent: bool = True  # metrics shown x 100 (in %), seconds never
     digits: int = 1
+    every_combination: tuple[str, ...] = ()  # metrics whose std over every seed combination (nothing averaged first) gets a column
+    gain: GainSettings | None = None
+    intervals: tuple[str, ...] = ()  # proportions shown with their 95 % Wilson interval (successes and trials pooled over the arm's units)
+    trials: str | None = None  # the dotted parameter key holding each proportion's number of trials (for gain and intervals)
+
+
+@dataclass(frozen=True)
+class FigureSettings:
+    """A picture of the table beside the page (``<name>.png``): each metric against ``x``, a dotted key of the arms'
+    overlays; the arms that share every other key are one line (named by their names' common prefix), with the
+    mean ± std over the spread; an arm without ``x`` (scratch) is a band."""
+
+    x: str
+    metrics: tuple[str, ...]
+    title: str = ""
 
 
 @dataclass(frozen=True)
@@ -61,6 +86,7 @@ class StudyDefinition:
     seeds: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     recipes: str | None = None  # a YAML file of named pretrain overlays (conf/fair/tuned_recipes.yml), read by study.recipe
     scales: dict[str, Scale] = field(default_factory=dict)  # named smaller runs (a check that it runs, a before/after)
+    figure: FigureSettings | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +135,8 @@ def _check_arms(study: StudyDefinition, path: Path) -> None:
     spread = study.table.spread
     if spread is not None and spread not in study.seeds:
         raise ConfigError(f"{path}: table.spread: {_none_of(spread, 'seed key', study.seeds)}")
+    if (study.table.gain or study.table.intervals) and study.table.trials is None:
+        raise ConfigError(f"{path}: table.trials: gain and intervals need the parameter giving each proportion's trials (e.g. trials: validate_descriptor.n_triplets)")
     for name, scale in study.scales.items():
         for arm in (arm for arm in scale.arms or () if arm not in study.arms):
             raise ConfigError(f"{path}: scales.{name}.arms: {_none_of(arm, 'arm', study.arms)}")
@@ -131,6 +159,21 @@ def parameter_overlay(overlay: Mapping[str, Any]) -> dict[str, Any]:
     nested = with_overlay({}, overlay)
     nested.pop("study", None)
     return nested
+
+
+def parameter_overlay_keys(overlay: Mapping[str, Any]) -> dict[str, Any]:
+    """An arm's overlay without its ``study.*`` keys, flat: each dotted key and its value (``pretrain.train.max_steps: 30``)."""
+    flat: dict[str, Any] = {}
+
+    def walk(node: Mapping[str, Any], prefix: str) -> None:
+        for key, value in node.items():
+            if isinstance(value, Mapping) and value:
+                walk(value, f"{prefix}{key}.")
+            else:
+                flat[prefix + key] = value
+
+    walk(parameter_overlay(overlay), "")
+    return flat
 
 
 def arm_steps(study: StudyDefinition, arm: str) -> tuple[str, ...]:

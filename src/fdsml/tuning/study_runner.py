@@ -52,6 +52,7 @@ class StudySettings:
     storage_dir: str = STUDIES_DIR
     run_dir: str = "data/06_models/studies"  # <run_dir>/<name>/pretrain: the shared pre-training runs
     conf_source: str = "conf"  # the configuration folder holding studies/ and the environments
+    page_dir: str = "data/08_reporting/studies"  # where the catalog's study_page lies: a study's figure, <name>.png, goes beside it
 
 
 @dataclass(frozen=True)
@@ -173,7 +174,22 @@ def run_study(study: StudyDefinition, settings: StudySettings, base: dict[str, A
     run = partial(run_unit, plans, settings.threads, study.table.metrics[0])
     failed = run_arms(str(settings.name), fingerprints, run, settings.jobs, settings.storage, settings.storage_dir)
     complete = arm_results(open_arms_study(str(settings.name), settings.storage, settings.storage_dir), fingerprints)
-    return complete["result"].tolist(), failed
+    results = complete["result"].tolist()
+    if study.table.trials is not None:  # each unit's number of trials, read from its parameters (a reused unit's too)
+        results = [result | {"trials": trials(plans[name].parameters, study.table.trials)} for name, result in zip(complete["arm"], results)]
+    return results, failed
+
+
+def trials(parameters: dict[str, Any], key: str) -> int:
+    """The value of the dotted ``key`` (``table.trials``) in a unit's parameters: the number of trials behind its proportions."""
+    node: Any = parameters
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise ConfigError(f"table.trials: {key!r} is no parameter of the study's units (it names the number of trials, e.g. validate_descriptor.n_triplets)")
+        node = node[part]
+    if isinstance(node, bool) or not isinstance(node, int) or node <= 0:
+        raise ConfigError(f"table.trials: {key} is {node!r}; it must be a positive number of trials")
+    return node
 
 
 def study_report(study: StudyDefinition, settings: StudySettings, results: list[dict]) -> tuple[str, dict]:
@@ -187,6 +203,7 @@ def study_report(study: StudyDefinition, settings: StudySettings, results: list[
         f"Environment `{study.env}`, steps {', '.join(study.steps)}, seeds {seeds}; in the table mean ± std over "
         f"{study.table.spread or 'every seed combination'}{'' if not study.table.percent else ', in %'}.{small} Commit(s) {commits}.\n\n"
         + markdown_table(rows, study)
+        + (f"\n![{study.figure.title or ', '.join(study.figure.metrics)}]({settings.name}.png)\n" if study.figure else "")
         + f"\nReproduce: `kedro run --pipelines=study --params=study.name={settings.name}{f',study.scale={settings.scale}' if settings.scale else ''}` (units already complete with the same "
         "definition and code are reused; the definition: `conf/studies/" + f"{settings.name}.yml`).\n"
     )

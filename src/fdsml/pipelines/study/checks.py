@@ -13,8 +13,8 @@ from typing import Any
 from fdsml.config import ConfigError, closest_key
 from fdsml.pipelines.run_checks import unknown_sections
 from fdsml.config import env_parameters
-from fdsml.tuning.study_runner import StudySettings, parse_study_settings, plan_units, study_path
-from fdsml.tuning.study_file import StudyDefinition, arm_steps, parameter_overlay, read_study, scaled
+from fdsml.tuning.study_runner import StudySettings, parse_study_settings, plan_units, study_path, trials
+from fdsml.tuning.study_file import StudyDefinition, arm_steps, parameter_overlay, parameter_overlay_keys, read_study, scaled
 from fdsml.tuning.study_steps import STEPS
 
 
@@ -30,9 +30,16 @@ def check_steps_and_metrics(study: StudyDefinition, where: str) -> None:
             if step not in STEPS:
                 raise ConfigError(f"{where}: arms.{arm}: {_unknown('step', step, STEPS)}")
     yielded = {metric for arm in study.arms for step in arm_steps(study, arm) for metric in STEPS[step].metrics}
-    for metric in (*study.table.metrics, *study.table.differences):
-        if metric not in yielded:
-            raise ConfigError(f"{where}: table.metrics: {_unknown('metric', metric, yielded)}")
+    table = study.table
+    gain = (table.gain.start, table.gain.end) if table.gain else ()
+    asked = {"metrics": table.metrics, "differences": table.differences, "every_combination": table.every_combination, "gain": gain, "intervals": table.intervals}
+    if study.figure is not None:
+        asked["figure.metrics"] = study.figure.metrics
+    for key, metrics in asked.items():
+        for metric in (metric for metric in metrics if metric not in yielded):
+            raise ConfigError(f"{where}: {key if key.startswith('figure') else 'table.' + key}: {_unknown('metric', metric, yielded)}")
+    if study.figure is not None and not any(study.figure.x in parameter_overlay_keys(overlay) for overlay in study.arms.values()):
+        raise ConfigError(f"{where}: figure.x: no arm sets {study.figure.x!r}; the x axis is a dotted key of the arms' overlays")
 
 
 def check_study(study: StudyDefinition, settings: StudySettings) -> None:
@@ -50,7 +57,12 @@ def check_study(study: StudyDefinition, settings: StudySettings) -> None:
             plan_units(replace(study, arms={arm: study.arms[arm]}), replace(settings, scale=None), base)
         except ConfigError as error:
             raise ConfigError(f"{where}: arms.{arm}: {error}") from error
-    plan_units(study, settings, base)  # the scale's overlay on every arm
+    plans = plan_units(study, settings, base)  # the scale's overlay on every arm
+    for plan in plans.values() if study.table.trials is not None else ():
+        try:
+            trials(plan.parameters, study.table.trials)
+        except ConfigError as error:
+            raise ConfigError(f"{where}: {error}") from error
 
 
 def check_study_params(params: dict[str, Any]) -> StudySettings:
