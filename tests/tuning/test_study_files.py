@@ -47,8 +47,9 @@ def refused(tmp_path, change: dict, match: str):
         ({"table": {"metrics": ["frozen.recall@1"], "intervals": ["frozen.recall@1"], "trials": "pretrain.validation.triplet"}}, r"table\.trials: 'pretrain\.validation\.triplet' is no parameter"),
         ({"figure": {"x": "pretrain.train.max_steps", "metrics": ["frozen.recall@1"]}}, r"figure\.x: no arm sets 'pretrain\.train\.max_steps'"),
         ({"figure": {"x": "pretrain.objective", "metrics": ["frozen.recal@1"]}}, r"figure\.metrics: metric 'frozen\.recal@1' is unknown"),
+        ({"more_tables": {"by seed": {"metrics": ["frozen.recal@1"]}}}, r"more_tables\.by seed\.metrics: metric 'frozen\.recal@1' is unknown"),
     ],
-    ids=["arm key", "arm section", "arm value", "study key", "step", "metric", "reference", "file key", "every combination", "no trials", "trials key", "figure x", "figure metric"],
+    ids=["arm key", "arm section", "arm value", "study key", "step", "metric", "reference", "file key", "every combination", "no trials", "trials key", "figure x", "figure metric", "more tables"],
 )
 def test_a_wrong_key_or_value_is_refused_naming_the_file_and_the_closest_key(tmp_path, change, match):
     refused(tmp_path, change, match)

@@ -78,7 +78,7 @@ def test_the_spread_over_every_seed_combination_averages_nothing_first():
 
 def agreement(arm, seed, start, end, trials=400):
     metrics = {"initial.val_unseen_agreement_same": start, "last.val_unseen_agreement_same": end}
-    return {"arm": arm, "seeds": {"pretrain.train.seed": seed}, "metrics": metrics, "trials": trials}
+    return {"arm": arm, "seeds": {"pretrain.train.seed": seed}, "metrics": metrics, "trials": {"pretrain.validation.triplets": trials}}
 
 
 def test_the_gain_per_seed_and_the_smallest_gain_over_three_binomial_standard_errors_by_hand():
@@ -94,7 +94,7 @@ def test_the_gain_per_seed_and_the_smallest_gain_over_three_binomial_standard_er
 
 def test_an_arm_without_the_gains_metrics_shows_not_applicable():
     study = with_table(gain={"start": "initial.val_unseen_agreement_same", "end": "last.val_unseen_agreement_same"}, trials="pretrain.validation.triplets")
-    rows = study_rows([{"arm": "fdsl", "seeds": {"pretrain.train.seed": 0}, "metrics": {}, "trials": 400}], study)
+    rows = study_rows([{"arm": "fdsl", "seeds": {"pretrain.train.seed": 0}, "metrics": {}, "trials": {"pretrain.validation.triplets": 400}}], study)
     assert markdown_table(rows, study).rstrip().endswith("| n/a | n/a (n/a); n/a |")
 
 
@@ -105,3 +105,28 @@ def test_a_wilson_interval_pools_the_units_successes_and_trials_seven_of_ten_by_
     # Wilson 95 %, p = 0.7, n = 10, z = 1.95996: centre (0.7 + z²/20) / (1 + z²/10) = 0.64449, half-width 0.24771
     assert row["interval last.val_unseen_agreement_same"] == pytest.approx((0.39678, 0.89220), abs=1e-5)
     assert "| [0.397, 0.892] |" in markdown_table([row], study)
+
+
+def test_a_proportions_own_count_of_trials_comes_before_the_tables_parameter():
+    study = with_table(intervals=["last.val_unseen_agreement_same"], trials="pretrain.validation.triplets")
+    counted = agreement("scratch", 0, 0.5, 0.75, trials=400)
+    counted["metrics"]["last.val_unseen_agreement_same.trials"] = 4  # 3 of 4, not 300 of 400
+    (row,) = study_rows([counted], study)
+    # Wilson 95 %, p = 0.75, n = 4: centre (0.75 + z²/8) / (1 + z²/4) = 0.62753, half-width 0.32688
+    assert row["interval last.val_unseen_agreement_same"] == pytest.approx((0.30065, 0.95441), abs=1e-5)
+
+
+def test_more_tables_are_drawn_from_the_same_units_under_their_heading():
+    from fdsml.tuning.study_runner import StudySettings, study_report
+
+    study = parse(StudyDefinition, {
+        "title": "t", "question": "q", "env": "base", "steps": ["pretrain_heldout"], "arms": {"scratch": {}},
+        "seeds": {"pretrain.train.seed": [0, 1, 2]},
+        "table": {"metrics": ["last.val_unseen_agreement_same"], "spread": "pretrain.train.seed", "percent": False, "digits": 3},
+        "more_tables": {"Where it starts": {"metrics": ["initial.val_unseen_agreement_same"], "spread": "pretrain.train.seed", "percent": False, "digits": 3}},
+    }, "study")
+    results = [agreement("scratch", 0, 0.50, 0.60) | {"commit": "abc"}, agreement("scratch", 1, 0.52, 0.70) | {"commit": "abc"}]
+    page, found = study_report(study, StudySettings(name="t"), results)
+    assert "\n**Where it starts**\n\n| arm | runs | n (pretrain.train.seed) | initial.val_unseen_agreement_same |" in page
+    assert "| scratch | 2 | 2 | 0.510 ± 0.014 |" in page  # mean of 0.50 and 0.52, std 0.02 / sqrt(2)
+    assert found["more_tables"]["Where it starts"][0]["initial.val_unseen_agreement_same"] == pytest.approx((0.51, math.sqrt(0.0002)))

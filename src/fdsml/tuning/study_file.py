@@ -49,7 +49,7 @@ class TableSettings:
     every_combination: tuple[str, ...] = ()  # metrics whose std over every seed combination (nothing averaged first) gets a column
     gain: GainSettings | None = None
     intervals: tuple[str, ...] = ()  # proportions shown with their 95 % Wilson interval (successes and trials pooled over the arm's units)
-    trials: str | None = None  # the dotted parameter key holding each proportion's number of trials (for gain and intervals)
+    trials: str | None = None  # the dotted parameter key holding each proportion's number of trials (gain, intervals); a metric's own ``<metric>.trials`` comes first
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,12 @@ class StudyDefinition:
     recipes: str | None = None  # a YAML file of named pretrain overlays (conf/fair/tuned_recipes.yml), read by study.recipe
     scales: dict[str, Scale] = field(default_factory=dict)  # named smaller runs (a check that it runs, a before/after)
     figure: FigureSettings | None = None
+    more_tables: dict[str, TableSettings] = field(default_factory=dict)  # further tables of the page over the same units, by heading
+
+
+def tables(study: StudyDefinition) -> dict[str, TableSettings]:
+    """Every table of the study by where the file sets it: ``table`` and each of ``more_tables``."""
+    return {"table": study.table, **{f"more_tables.{heading}": table for heading, table in study.more_tables.items()}}
 
 
 @dataclass(frozen=True)
@@ -129,14 +135,11 @@ def _check_arms(study: StudyDefinition, path: Path) -> None:
             raise ConfigError(f"{path}: arms.{name}: unknown key study.{unknown[0]}{meant}; an arm's study keys: {', '.join(STUDY_KEYS)}")
         if "recipe" in own and study.recipes is None:
             raise ConfigError(f"{path}: arms.{name}: study.recipe names a recipe but the study has no recipes file (recipes: PATH)")
-    reference = study.table.reference
-    if reference is not None and reference not in study.arms:
-        raise ConfigError(f"{path}: table.reference: {_none_of(reference, 'arm', study.arms)}")
-    spread = study.table.spread
-    if spread is not None and spread not in study.seeds:
-        raise ConfigError(f"{path}: table.spread: {_none_of(spread, 'seed key', study.seeds)}")
-    if (study.table.gain or study.table.intervals) and study.table.trials is None:
-        raise ConfigError(f"{path}: table.trials: gain and intervals need the parameter giving each proportion's trials (e.g. trials: validate_descriptor.n_triplets)")
+    for where, table in tables(study).items():
+        if table.reference is not None and table.reference not in study.arms:
+            raise ConfigError(f"{path}: {where}.reference: {_none_of(table.reference, 'arm', study.arms)}")
+        if table.spread is not None and table.spread not in study.seeds:
+            raise ConfigError(f"{path}: {where}.spread: {_none_of(table.spread, 'seed key', study.seeds)}")
     for name, scale in study.scales.items():
         for arm in (arm for arm in scale.arms or () if arm not in study.arms):
             raise ConfigError(f"{path}: scales.{name}.arms: {_none_of(arm, 'arm', study.arms)}")

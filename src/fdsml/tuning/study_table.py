@@ -8,7 +8,8 @@ standard error sqrt(s_a^2 / n_a + s_r^2 / n_r) (independent runs, Welch's). A st
 metric's std over every seed combination (``every_combination``: nothing averaged first, e.g. every
 (pre-training, fine-tuning) seed pair), a gain from one metric to another per spread value with the
 smallest gain over three binomial standard errors (``gain``), and a proportion's 95 % Wilson interval
-(``intervals``); the last two need each unit's number of trials (``trials``, a parameter's value).
+(``intervals``); the last two need each unit's number of trials: the metric's own ``<metric>.trials`` when
+its step yields one (the ``same`` filter per perturbed position), else ``trials``, a parameter's value.
 """
 
 from __future__ import annotations
@@ -81,10 +82,11 @@ def _added_statistics(results: Sequence[Mapping[str, Any]], values: Mapping[str,
     for metric in table.every_combination:
         added[f"every {metric}"] = mean_std([result["metrics"].get(metric, math.nan) for result in results])[1]
     if table.gain is not None:
-        added["gain"] = gain(values[table.gain.start], values[table.gain.end], min(result["trials"] for result in results))
+        added["gain"] = gain(values[table.gain.start], values[table.gain.end], min(result["trials"][table.trials] for result in results))
     for metric in table.intervals:
-        trials = sum(result["trials"] for result in results)
-        successes = sum(result["metrics"].get(metric, math.nan) * result["trials"] for result in results)
+        counts = [result["metrics"].get(f"{metric}.trials") or result["trials"][table.trials] for result in results]
+        trials = sum(counts)
+        successes = sum(result["metrics"].get(metric, math.nan) * count for result, count in zip(results, counts))
         added[f"interval {metric}"] = (math.nan, math.nan) if math.isnan(successes) else wilson_interval(successes, trials)
     return added
 
