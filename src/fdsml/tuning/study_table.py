@@ -47,8 +47,8 @@ def arm_values(results: Sequence[Mapping[str, Any]], table: TableSettings) -> di
     values: dict[str, dict[str, list[float]]] = {}
     for arm, by_seed in groups.items():
         values[arm] = {}
-        gain = (table.gain.start, table.gain.end) if table.gain else ()
-        for metric in dict.fromkeys((*table.metrics, *gain)):
+        ends = (table.gain.start, table.gain.end) if table.gain else ()
+        for metric in dict.fromkeys((*table.metrics, *ends)):
             for runs in by_seed.values():
                 values[arm].setdefault(metric, []).append(statistics.mean(run.get(metric, math.nan) for run in runs))
     return values
