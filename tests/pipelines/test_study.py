@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import ROOT
-from tests.tuning.study_files import study_project
+from tests.tuning.study_files import TINY_STUDY, study_project
 
 
 def kedro_study(project: Path, *params: str) -> subprocess.CompletedProcess:
@@ -25,12 +25,20 @@ def kedro_study(project: Path, *params: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_a_study_file_runs_end_to_end_and_a_second_run_reuses_every_unit(tmp_path):
-    project = study_project(tmp_path / "project")
+    study = {
+        **TINY_STUDY,
+        "arms": {**TINY_STUDY["arms"], "fdsl": {"pretrain.objective": "fdsl", "pretrain.train.max_steps": 2}},
+        "table": {**TINY_STUDY["table"], "every_combination": ["finetuned.recall@1"]},
+        "figure": {"x": "pretrain.train.max_steps", "metrics": ["finetuned.recall@1", "frozen.recall@1"]},
+    }
+    project = study_project(tmp_path / "project", study)
     first = kedro_study(project)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     page = (project / "data/08_reporting/studies/tiny.md").read_text()
     results = json.loads((project / "data/08_reporting/studies/tiny.json").read_text())
     assert page.startswith("# Tiny study\n") and "| scratch | 4 | 2 |" in page and "| fdsl | 4 | 2 |" in page
+    assert "finetuned.recall@1 std, every seed combination |" in page and "(tiny.png)" in page
+    assert (project / "data/08_reporting/studies/tiny.png").read_bytes()[:4] == b"\x89PNG"
     assert len(results["units"]) == 8 and {unit["arm"] for unit in results["units"]} == {"scratch", "fdsl"}
     pretrained = list((project / "data/06_models/studies/tiny/pretrain").iterdir())
     assert len(pretrained) == 2  # fdsl's two pre-training seeds; its fine-tuning seeds found them finished

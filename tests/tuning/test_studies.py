@@ -112,3 +112,9 @@ def test_the_descriptor_step_yields_the_generators_acceptance_and_the_agreement_
     assert {f"agreement.{name}" for name in ("all", "each", "same", "diff")} <= set(metrics)
     assert all(0 <= value <= 1 for key, value in metrics.items() if key.startswith(("agreement.", "label_rule_agreement.")))
     assert "label_rule_agreement.each" in metrics and "label_rule_agreement.same" not in metrics  # each alone has one same-class candidate
+    # the same filter split by perturbed position: each group's own count, together every same triplet, pooling to the filter's agreement
+    groups = [key for key in metrics if key.startswith("same_by_position.") and not key.endswith(".trials")]
+    counts = [metrics[f"{group}.trials"] for group in groups]
+    n_triplets = params["validate_descriptor"]["n_triplets"]
+    assert groups and sum(counts) == n_triplets
+    assert sum(metrics[group] * count for group, count in zip(groups, counts)) / n_triplets == pytest.approx(metrics["agreement.same"])

@@ -42,8 +42,14 @@ def refused(tmp_path, change: dict, match: str):
         ({"table": {"metrics": ["finetuned.recal@1"]}}, r"table\.metrics: metric 'finetuned\.recal@1' is unknown \(did you mean finetuned\.recall@1\?\)"),
         ({"table": {"metrics": ["frozen.recall@1"], "reference": "scrach"}}, r"table\.reference: 'scrach' is no arm of the study \(did you mean scratch\?\)"),
         ({"tabel": {}}, r"unknown key\(s\) tabel \(did you mean study\.table\?\)"),
+        ({"table": {"metrics": ["frozen.recall@1"], "every_combination": ["frozen.recal@1"]}}, r"table\.every_combination: metric 'frozen\.recal@1' is unknown"),
+        ({"table": {"metrics": ["frozen.recall@1"], "intervals": ["frozen.recall@1"]}}, r"table\.trials: gain and intervals need the parameter"),
+        ({"table": {"metrics": ["frozen.recall@1"], "intervals": ["frozen.recall@1"], "trials": "pretrain.validation.triplet"}}, r"table\.trials: 'pretrain\.validation\.triplet' is no parameter"),
+        ({"figure": {"x": "pretrain.train.max_steps", "metrics": ["frozen.recall@1"]}}, r"figure\.x: no arm sets 'pretrain\.train\.max_steps'"),
+        ({"figure": {"x": "pretrain.objective", "metrics": ["frozen.recal@1"]}}, r"figure\.metrics: metric 'frozen\.recal@1' is unknown"),
+        ({"more_tables": {"by seed": {"metrics": ["frozen.recal@1"]}}}, r"more_tables\.by seed\.metrics: metric 'frozen\.recal@1' is unknown"),
     ],
-    ids=["arm key", "arm section", "arm value", "study key", "step", "metric", "reference", "file key"],
+    ids=["arm key", "arm section", "arm value", "study key", "step", "metric", "reference", "file key", "every combination", "no trials", "trials key", "figure x", "figure metric", "more tables"],
 )
 def test_a_wrong_key_or_value_is_refused_naming_the_file_and_the_closest_key(tmp_path, change, match):
     refused(tmp_path, change, match)

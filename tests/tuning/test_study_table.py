@@ -53,3 +53,80 @@ def test_fine_tuning_seeds_are_averaged_within_each_pretraining_seed_before_the_
 def test_a_metric_an_arm_does_not_yield_is_shown_as_not_applicable():
     rows = study_rows([result("scratch", 0, 0, 0.1), {"arm": "fdsl", "seeds": {"pretrain.train.seed": 0}, "metrics": {}}], STUDY)
     assert "| fdsl | 1 | 1 | n/a | n/a |" in markdown_table(rows, STUDY)
+
+
+def with_table(**settings) -> StudyDefinition:
+    raw = {
+        "title": "t", "question": "q", "env": "base", "steps": ["pretrain_heldout"], "arms": {"scratch": {}, "fdsl": {}},
+        "seeds": {"pretrain.train.seed": [0, 1, 2]},
+        "table": {"metrics": ["last.val_unseen_agreement_same"], "spread": "pretrain.train.seed", "percent": False, "digits": 3, **settings},
+    }
+    return parse(StudyDefinition, raw, "study")
+
+
+def test_the_spread_over_every_seed_combination_averages_nothing_first():
+    settings = {"metrics": ["finetuned.recall@1"], "spread": "pretrain.train.seed", "every_combination": ["finetuned.recall@1"]}
+    study = parse(StudyDefinition, {"title": "t", "question": "q", "env": "base", "steps": ["finetune"], "arms": {"scratch": {}},
+                                    "seeds": {"pretrain.train.seed": [0, 1], "retrieval.seeds": [[0], [1]]}, "table": settings}, "study")
+    results = [result("scratch", 0, 0, 0.10), result("scratch", 0, 1, 0.20), result("scratch", 1, 0, 0.30), result("scratch", 1, 1, 0.40)]
+    (row,) = study_rows(results, study)
+    # the four pairs 0.1..0.4: mean 0.25, squares 0.0225 + 0.0025 + 0.0025 + 0.0225 = 0.05 over 3; the seeds' means 0.15, 0.35 alone give 0.141
+    assert row["every finetuned.recall@1"] == pytest.approx(math.sqrt(0.05 / 3))
+    table = markdown_table([row], study)
+    assert "finetuned.recall@1 std, every seed combination |" in table and "| scratch | 4 | 2 | 25.0 ± 14.1 | 12.9 |" in table
+
+
+def agreement(arm, seed, start, end, trials=400):
+    metrics = {"initial.val_unseen_agreement_same": start, "last.val_unseen_agreement_same": end}
+    return {"arm": arm, "seeds": {"pretrain.train.seed": seed}, "metrics": metrics, "trials": {"pretrain.validation.triplets": trials}}
+
+
+def test_the_gain_per_seed_and_the_smallest_gain_over_three_binomial_standard_errors_by_hand():
+    study = with_table(gain={"start": "initial.val_unseen_agreement_same", "end": "last.val_unseen_agreement_same"}, trials="pretrain.validation.triplets")
+    results = [agreement("scratch", 0, 0.50, 0.60), agreement("scratch", 1, 0.52, 0.70), agreement("scratch", 2, 0.48, 0.62)]
+    (row,) = study_rows(results, study)
+    # gains 0.10, 0.18, 0.14; the largest SE is the end nearest 0.5: sqrt(0.6 * 0.4 / 400); 0.10 / (3 * 0.0244949) = 1.361
+    assert row["gain"]["gains"] == pytest.approx([0.10, 0.18, 0.14])
+    assert row["gain"]["min_over_3se"] == pytest.approx(0.10 / (3 * math.sqrt(0.24 / 400)))
+    assert "| +0.140 ± 0.040 (+0.100, +0.180, +0.140); 1.4 |" in markdown_table([row], study)
+    assert "last.val_unseen_agreement_same - initial.val_unseen_agreement_same per pretrain.train.seed; min gain / 3 SE" in markdown_table([row], study)
+
+
+def test_an_arm_without_the_gains_metrics_shows_not_applicable():
+    study = with_table(gain={"start": "initial.val_unseen_agreement_same", "end": "last.val_unseen_agreement_same"}, trials="pretrain.validation.triplets")
+    rows = study_rows([{"arm": "fdsl", "seeds": {"pretrain.train.seed": 0}, "metrics": {}, "trials": {"pretrain.validation.triplets": 400}}], study)
+    assert markdown_table(rows, study).rstrip().endswith("| n/a | n/a (n/a); n/a |")
+
+
+def test_a_wilson_interval_pools_the_units_successes_and_trials_seven_of_ten_by_hand():
+    study = with_table(intervals=["last.val_unseen_agreement_same"], trials="pretrain.validation.triplets")
+    results = [agreement("scratch", 0, 0.5, 0.6, trials=5), agreement("scratch", 1, 0.5, 0.8, trials=5)]  # 3 + 4 of 10
+    (row,) = study_rows(results, study)
+    # Wilson 95 %, p = 0.7, n = 10, z = 1.95996: centre (0.7 + z²/20) / (1 + z²/10) = 0.64449, half-width 0.24771
+    assert row["interval last.val_unseen_agreement_same"] == pytest.approx((0.39678, 0.89220), abs=1e-5)
+    assert "| [0.397, 0.892] |" in markdown_table([row], study)
+
+
+def test_a_proportions_own_count_of_trials_comes_before_the_tables_parameter():
+    study = with_table(intervals=["last.val_unseen_agreement_same"], trials="pretrain.validation.triplets")
+    counted = agreement("scratch", 0, 0.5, 0.75, trials=400)
+    counted["metrics"]["last.val_unseen_agreement_same.trials"] = 4  # 3 of 4, not 300 of 400
+    (row,) = study_rows([counted], study)
+    # Wilson 95 %, p = 0.75, n = 4: centre (0.75 + z²/8) / (1 + z²/4) = 0.62753, half-width 0.32688
+    assert row["interval last.val_unseen_agreement_same"] == pytest.approx((0.30065, 0.95441), abs=1e-5)
+
+
+def test_more_tables_are_drawn_from_the_same_units_under_their_heading():
+    from fdsml.tuning.study_runner import StudySettings, study_report
+
+    study = parse(StudyDefinition, {
+        "title": "t", "question": "q", "env": "base", "steps": ["pretrain_heldout"], "arms": {"scratch": {}},
+        "seeds": {"pretrain.train.seed": [0, 1, 2]},
+        "table": {"metrics": ["last.val_unseen_agreement_same"], "spread": "pretrain.train.seed", "percent": False, "digits": 3},
+        "more_tables": {"Where it starts": {"metrics": ["initial.val_unseen_agreement_same"], "spread": "pretrain.train.seed", "percent": False, "digits": 3}},
+    }, "study")
+    results = [agreement("scratch", 0, 0.50, 0.60) | {"commit": "abc"}, agreement("scratch", 1, 0.52, 0.70) | {"commit": "abc"}]
+    page, found = study_report(study, StudySettings(name="t"), results)
+    assert "\n**Where it starts**\n\n| arm | runs | n (pretrain.train.seed) | initial.val_unseen_agreement_same |" in page
+    assert "| scratch | 2 | 2 | 0.510 ± 0.014 |" in page  # mean of 0.50 and 0.52, std 0.02 / sqrt(2)
+    assert found["more_tables"]["Where it starts"][0]["initial.val_unseen_agreement_same"] == pytest.approx((0.51, math.sqrt(0.0002)))

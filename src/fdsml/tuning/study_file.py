@@ -27,8 +27,18 @@ STUDY_KEYS = ("steps", "recipe")
 
 
 @dataclass(frozen=True)
+class GainSettings:
+    """A column of ``end`` - ``start`` per value of the spread key, and the smallest of those gains over three binomial
+    standard errors of ``end`` (sqrt(p(1-p)/n), n the table's ``trials``): above 1, every seed's gain is outside the noise."""
+
+    start: str
+    end: str
+
+
+@dataclass(frozen=True)
 class TableSettings:
-    """The table: a row per arm, a column per metric (mean ± std over ``spread``), the differences to ``reference``."""
+    """The table: a row per arm, a column per metric (mean ± std over ``spread``), the differences to ``reference``,
+    and the statistics a study may add (a spread over every seed combination, a gain, 95 % Wilson intervals)."""
 
     metrics: tuple[str, ...]
     spread: str | None = None  # the seed key whose values give the spread (the other seed keys are averaged first); null: every combination
@@ -36,6 +46,21 @@ class TableSettings:
     differences: tuple[str, ...] = ()  # the metrics whose differences are shown (empty: the first metric)
     percent: bool = True  # metrics shown x 100 (in %), seconds never
     digits: int = 1
+    every_combination: tuple[str, ...] = ()  # metrics whose std over every seed combination (nothing averaged first) gets a column
+    gain: GainSettings | None = None
+    intervals: tuple[str, ...] = ()  # proportions shown with their 95 % Wilson interval (successes and trials pooled over the arm's units)
+    trials: str | None = None  # the dotted parameter key holding each proportion's number of trials (gain, intervals); a metric's own ``<metric>.trials`` comes first
+
+
+@dataclass(frozen=True)
+class FigureSettings:
+    """A picture of the table beside the page (``<name>.png``): each metric against ``x``, a dotted key of the arms'
+    overlays; the arms that share every other key are one line (named by their names' common prefix), with the
+    mean ± std over the spread; an arm without ``x`` (scratch) is a band."""
+
+    x: str
+    metrics: tuple[str, ...]
+    title: str = ""
 
 
 @dataclass(frozen=True)
@@ -61,6 +86,13 @@ class StudyDefinition:
     seeds: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     recipes: str | None = None  # a YAML file of named pretrain overlays (conf/fair/tuned_recipes.yml), read by study.recipe
     scales: dict[str, Scale] = field(default_factory=dict)  # named smaller runs (a check that it runs, a before/after)
+    figure: FigureSettings | None = None
+    more_tables: dict[str, TableSettings] = field(default_factory=dict)  # further tables of the page over the same units, by heading
+
+
+def tables(study: StudyDefinition) -> dict[str, TableSettings]:
+    """Every table of the study by where the file sets it: ``table`` and each of ``more_tables``."""
+    return {"table": study.table, **{f"more_tables.{heading}": table for heading, table in study.more_tables.items()}}
 
 
 @dataclass(frozen=True)
@@ -103,12 +135,11 @@ def _check_arms(study: StudyDefinition, path: Path) -> None:
             raise ConfigError(f"{path}: arms.{name}: unknown key study.{unknown[0]}{meant}; an arm's study keys: {', '.join(STUDY_KEYS)}")
         if "recipe" in own and study.recipes is None:
             raise ConfigError(f"{path}: arms.{name}: study.recipe names a recipe but the study has no recipes file (recipes: PATH)")
-    reference = study.table.reference
-    if reference is not None and reference not in study.arms:
-        raise ConfigError(f"{path}: table.reference: {_none_of(reference, 'arm', study.arms)}")
-    spread = study.table.spread
-    if spread is not None and spread not in study.seeds:
-        raise ConfigError(f"{path}: table.spread: {_none_of(spread, 'seed key', study.seeds)}")
+    for where, table in tables(study).items():
+        if table.reference is not None and table.reference not in study.arms:
+            raise ConfigError(f"{path}: {where}.reference: {_none_of(table.reference, 'arm', study.arms)}")
+        if table.spread is not None and table.spread not in study.seeds:
+            raise ConfigError(f"{path}: {where}.spread: {_none_of(table.spread, 'seed key', study.seeds)}")
     for name, scale in study.scales.items():
         for arm in (arm for arm in scale.arms or () if arm not in study.arms):
             raise ConfigError(f"{path}: scales.{name}.arms: {_none_of(arm, 'arm', study.arms)}")
@@ -131,6 +162,21 @@ def parameter_overlay(overlay: Mapping[str, Any]) -> dict[str, Any]:
     nested = with_overlay({}, overlay)
     nested.pop("study", None)
     return nested
+
+
+def parameter_overlay_keys(overlay: Mapping[str, Any]) -> dict[str, Any]:
+    """An arm's overlay without its ``study.*`` keys, flat: each dotted key and its value (``pretrain.train.max_steps: 30``)."""
+    flat: dict[str, Any] = {}
+
+    def walk(node: Mapping[str, Any], prefix: str) -> None:
+        for key, value in node.items():
+            if isinstance(value, Mapping) and value:
+                walk(value, f"{prefix}{key}.")
+            else:
+                flat[prefix + key] = value
+
+    walk(parameter_overlay(overlay), "")
+    return flat
 
 
 def arm_steps(study: StudyDefinition, arm: str) -> tuple[str, ...]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ import yaml
 from fdsml import fingerprints
 from fdsml.config import ConfigError, closest_key, parse, with_overlay
 from fdsml.tuning.arms import STUDIES_DIR, arm_results, open_arms_study, run_arms
-from fdsml.tuning.study_file import StudyDefinition, Unit, arm_steps, arm_study_keys, parameter_overlay, scaled, units
+from fdsml.tuning.study_file import StudyDefinition, Unit, arm_steps, arm_study_keys, parameter_overlay, scaled, tables, units
 from fdsml.tuning.study_steps import STEPS
 from fdsml.tuning.study_table import markdown_table, study_rows
 
@@ -52,6 +52,7 @@ class StudySettings:
     storage_dir: str = STUDIES_DIR
     run_dir: str = "data/06_models/studies"  # <run_dir>/<name>/pretrain: the shared pre-training runs
     conf_source: str = "conf"  # the configuration folder holding studies/ and the environments
+    page_dir: str = "data/08_reporting/studies"  # where the catalog's study_page lies: a study's figure, <name>.png, goes beside it
 
 
 @dataclass(frozen=True)
@@ -173,12 +174,29 @@ def run_study(study: StudyDefinition, settings: StudySettings, base: dict[str, A
     run = partial(run_unit, plans, settings.threads, study.table.metrics[0])
     failed = run_arms(str(settings.name), fingerprints, run, settings.jobs, settings.storage, settings.storage_dir)
     complete = arm_results(open_arms_study(str(settings.name), settings.storage, settings.storage_dir), fingerprints)
-    return complete["result"].tolist(), failed
+    results = complete["result"].tolist()
+    keys = {table.trials for table in tables(study).values() if table.trials is not None}
+    if keys:  # each unit's number of trials per key the tables name, read from its parameters (a reused unit's too)
+        results = [result | {"trials": {key: trials(plans[name].parameters, key) for key in keys}} for name, result in zip(complete["arm"], results)]
+    return results, failed
+
+
+def trials(parameters: dict[str, Any], key: str) -> int:
+    """The value of the dotted ``key`` (``table.trials``) in a unit's parameters: the number of trials behind its proportions."""
+    node: Any = parameters
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise ConfigError(f"table.trials: {key!r} is no parameter of the study's units (it names the number of trials, e.g. validate_descriptor.n_triplets)")
+        node = node[part]
+    if isinstance(node, bool) or not isinstance(node, int) or node <= 0:
+        raise ConfigError(f"table.trials: {key} is {node!r}; it must be a positive number of trials")
+    return node
 
 
 def study_report(study: StudyDefinition, settings: StudySettings, results: list[dict]) -> tuple[str, dict]:
     """The study's page (Markdown: question, setup, table, how to reproduce) and its results as JSON."""
     rows = study_rows(results, study)
+    more = {heading: study_rows(results, replace(study, table=table)) for heading, table in study.more_tables.items()}
     seeds = ", ".join(f"`{key}` {list(values)}" for key, values in study.seeds.items()) or "none"
     small = f" At scale `{settings.scale}` (the file's `scales.{settings.scale}`)." if settings.scale else ""
     commits = ", ".join(sorted({result["commit"] for result in results}))
@@ -187,7 +205,9 @@ def study_report(study: StudyDefinition, settings: StudySettings, results: list[
         f"Environment `{study.env}`, steps {', '.join(study.steps)}, seeds {seeds}; in the table mean ± std over "
         f"{study.table.spread or 'every seed combination'}{'' if not study.table.percent else ', in %'}.{small} Commit(s) {commits}.\n\n"
         + markdown_table(rows, study)
+        + "".join(f"\n**{heading}**\n\n" + markdown_table(more[heading], replace(study, table=table)) for heading, table in study.more_tables.items())
+        + (f"\n![{study.figure.title or ', '.join(study.figure.metrics)}]({settings.name}.png)\n" if study.figure else "")
         + f"\nReproduce: `kedro run --pipelines=study --params=study.name={settings.name}{f',study.scale={settings.scale}' if settings.scale else ''}` (units already complete with the same "
         "definition and code are reused; the definition: `conf/studies/" + f"{settings.name}.yml`).\n"
     )
-    return page, {"study": settings.name, "units": results, "rows": rows}
+    return page, {"study": settings.name, "units": results, "rows": rows, "more_tables": more}

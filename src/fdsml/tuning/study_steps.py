@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from fdsml.descriptor_validation.agreement import SAME_POSITION_GROUPS
 from fdsml.tuning.config import PRETRAIN_METRICS
 
 Metrics = dict[str, float]
@@ -150,7 +151,9 @@ def classify(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
 def descriptor(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
     """Generate the fractals table and validate its descriptor (``validate_descriptor``): the generator's acceptance
     rates, the triplet agreement per filter, the label rule's, and the sweeps' figures. A table the generator cannot
-    complete is a result too (``generation.failed`` 1, no other figure)."""
+    complete is a result too (``generation.failed`` 1, no other figure). The ``same`` filter's agreement is also split
+    by the positions its codes were perturbed at (``same_by_position.<group>``, with its count of triplets,
+    ``same_by_position.<group>.trials``: a proportion's own trials for the table's intervals)."""
     from fdsml.errors import GenerationError
     from fdsml.descriptor_validation.agreement import summarise_agreement
     from fdsml.descriptor_validation.measure import parse_validate_descriptor_params, sweep_points, triplet_agreement, validated_rows
@@ -168,6 +171,9 @@ def descriptor(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
     metrics = {"generation.failed": 0.0} | {f"generation.{key}": float(summary[key]) for key in ACCEPTANCE_RATES}
     for block in ("agreement", "label_rule_agreement", "same_positive_rate"):
         metrics |= {f"{block}.{name}": float(value) for name, value in agreement[block].items() if value is not None}
+    for group, found in agreement.get("same_by_position", {}).items():
+        if found["fraction"] is not None:
+            metrics |= {f"same_by_position.{group}": float(found["fraction"]), f"same_by_position.{group}.trials": float(found["n"])}
     return metrics | {f"sweeps.{key}": float(sweeps[key]) for key in SWEEP_FIGURES if sweeps.get(key) is not None}
 
 
@@ -184,6 +190,7 @@ STEPS: dict[str, Step] = {
         ("fractals", "validate_descriptor"),
         ("generation.failed", *(f"generation.{key}" for key in ACCEPTANCE_RATES))
         + tuple(f"{block}.{name}" for block in ("agreement", "label_rule_agreement", "same_positive_rate") for name in FILTERS)
+        + tuple(f"same_by_position.{group}{trials}" for group in SAME_POSITION_GROUPS for trials in ("", ".trials"))
         + tuple(f"sweeps.{key}" for key in SWEEP_FIGURES),
     ),
     "classify": Step(classify, ("pretrain", "classification"), ("classified.top1", "classified.top5", "classify.seconds")),

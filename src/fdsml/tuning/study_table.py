@@ -4,7 +4,12 @@ difference to a reference arm with its standard error.
 The spread is over the values of one seed key (``table.spread``, e.g. the pre-training seed): a
 unit's metrics are first averaged over the other seed keys (the fine-tuning seeds), so each
 pre-training seed counts once. The difference of arm a to the reference r is mean(a) - mean(r), its
-standard error sqrt(s_a^2 / n_a + s_r^2 / n_r) (independent runs, Welch's).
+standard error sqrt(s_a^2 / n_a + s_r^2 / n_r) (independent runs, Welch's). A study may add columns: a
+metric's std over every seed combination (``every_combination``: nothing averaged first, e.g. every
+(pre-training, fine-tuning) seed pair), a gain from one metric to another per spread value with the
+smallest gain over three binomial standard errors (``gain``), and a proportion's 95 % Wilson interval
+(``intervals``); the last two need each unit's number of trials: the metric's own ``<metric>.trials`` when
+its step yields one (the ``same`` filter per perturbed position), else ``trials``, a parameter's value.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from fdsml.descriptor_validation.agreement import wilson_interval
 from fdsml.tuning.study_file import StudyDefinition, TableSettings
 
 
@@ -29,7 +35,7 @@ def difference(values: Sequence[float], reference: Sequence[float]) -> tuple[flo
 
 
 def arm_values(results: Sequence[Mapping[str, Any]], table: TableSettings) -> dict[str, dict[str, list[float]]]:
-    """Each arm's values of each metric, one per value of the spread key (the other seed keys averaged), in that key's order.
+    """Each arm's values of each metric (the table's and the gain's), one per value of the spread key (the other seed keys averaged), in that key's order.
 
     ``results``: one per unit, ``{"arm", "seeds": {key: value}, "metrics": {name: value}}``; a metric a unit does
     not yield (FDSL mines no triplets) is NaN, shown as n/a.
@@ -41,7 +47,8 @@ def arm_values(results: Sequence[Mapping[str, Any]], table: TableSettings) -> di
     values: dict[str, dict[str, list[float]]] = {}
     for arm, by_seed in groups.items():
         values[arm] = {}
-        for metric in table.metrics:
+        ends = (table.gain.start, table.gain.end) if table.gain else ()
+        for metric in dict.fromkeys((*table.metrics, *ends)):
             for runs in by_seed.values():
                 values[arm].setdefault(metric, []).append(statistics.mean(run.get(metric, math.nan) for run in runs))
     return values
@@ -63,8 +70,34 @@ def study_rows(results: Sequence[Mapping[str, Any]], study: StudyDefinition) -> 
         if table.reference in values and arm != table.reference:
             for metric in shown:
                 row[f"diff {metric}"] = difference(values[arm][metric], values[table.reference][metric])
+        mine = [result for result in results if result["arm"] == arm]
+        row |= _added_statistics(mine, values[arm], table)
         rows.append(row)
     return rows
+
+
+def _added_statistics(results: Sequence[Mapping[str, Any]], values: Mapping[str, list[float]], table: TableSettings) -> dict[str, Any]:
+    """One arm's columns beyond mean ± std: ``every_combination``'s spreads, the gain, the Wilson intervals."""
+    added: dict[str, Any] = {}
+    for metric in table.every_combination:
+        added[f"every {metric}"] = mean_std([result["metrics"].get(metric, math.nan) for result in results])[1]
+    if table.gain is not None:
+        added["gain"] = gain(values[table.gain.start], values[table.gain.end], min(result["trials"][table.trials] for result in results))
+    for metric in table.intervals:
+        counts = [result["metrics"].get(f"{metric}.trials") or result["trials"][table.trials] for result in results]
+        trials = sum(counts)
+        successes = sum(result["metrics"].get(metric, math.nan) * count for result, count in zip(results, counts))
+        added[f"interval {metric}"] = (math.nan, math.nan) if math.isnan(successes) else wilson_interval(successes, trials)
+    return added
+
+
+def gain(starts: Sequence[float], ends: Sequence[float], trials: int) -> dict[str, Any]:
+    """end - start per spread value, their mean ± std, and the smallest gain over 3 binomial standard errors of the
+    largest-variance end (sqrt(p(1-p)/trials)): above 1, no seed's gain is within the estimate's noise."""
+    gains = [end - start for start, end in zip(starts, ends)]
+    error = max(math.sqrt(end * (1 - end) / trials) for end in ends)
+    ratio = min(gains) / (3 * error) if error > 0 else math.nan
+    return {"gains": gains, "mean_std": mean_std(gains), "min_over_3se": ratio}
 
 
 def _scale(table: TableSettings, metric: str) -> float:
@@ -83,6 +116,7 @@ def markdown_table(rows: Sequence[Mapping[str, Any]], study: StudyDefinition) ->
     shown = (table.differences or table.metrics[:1]) if table.reference else ()
     spread = table.spread or "seed combinations"
     header = ["arm", "runs", f"n ({spread})", *table.metrics, *(f"{metric} - {table.reference} (± SE)" for metric in shown)]
+    header += _added_headers(table)
     lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
     for row in rows:
         cells = [row["arm"], str(row["runs"]), str(row["spread_n"])]
@@ -91,5 +125,31 @@ def markdown_table(rows: Sequence[Mapping[str, Any]], study: StudyDefinition) ->
             "reference" if row.get(f"diff {metric}") is None else _cell(row[f"diff {metric}"], _scale(table, metric), table.digits, "+")
             for metric in shown
         ]
+        cells += _added_cells(row, table)
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _added_headers(table: TableSettings) -> list[str]:
+    headers = [f"{metric} std, every seed combination" for metric in table.every_combination]
+    if table.gain is not None:
+        headers.append(f"{table.gain.end} - {table.gain.start} per {table.spread or 'seed combination'}; min gain / 3 SE")
+    return headers + [f"{metric} 95 % CI" for metric in table.intervals]
+
+
+def _added_cells(row: Mapping[str, Any], table: TableSettings) -> list[str]:
+    digits = table.digits
+    cells = [_number(row[f"every {metric}"], _scale(table, metric), digits) for metric in table.every_combination]
+    if table.gain is not None:
+        found, scale = row["gain"], _scale(table, table.gain.end)
+        each = ", ".join(_number(value, scale, digits, "+") for value in found["gains"])
+        cells.append(f"{_cell(found['mean_std'], scale, digits, '+')} ({each}); {_number(found['min_over_3se'], 1.0, 1)}")
+    for metric in table.intervals:
+        low, high = row[f"interval {metric}"]
+        scale = _scale(table, metric)
+        cells.append("n/a" if math.isnan(low) else f"[{scale * low:.{digits}f}, {scale * high:.{digits}f}]")
+    return cells
+
+
+def _number(value: float, scale: float, digits: int, sign: str = "") -> str:
+    return "n/a" if math.isnan(value) else f"{scale * value:{sign}.{digits}f}"

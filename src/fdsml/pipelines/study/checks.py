@@ -13,8 +13,8 @@ from typing import Any
 from fdsml.config import ConfigError, closest_key
 from fdsml.pipelines.run_checks import unknown_sections
 from fdsml.config import env_parameters
-from fdsml.tuning.study_runner import StudySettings, parse_study_settings, plan_units, study_path
-from fdsml.tuning.study_file import StudyDefinition, arm_steps, parameter_overlay, read_study, scaled
+from fdsml.tuning.study_runner import StudySettings, parse_study_settings, plan_units, study_path, trials
+from fdsml.tuning.study_file import StudyDefinition, arm_steps, parameter_overlay, parameter_overlay_keys, read_study, scaled, tables
 from fdsml.tuning.study_steps import STEPS
 
 
@@ -24,15 +24,26 @@ def _unknown(kind: str, name: str, known) -> str:
 
 
 def check_steps_and_metrics(study: StudyDefinition, where: str) -> None:
-    """Every step an arm runs is known, and every metric of the table is one of the steps' metrics."""
+    """Every step an arm runs is known, every metric of the tables and the figure is one of the steps' metrics, and
+    a proportion without its own count of trials has the table's ``trials``."""
     for arm in study.arms:
         for step in arm_steps(study, arm):
             if step not in STEPS:
                 raise ConfigError(f"{where}: arms.{arm}: {_unknown('step', step, STEPS)}")
     yielded = {metric for arm in study.arms for step in arm_steps(study, arm) for metric in STEPS[step].metrics}
-    for metric in (*study.table.metrics, *study.table.differences):
-        if metric not in yielded:
-            raise ConfigError(f"{where}: table.metrics: {_unknown('metric', metric, yielded)}")
+    for name, table in tables(study).items():
+        gain = (table.gain.start, table.gain.end) if table.gain else ()
+        asked = {"metrics": table.metrics, "differences": table.differences, "every_combination": table.every_combination, "gain": gain, "intervals": table.intervals}
+        for key, metrics in asked.items():
+            for metric in (metric for metric in metrics if metric not in yielded):
+                raise ConfigError(f"{where}: {name}.{key}: {_unknown('metric', metric, yielded)}")
+        uncounted = [metric for metric in table.intervals if f"{metric}.trials" not in yielded]
+        if (table.gain or uncounted) and table.trials is None:
+            raise ConfigError(f"{where}: {name}.trials: gain and intervals need the parameter giving each proportion's trials (e.g. trials: validate_descriptor.n_triplets)")
+    for metric in (metric for metric in study.figure.metrics if metric not in yielded) if study.figure else ():
+        raise ConfigError(f"{where}: figure.metrics: {_unknown('metric', metric, yielded)}")
+    if study.figure is not None and not any(study.figure.x in parameter_overlay_keys(overlay) for overlay in study.arms.values()):
+        raise ConfigError(f"{where}: figure.x: no arm sets {study.figure.x!r}; the x axis is a dotted key of the arms' overlays")
 
 
 def check_study(study: StudyDefinition, settings: StudySettings) -> None:
@@ -50,7 +61,12 @@ def check_study(study: StudyDefinition, settings: StudySettings) -> None:
             plan_units(replace(study, arms={arm: study.arms[arm]}), replace(settings, scale=None), base)
         except ConfigError as error:
             raise ConfigError(f"{where}: arms.{arm}: {error}") from error
-    plan_units(study, settings, base)  # the scale's overlay on every arm
+    plans = plan_units(study, settings, base)  # the scale's overlay on every arm
+    for key, plan in ((table.trials, plan) for table in tables(study).values() if table.trials for plan in plans.values()):
+        try:
+            trials(plan.parameters, key)
+        except ConfigError as error:
+            raise ConfigError(f"{where}: {error}") from error
 
 
 def check_study_params(params: dict[str, Any]) -> StudySettings:

@@ -1,12 +1,14 @@
-"""The node of the ``study`` pipeline: run the named study file's units (reusing complete ones), then its page and results."""
+"""The node of the ``study`` pipeline: run the named study file's units (reusing complete ones), then its page and results (and its figure, beside the page)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from fdsml.errors import UserFixableError
 from fdsml.config import env_parameters
 from fdsml.tuning.study_runner import parse_study_settings, run_study, study_path, study_report
+from fdsml.tuning.study_figure import draw_figure
 from fdsml.tuning.study_file import read_study
 
 
@@ -21,4 +23,7 @@ def run_study_file(study_params: dict[str, Any]) -> tuple[str, dict]:
     results, failed = run_study(study, settings, env_parameters(settings.conf_source, study.env))
     if failed:
         raise StudyUnitsFailed(f"study {settings.name}: unit(s) {', '.join(failed)} failed (their errors are logged above); run the same command again to rerun them")
-    return study_report(study, settings, results)
+    page, found = study_report(study, settings, results)
+    if study.figure is not None:
+        draw_figure(study, found["rows"], Path(settings.page_dir) / f"{settings.name}.png")
+    return page, found
