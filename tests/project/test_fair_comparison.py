@@ -65,7 +65,7 @@ def test_every_recorded_recipe_is_a_pretraining_and_an_arm_of_a_study_file(param
         assert method in named, f"{path.name}: no study file measures {method}"
 
 
-@pytest.mark.parametrize("study", ["finetune_rates", "fair_finetuned_per_start"])
+@pytest.mark.parametrize("study", ["finetune_rates", "fair_finetuned_per_start", "finetune_length"])
 def test_the_studies_paper_construction_is_the_tune_arm_pa_explicit_on_round_twos_same_recipe(params, study):
     """The studies' explicit arms: round 2's `same` recipe with the construction keys of the tune arm pa_explicit."""
     arms = yaml.safe_load((ROOT / "conf/studies" / f"{study}.yml").read_text())["arms"]
