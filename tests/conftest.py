@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from fdsml.families.finefractaldb import generate_finefractaldb
-from tests.support import TINY_FRACTALS, UNFILTERED_FRACTALS
+from tests.support import FINGERPRINT_FRACTALS, TINY_FRACTALS, UNFILTERED_FRACTALS
 
 os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -43,3 +43,10 @@ def s3(tmp_path_factory):
 
     with s3_server(tmp_path_factory.mktemp("aws")) as endpoint_and_client:
         yield endpoint_and_client
+
+
+@pytest.fixture(scope="module")
+def fingerprint_table():
+    """The fingerprint tests' FineFractalDB table (:data:`tests.support.FINGERPRINT_FRACTALS`), generated once per module."""
+    table, _ = generate_finefractaldb(FINGERPRINT_FRACTALS)
+    return table

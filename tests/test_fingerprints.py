@@ -10,33 +10,22 @@ import dataclasses
 
 import numpy as np
 import pandas as pd
-import pytest
 import torch
 
 from fdsml import fingerprints
-from fdsml.families import FamilySpec
 from fdsml.families.finefractaldb import FINEFRACTALDB, generate_finefractaldb
 from fdsml.families.generation import is_up_to_date
-from fdsml.ifs.finefractaldb import ClassFilter, FineFractalDBConfig
+from fdsml.ifs.finefractaldb import FineFractalDBConfig
 from fdsml.data import ImageRecords
 from fdsml.evaluation import robustness
-from fdsml.ifs.render import RenderSettings
 from fdsml.models.starting_points import StartingPoint
 from fdsml.training import classification, finetune, pretrain, retrieval
 from fdsml.training.run_folders import run_fingerprint
 from fdsml.distributed import DistContext
+from tests.support import FINGERPRINT_FRACTALS, FINGERPRINT_SPEC, pretrain_fingerprint
 
-TINY_FRACTALS = FineFractalDBConfig(
-    n_classes=3, instances_per_class=4, render=RenderSettings(size=32, points=600), class_filter=ClassFilter(size=96, points=4000)
-)
-TINY_SPEC = FamilySpec(FINEFRACTALDB, TINY_FRACTALS)
 fractals_fingerprint = FINEFRACTALDB.fingerprint
 CPU = DistContext(torch.device("cpu"))
-
-
-def pretrain_fingerprint(config, table, world_size=1, spec=TINY_SPEC, device="cpu"):
-    context = DistContext(torch.device(device), world_size=world_size)
-    return run_fingerprint(pretrain.defining_run(config, spec, fingerprints.content_digest(table)), config.train, context)
 
 
 def retrieval_fingerprint(config, start, seed, start_weights, context, training_images):
@@ -94,24 +83,19 @@ def check_every_key(config, fingerprint_of):
     assert not redone, f"non-defining keys that change the fingerprint (needless rework): {redone}"
 
 
-@pytest.fixture(scope="module")
-def table():
-    return generate_finefractaldb(TINY_FRACTALS)[0]
-
-
-def test_every_key_of_the_codes_table_definition(table):
+def test_every_key_of_the_codes_table_definition(fingerprint_table):
     check_every_key(FineFractalDBConfig(), fractals_fingerprint)
 
 
-def test_every_key_of_a_pretraining_run(table):
-    check_every_key(pretrain.PretrainConfig(), lambda config: pretrain_fingerprint(config, table))
+def test_every_key_of_a_pretraining_run(fingerprint_table):
+    check_every_key(pretrain.PretrainConfig(), lambda config: pretrain_fingerprint(config, fingerprint_table))
 
 
-def test_a_transformers_optimizer_defines_its_run_through_the_optimizer_it_replaces(table):
+def test_a_transformers_optimizer_defines_its_run_through_the_optimizer_it_replaces(fingerprint_table):
     vit = pretrain.parse_pretrain_params({"model": {"backbone": "vit_tiny_patch4"}})
     slower = pretrain.parse_pretrain_params({"model": {"backbone": "vit_tiny_patch4"}, "transformer_optimizer": {"name": "adamw", "base_lr": 1e-5}})
     assert vit.optimizer == vit.transformer_optimizer and slower.optimizer.base_lr == 1e-5
-    assert pretrain_fingerprint(vit, table) != pretrain_fingerprint(slower, table)
+    assert pretrain_fingerprint(vit, fingerprint_table) != pretrain_fingerprint(slower, fingerprint_table)
 
 
 def test_every_key_of_a_retrieval_run():
@@ -163,7 +147,7 @@ def test_the_declared_non_defining_keys():
     }
 
 
-def test_a_run_is_redone_for_another_start_seed_dataset_or_world_size(table):
+def test_a_run_is_redone_for_another_start_seed_dataset_or_world_size(fingerprint_table):
     config, start = retrieval.RetrievalConfig(), StartingPoint("fdsml", "pretrained_model")
     base = retrieval_fingerprint(config, start, 0, "w", CPU, "images")
     assert retrieval_fingerprint(config, start, 1, "w", CPU, "images") != base
@@ -174,15 +158,15 @@ def test_a_run_is_redone_for_another_start_seed_dataset_or_world_size(table):
     assert classification_fingerprint(cls, classification.DatasetSettings("cifar10"), start, "w", CPU, "images") != (
         classification_fingerprint(cls, classification.DatasetSettings("digits"), start, "w", CPU, "images")
     )
-    assert pretrain_fingerprint(pretrain.PretrainConfig(), table) != pretrain_fingerprint(pretrain.PretrainConfig(), table, 2)
+    assert pretrain_fingerprint(pretrain.PretrainConfig(), fingerprint_table) != pretrain_fingerprint(pretrain.PretrainConfig(), fingerprint_table, 2)
 
 
-def test_input_artefacts_enter_by_content(table):
-    render, config = TINY_SPEC, pretrain.PretrainConfig()
-    edited = table.copy()
+def test_input_artefacts_enter_by_content(fingerprint_table):
+    render, config = FINGERPRINT_SPEC, pretrain.PretrainConfig()
+    edited = fingerprint_table.copy()
     edited.at[0, "coefficients"] = np.asarray(edited.at[0, "coefficients"]) * 0.999
-    assert pretrain_fingerprint(config, edited, spec=render) != pretrain_fingerprint(config, table, spec=render)
-    assert pretrain_fingerprint(config, table.copy(), spec=render) == pretrain_fingerprint(config, table, spec=render)
+    assert pretrain_fingerprint(config, edited, spec=render) != pretrain_fingerprint(config, fingerprint_table, spec=render)
+    assert pretrain_fingerprint(config, fingerprint_table.copy(), spec=render) == pretrain_fingerprint(config, fingerprint_table, spec=render)
 
     weights = {"backbone.conv.weight": torch.zeros(2, 2), "head.weight": torch.ones(1)}
     other = {"backbone.conv.weight": torch.zeros(2, 2), "head.weight": torch.ones(1) * 2}
@@ -192,14 +176,14 @@ def test_input_artefacts_enter_by_content(table):
     assert fingerprints.content_digest(weights) != fingerprints.content_digest(trunk)
 
 
-def test_a_table_survives_a_parquet_round_trip_with_its_digest(table, tmp_path):
+def test_a_table_survives_a_parquet_round_trip_with_its_digest(fingerprint_table, tmp_path):
     """The stored table's digest is checked on reuse: a Parquet round trip must not change it, an edit must."""
-    summary = generate_finefractaldb(TINY_FRACTALS)[1]
-    table.to_parquet(tmp_path / "codes.parquet")
+    summary = generate_finefractaldb(FINGERPRINT_FRACTALS)[1]
+    fingerprint_table.to_parquet(tmp_path / "codes.parquet")
     stored = pd.read_parquet(tmp_path / "codes.parquet")
-    assert is_up_to_date(stored, summary, TINY_SPEC)
+    assert is_up_to_date(stored, summary, FINGERPRINT_SPEC)
     stored.at[3, "seed"] += 1
-    assert not is_up_to_date(stored, summary, TINY_SPEC)
+    assert not is_up_to_date(stored, summary, FINGERPRINT_SPEC)
 
 
 def test_code_that_computes_a_step_enters_its_fingerprint(monkeypatch, tmp_path):
@@ -210,15 +194,15 @@ def test_code_that_computes_a_step_enters_its_fingerprint(monkeypatch, tmp_path)
     assert not any(name.startswith("fdsml.pipelines") for name in fingerprints._imported_closure(("fdsml.training.retrieval",), packages))
     assert "fdsml.losses.pa_triplet" in fingerprints._imported_closure(("fdsml.training.pretrain",), packages)
 
-    before = fractals_fingerprint(TINY_FRACTALS)
+    before = fractals_fingerprint(FINGERPRINT_FRACTALS)
     original = fingerprints._source_path
     edited = tmp_path / "render.py"
     edited.write_text(original("fdsml.ifs.render").read_text() + "\nCHANGED_RENDERER = True\n")
     monkeypatch.setattr(fingerprints, "_source_path", lambda name: edited if name == "fdsml.ifs.render" else original(name))
     fingerprints.code_digest.cache_clear()
     try:
-        assert fractals_fingerprint(TINY_FRACTALS) != before
+        assert fractals_fingerprint(FINGERPRINT_FRACTALS) != before
     finally:
         monkeypatch.undo()
         fingerprints.code_digest.cache_clear()
-    assert fractals_fingerprint(TINY_FRACTALS) == before
+    assert fractals_fingerprint(FINGERPRINT_FRACTALS) == before

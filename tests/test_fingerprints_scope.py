@@ -13,7 +13,7 @@ from fdsml.data import ImageRecords
 from fdsml.families import FamilySpec
 from fdsml.training import pretrain
 from tests.families.discs import DISCS, DiscSettings
-from tests.test_fingerprints import pretrain_fingerprint
+from tests.support import pretrain_fingerprint
 
 CONFIG = pretrain.PretrainConfig()
 
@@ -32,14 +32,6 @@ def edit_module(monkeypatch, tmp_path):
     yield edit
     monkeypatch.undo()
     fingerprints.code_digest.cache_clear()
-
-
-@pytest.fixture(scope="module")
-def table():
-    from fdsml.families.finefractaldb import generate_finefractaldb
-    from tests.test_fingerprints import TINY_FRACTALS
-
-    return generate_finefractaldb(TINY_FRACTALS)[0]
 
 
 def test_comments_docstrings_and_layout_keep_pretrainings_code_digest(edit_module):
@@ -63,32 +55,32 @@ def test_a_lazily_imported_module_enters_the_digest_of_the_package_that_loads_it
     assert fingerprints.code_digest("fdsml.data") != before
 
 
-def test_a_family_registered_from_outside_fdsml_brings_its_code(edit_module, table):
+def test_a_family_registered_from_outside_fdsml_brings_its_code(edit_module, fingerprint_table):
     spec = FamilySpec(DISCS, DiscSettings())
-    before = pretrain_fingerprint(CONFIG, table, spec=spec)
+    before = pretrain_fingerprint(CONFIG, fingerprint_table, spec=spec)
     edit_module(type(DISCS).__module__, lambda source: source + "\nCHANGED = 1\n")
-    assert pretrain_fingerprint(CONFIG, table, spec=spec) != before
+    assert pretrain_fingerprint(CONFIG, fingerprint_table, spec=spec) != before
 
 
-def test_every_registered_objectives_module_enters_pretrainings_code_digest(edit_module, table):
+def test_every_registered_objectives_module_enters_pretrainings_code_digest(edit_module, fingerprint_table):
     """Registered is not enough: the objectives' package imports each module by name, which the digest reads."""
     from fdsml.training.pretrain_objectives import known_objectives, objective_recipe
 
-    before = pretrain_fingerprint(CONFIG, table)
+    before = pretrain_fingerprint(CONFIG, fingerprint_table)
     for module in sorted({type(objective_recipe(name)).__module__ for name in known_objectives()}):
         edit_module(module, lambda source: source + "\nCHANGED = 1\n")
-        after = pretrain_fingerprint(CONFIG, table)
+        after = pretrain_fingerprint(CONFIG, fingerprint_table)
         assert after != before, module
         before = after
 
 
-def test_library_versions_and_the_resolved_device_and_precision_enter_a_runs_fingerprint(table, monkeypatch):
-    base = pretrain_fingerprint(CONFIG, table)
-    assert pretrain_fingerprint(CONFIG, table, device="cuda") != base  # device: auto on a GPU machine: bf16 there
+def test_library_versions_and_the_resolved_device_and_precision_enter_a_runs_fingerprint(fingerprint_table, monkeypatch):
+    base = pretrain_fingerprint(CONFIG, fingerprint_table)
+    assert pretrain_fingerprint(CONFIG, fingerprint_table, device="cuda") != base  # device: auto on a GPU machine: bf16 there
     versions = fingerprints.library_versions()
     assert set(versions) == {"torch", "timm", "numba", "pytorch-metric-learning"}
     monkeypatch.setattr(fingerprints, "library_versions", lambda: versions | {"timm": "0.0.1"})
-    assert pretrain_fingerprint(CONFIG, table) != base
+    assert pretrain_fingerprint(CONFIG, fingerprint_table) != base
 
 
 def _files(folder, sizes):

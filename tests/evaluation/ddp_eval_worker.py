@@ -31,8 +31,7 @@ def evaluate_as_replica(rank: int, world_size: int, port: int, folder: str) -> N
     from fdsml.evaluation.frozen_probe import frozen_probe
     from fdsml import distributed
 
-    from .test_embedding import embedding_model, images, tiny_model
-    from .test_frozen_probe import two_kinds_of_image
+    from tests.support import replica_images, tiny_classifier, tiny_embedding_model, two_kinds_of_image
 
     calls = []
     scored_once = embedding.retrieval_metrics
@@ -42,16 +41,16 @@ def evaluate_as_replica(rank: int, world_size: int, port: int, folder: str) -> N
         return scored_once(*args, **kwargs)
 
     embedding.retrieval_metrics = counting
-    outputs = embedding.model_outputs(tiny_model(), images(), batch_size=2)
-    probe = frozen_probe(embedding_model(), two_kinds_of_image(), image_size=16, crop_fraction=1.0, batch_size=3)
-    top = classification_metrics(tiny_model(), images(), batch_size=3)
+    outputs = embedding.model_outputs(tiny_classifier(), replica_images(), batch_size=2)
+    probe = frozen_probe(tiny_embedding_model(), two_kinds_of_image(), image_size=16, crop_fraction=1.0, batch_size=3)
+    top = classification_metrics(tiny_classifier(), replica_images(), batch_size=3)
     try:
         distributed.on_main_rank(lambda: 1 / 0, distributed.current())
         failure = None
     except Exception as error:  # what each replica raises when rank 0 fails
         failure = f"{type(error).__name__}: {error}"
     try:  # items 4-6 are rank 1's share: only rank 1 fails while embedding
-        embedding.model_outputs(tiny_model(), FailingFrom(images(), 4), batch_size=2)
+        embedding.model_outputs(tiny_classifier(), FailingFrom(replica_images(), 4), batch_size=2)
         embedding_failure = None
     except Exception as error:
         embedding_failure = f"{type(error).__name__}: {error}"

@@ -3,42 +3,21 @@ gathered on rank 0 in the dataset's order, with the metrics computed once and ha
 
 import time
 
-import numpy as np
 import pytest
 import torch
 import torch.multiprocessing as mp
-from torch import nn
 
 import fdsml.evaluation.embedding as embedding
-from fdsml.data import ImageRecords, ImageRecordsDataset, ImageTransform
+from fdsml.data import ImageRecordsDataset, ImageTransform
 from fdsml.evaluation.classification import classification_metrics
 from fdsml.evaluation.frozen_probe import frozen_probe
-from fdsml.models import build_model
 from fdsml.distributed import DistContext, shard
 from tests.servers import free_port
+from tests.support import REPLICA_IMAGES, replica_images, tiny_classifier, tiny_embedding_model, two_kinds_of_image
 
 from .ddp_eval_worker import evaluate_as_replica
-from .test_frozen_probe import two_kinds_of_image
 
-# An odd count: two replicas get unequal shares (4 and 3).
-IMAGES = 7
 REPLICAS_DEADLINE_S = 300
-
-
-def images() -> ImageRecordsDataset:
-    pixels = np.random.default_rng(0).integers(0, 256, (IMAGES, 8, 8), dtype=np.uint8)
-    records = ImageRecords(labels=np.arange(IMAGES) % 3, images=pixels)
-    return ImageRecordsDataset(records, ImageTransform(8, crop_fraction=1.0))
-
-
-def tiny_model() -> nn.Module:
-    torch.manual_seed(0)
-    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 3))
-
-
-def embedding_model():
-    torch.manual_seed(0)
-    return build_model("resnet18", img_size=16, embedding_dim=8)
 
 
 def test_shares_are_contiguous_cover_every_item_once_and_may_be_empty():
@@ -47,24 +26,24 @@ def test_shares_are_contiguous_cover_every_item_once_and_may_be_empty():
 
 
 def test_dataloader_workers_give_the_outputs_of_the_main_process():
-    alone = embedding.model_outputs(tiny_model(), images(), batch_size=3)
-    with_workers = embedding.model_outputs(tiny_model(), images(), batch_size=3, workers=2)
+    alone = embedding.model_outputs(tiny_classifier(), replica_images(), batch_size=3)
+    with_workers = embedding.model_outputs(tiny_classifier(), replica_images(), batch_size=3, workers=2)
     assert torch.equal(alone[0], with_workers[0]) and torch.equal(alone[1], with_workers[1])
-    assert alone[0].dtype == torch.float32 and alone[0].shape == (IMAGES, 3)
+    assert alone[0].dtype == torch.float32 and alone[0].shape == (REPLICA_IMAGES, 3)
 
 
 def test_the_trunk_runs_under_bf16_autocast_and_the_head_in_float32(monkeypatch):
     """As on CUDA (autocast turned on for the CPU here): near ties must not flip on bf16 rounding in the head."""
     monkeypatch.setattr(embedding, "AUTOCAST_DEVICES", ("cpu", "cuda"))
-    model = embedding_model().eval()
+    model = tiny_embedding_model().eval()
     seen = {}
     model.backbone.register_forward_hook(lambda module, inputs, output: seen.update(trunk=output.dtype))
     model.head.register_forward_pre_hook(lambda module, inputs: seen.update(head=inputs[0].dtype))
-    dataset = ImageRecordsDataset(images().records, ImageTransform(16, crop_fraction=1.0))
+    dataset = ImageRecordsDataset(replica_images().records, ImageTransform(16, crop_fraction=1.0))
     outputs, _ = embedding.model_outputs(model, dataset, batch_size=4)
     assert seen == {"trunk": torch.bfloat16, "head": torch.float32}
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-        features = model.features(torch.stack([dataset[i]["image"] for i in range(IMAGES)]))
+        features = model.features(torch.stack([dataset[i]["image"] for i in range(REPLICA_IMAGES)]))
     with torch.no_grad():
         torch.testing.assert_close(outputs, model.head(features.float()), rtol=0, atol=0)
 
@@ -84,7 +63,7 @@ def replicas(tmp_path_factory):
 
 
 def test_rank_0_gathers_the_shares_in_the_order_of_one_process(replicas):
-    outputs, labels = embedding.model_outputs(tiny_model(), images(), batch_size=2)
+    outputs, labels = embedding.model_outputs(tiny_classifier(), replica_images(), batch_size=2)
     gathered, gathered_labels = replicas[0]["outputs"]
     assert torch.equal(gathered_labels, labels)
     torch.testing.assert_close(gathered, outputs, rtol=1e-5, atol=1e-6)
@@ -93,13 +72,13 @@ def test_rank_0_gathers_the_shares_in_the_order_of_one_process(replicas):
 
 def test_retrieval_metrics_are_computed_once_by_rank_0_and_every_replica_returns_them(replicas):
     assert replicas[0]["calls"] == [0] and replicas[1]["calls"] == []
-    alone = frozen_probe(embedding_model(), two_kinds_of_image(), image_size=16, crop_fraction=1.0, batch_size=3)
+    alone = frozen_probe(tiny_embedding_model(), two_kinds_of_image(), image_size=16, crop_fraction=1.0, batch_size=3)
     assert replicas[0]["probe"] == replicas[1]["probe"]
     assert replicas[0]["probe"] == pytest.approx(alone, abs=1e-9)
 
 
 def test_classification_scores_are_the_same_on_every_replica_and_as_in_one_process(replicas):
-    assert replicas[0]["top"] == replicas[1]["top"] == classification_metrics(tiny_model(), images(), batch_size=3)
+    assert replicas[0]["top"] == replicas[1]["top"] == classification_metrics(tiny_classifier(), replica_images(), batch_size=3)
 
 
 def test_a_failure_on_rank_0_reaches_every_replica_instead_of_leaving_it_waiting(replicas):

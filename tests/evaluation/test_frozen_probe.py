@@ -1,22 +1,10 @@
 """The frozen probe scores the trunk's features, not the head's output."""
 
-import numpy as np
 import torch
 
-from fdsml.data import ImageRecords, RetrievalSplits
 from fdsml.evaluation.frozen_probe import frozen_probe
 from fdsml.models import build_model
-
-
-def two_kinds_of_image() -> RetrievalSplits:
-    """Class 0: dark left half; class 1: dark right half. Any random conv trunk tells them apart."""
-    images = np.full((12, 16, 16), 255, dtype=np.uint8)
-    images[:6, :, :8] = 0
-    images[6:, :, 8:] = 0
-    images += np.random.default_rng(0).integers(0, 3, images.shape, dtype=np.uint8)
-    labels = np.repeat([0, 1], 6)
-    records = ImageRecords(labels=labels, images=images)
-    return RetrievalSplits("toy", records, (1, 2), test=records)
+from tests.support import two_kinds_of_image
 
 
 def test_the_probe_reads_the_trunk_so_a_collapsed_head_does_not_matter():

@@ -17,26 +17,20 @@ from fdsml.models import load_checkpoint, model_payload
 from fdsml.pipelines.analysis.nodes import plot_embedding_maps, plot_sample_grid, plot_triplet_grid, trace_trajectories
 from fdsml.pipelines.pretrain import create_pipeline
 from fdsml.pipelines.validate_descriptor import nodes as validation
+from tests.support import FAMILY_PRETRAIN, FAMILY_VALIDATION
 
 from ..pipelines.catalogs import pretrain_datasets
 
 FRACTALS = {"family": "discs", "discs": {"seed": 4, "n_classes": 3, "instances_per_class": 6, "size": 16}, "outputs": {"materialize": True}}
-PRETRAIN = {
-    "pa_triplet": {"filter": "each"},
-    "model": {"backbone": "resnet18", "embedding_dim": 8},
-    "data": {"instances": "fresh", "classes_per_batch": 3, "instances_per_class": 2},
-    "train": {"max_steps": 3, "device": "cpu", "checkpoint_every": 2},
-}
 ANALYSIS = {
     "device": "cpu",
     "embedding_map": {"n_classes": 3, "max_instances_per_class": 4, "sweep_points": 10, "thumbnails": 3},  # 1.0 on [0.8, 1.25]
     "trajectory": {"n_alphas": 5, "thumbnails": 3},
 }
-VALIDATION = {"n_triplets": 20, "n_base_codes": 2, "grid_triplets_per_filter": 1, "sweep": {"n_factors": 5, "n_noise_seeds": 2}}
 
 
 def test_a_new_family_is_generated_pretrained_validated_and_pictured(discs, tmp_path):
-    SequentialRunner().run(create_pipeline(), DataCatalog(pretrain_datasets(tmp_path, FRACTALS, PRETRAIN)))
+    SequentialRunner().run(create_pipeline(), DataCatalog(pretrain_datasets(tmp_path, FRACTALS, FAMILY_PRETRAIN)))
 
     table = pd.read_parquet(tmp_path / "codes.parquet")
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -53,17 +47,17 @@ def test_a_new_family_is_generated_pretrained_validated_and_pictured(discs, tmp_
     assert payload["metadata"]["filter"] == "each"
     assert model(torch.rand(2, 3, 16, 16)).shape == (2, 8)
 
-    triplets = validation.measure_triplet_agreement(table, FRACTALS, VALIDATION)
-    sweeps = validation.measure_sweeps(table, FRACTALS, VALIDATION)
+    triplets = validation.measure_triplet_agreement(table, FRACTALS, FAMILY_VALIDATION)
+    sweeps = validation.measure_sweeps(table, FRACTALS, FAMILY_VALIDATION)
     common = sweeps[sweeps["seeding"] == "common"]
     assert set(sweeps["position"]) == {0, 1} and (common.loc[common["factor"] == 1.0, "chamfer"] == 0).all()
-    result, markdown = validation.summarise(triplets, sweeps, FRACTALS, VALIDATION)
+    result, markdown = validation.summarise(triplets, sweeps, FRACTALS, FAMILY_VALIDATION)
     assert set(result["agreement"]) == {"all", "each", "same", "diff"} and "same_by_position" not in result
     assert result["settings"]["family"] == "discs" and "agreement" in markdown.lower()
     figures = [
-        validation.plot_sweeps(sweeps, FRACTALS, VALIDATION),
-        validation.plot_scatter(sweeps, FRACTALS, VALIDATION),
-        validation.plot_triplet_grid(triplets, table, FRACTALS, VALIDATION),
+        validation.plot_sweeps(sweeps, FRACTALS, FAMILY_VALIDATION),
+        validation.plot_scatter(sweeps, FRACTALS, FAMILY_VALIDATION),
+        validation.plot_triplet_grid(triplets, table, FRACTALS, FAMILY_VALIDATION),
         plot_sample_grid(table, FRACTALS, {}),
         plot_triplet_grid(table, FRACTALS, {}),
         plot_embedding_maps(table, model_payload(model), FRACTALS, ANALYSIS),

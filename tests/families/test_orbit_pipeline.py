@@ -14,7 +14,7 @@ from fdsml.pipelines.pretrain import create_pipeline
 from fdsml.pipelines.validate_descriptor import nodes as validation
 
 from ..pipelines.catalogs import pretrain_datasets
-from .test_fake_family import PRETRAIN, VALIDATION
+from tests.support import FAMILY_PRETRAIN, FAMILY_VALIDATION
 
 ANALYSIS = {
     "device": "cpu",
@@ -30,7 +30,7 @@ def test_generated_pretrained_and_validated(name, tmp_path):
     family = get_family(name)
     settings = TINY | ({"vertices": [200, 240]} if name == "visual_atom" else {})
     fractals = {"family": name, name: settings, "outputs": {"materialize": True}}
-    SequentialRunner().run(create_pipeline(), DataCatalog(pretrain_datasets(tmp_path, fractals, PRETRAIN)))
+    SequentialRunner().run(create_pipeline(), DataCatalog(pretrain_datasets(tmp_path, fractals, FAMILY_PRETRAIN)))
 
     table = pd.read_parquet(tmp_path / "codes.parquet")
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -42,12 +42,12 @@ def test_generated_pretrained_and_validated(name, tmp_path):
     for _, rows in table.groupby("class_id"):
         assert rows["vertices"].nunique() == 1 and rows["orbits"].nunique() == 1
     history = pd.read_csv(tmp_path / "history.csv")
-    assert history["loss"].notna().all() and len(history) == PRETRAIN["train"]["max_steps"]
+    assert history["loss"].notna().all() and len(history) == FAMILY_PRETRAIN["train"]["max_steps"]
 
-    triplets = validation.measure_triplet_agreement(table, fractals, VALIDATION)
-    sweeps = validation.measure_sweeps(table, fractals, VALIDATION)
+    triplets = validation.measure_triplet_agreement(table, fractals, FAMILY_VALIDATION)
+    sweeps = validation.measure_sweeps(table, fractals, FAMILY_VALIDATION)
     assert set(sweeps["position"]) == set(range(len(family.continuous)))
-    result, _ = validation.summarise(triplets, sweeps, fractals, VALIDATION)
+    result, _ = validation.summarise(triplets, sweeps, fractals, FAMILY_VALIDATION)
     assert result["settings"]["family"] == name
 
 

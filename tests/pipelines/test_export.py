@@ -10,13 +10,13 @@ from fdsml.pipelines.export import create_pipeline as export_pipeline
 from fdsml.pipelines.pretrain import create_pipeline as pretrain_pipeline
 
 from .catalogs import pretrain_datasets
-from .test_pretrain import FRACTALS, PRETRAIN
+from tests.support import SHARDED_FRACTALS, SHARDED_PRETRAIN
 
 
 def test_the_card_shows_the_recipe_the_checkpoint_trained_with_not_todays_configuration(tmp_path):
-    trained = PRETRAIN | {"optimizer": {"name": "sgd", "base_lr": 0.512, "reference_batch": 256}}
+    trained = SHARDED_PRETRAIN | {"optimizer": {"name": "sgd", "base_lr": 0.512, "reference_batch": 256}}
     catalog = DataCatalog(
-        pretrain_datasets(tmp_path, FRACTALS, trained)
+        pretrain_datasets(tmp_path, SHARDED_FRACTALS, trained)
         | {
             "params:export": MemoryDataset({"name": "tiny"}),
             "retrieval_table_if_any": OptionalDataset({"type": "text.TextDataset", "filepath": str(tmp_path / "none.md")}),
@@ -25,7 +25,7 @@ def test_the_card_shows_the_recipe_the_checkpoint_trained_with_not_todays_config
     )
     SequentialRunner().run(pretrain_pipeline(), catalog)
     # today's configuration says another rate: the export pipeline does not read it
-    catalog["params:pretrain"] = MemoryDataset(PRETRAIN | {"optimizer": {"base_lr": 1.31}})
+    catalog["params:pretrain"] = MemoryDataset(SHARDED_PRETRAIN | {"optimizer": {"base_lr": 1.31}})
     SequentialRunner().run(export_pipeline(), catalog)
     card = (tmp_path / "exported/README.md").read_text()
     # 3 classes x 2 instances = 6 images a step: lr 0.512 x 6 / 256 = 0.012
@@ -37,9 +37,9 @@ def test_the_card_shows_the_recipe_the_checkpoint_trained_with_not_todays_config
 
 
 def test_any_timm_backbone_pretrains_and_exports_a_folder_timm_loads(tmp_path):
-    convnext = PRETRAIN | {"model": {"backbone": "convnext_atto", "embedding_dim": 8}}
+    convnext = SHARDED_PRETRAIN | {"model": {"backbone": "convnext_atto", "embedding_dim": 8}}
     catalog = DataCatalog(
-        pretrain_datasets(tmp_path, FRACTALS, convnext)
+        pretrain_datasets(tmp_path, SHARDED_FRACTALS, convnext)
         | {
             "params:export": MemoryDataset({}),
             "retrieval_table_if_any": OptionalDataset({"type": "text.TextDataset", "filepath": str(tmp_path / "none.md")}),

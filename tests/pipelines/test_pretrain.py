@@ -11,25 +11,12 @@ from fdsml.models import load_checkpoint
 from fdsml.pipelines.pretrain import create_pipeline
 
 from .catalogs import pretrain_datasets
-from tests.support import tiny_fractals
-
-FRACTALS = tiny_fractals(
-    seed=2,
-    outputs={"materialize": True, "shard_size": 10},
-    holdout={"instance_fraction": 0.2, "class_fraction": 0.0},  # one instance of each class
-)
-PRETRAIN = {
-    "pa_triplet": {"filter": "each"},
-    "model": {"backbone": "resnet18", "embedding_dim": 8},
-    "data": {"source": "shards", "classes_per_batch": 3, "instances_per_class": 2},
-    "train": {"max_steps": 3, "device": "cpu", "checkpoint_every": 2},
-    "validation": {"every": 2, "triplets": 20},
-}
+from tests.support import SHARDED_FRACTALS, SHARDED_PRETRAIN
 
 
 def test_pipeline_trains_from_materialised_shards_and_saves_a_loadable_model(tmp_path):
     """On the training rows of the shards; the held-out instances are validated at initialisation and at steps 2 and 3."""
-    catalog = DataCatalog(pretrain_datasets(tmp_path, FRACTALS, PRETRAIN))
+    catalog = DataCatalog(pretrain_datasets(tmp_path, SHARDED_FRACTALS, SHARDED_PRETRAIN))
     SequentialRunner().run(create_pipeline(), catalog)
     history = pd.read_csv(tmp_path / "history.csv")
     assert history["step"].tolist() == [0, 1, 2, 3] and history["loss"].notna().tolist() == [False, True, True, True]
@@ -48,25 +35,25 @@ def _edit_one_descriptor(codes_file) -> None:
 
 def test_a_run_started_at_pre_training_names_the_table_it_reads_not_the_digest_its_summary_recorded(tmp_path):
     """With the summary's stale digest the second run would resume the first one's folder, trained on the old table."""
-    quick = PRETRAIN | {"data": PRETRAIN["data"] | {"source": "render"}, "train": PRETRAIN["train"] | {"max_steps": 1}, "validation": {"every": 0}}
-    SequentialRunner().run(create_pipeline(), DataCatalog(pretrain_datasets(tmp_path, FRACTALS, quick)))
+    quick = SHARDED_PRETRAIN | {"data": SHARDED_PRETRAIN["data"] | {"source": "render"}, "train": SHARDED_PRETRAIN["train"] | {"max_steps": 1}, "validation": {"every": 0}}
+    SequentialRunner().run(create_pipeline(), DataCatalog(pretrain_datasets(tmp_path, SHARDED_FRACTALS, quick)))
     _edit_one_descriptor(tmp_path / "codes.parquet")
-    SequentialRunner().run(create_pipeline().from_nodes("pretrain_model_node"), DataCatalog(pretrain_datasets(tmp_path, FRACTALS, quick)))
+    SequentialRunner().run(create_pipeline().from_nodes("pretrain_model_node"), DataCatalog(pretrain_datasets(tmp_path, SHARDED_FRACTALS, quick)))
     assert len([folder for folder in (tmp_path / "run").iterdir() if folder.is_dir()]) == 2
 
 
 def test_shards_rendered_from_another_table_are_refused_with_the_fix(tmp_path):
-    quick = PRETRAIN | {"train": PRETRAIN["train"] | {"max_steps": 1}, "validation": {"every": 0}}
-    SequentialRunner().run(create_pipeline(), DataCatalog(pretrain_datasets(tmp_path, FRACTALS, quick)))
+    quick = SHARDED_PRETRAIN | {"train": SHARDED_PRETRAIN["train"] | {"max_steps": 1}, "validation": {"every": 0}}
+    SequentialRunner().run(create_pipeline(), DataCatalog(pretrain_datasets(tmp_path, SHARDED_FRACTALS, quick)))
     _edit_one_descriptor(tmp_path / "codes.parquet")
     with pytest.raises(ConfigError, match=r"fractal_images: .* another codes table .*kedro run --pipelines=fractals"):
-        SequentialRunner().run(create_pipeline().from_nodes("pretrain_model_node"), DataCatalog(pretrain_datasets(tmp_path, FRACTALS, quick)))
+        SequentialRunner().run(create_pipeline().from_nodes("pretrain_model_node"), DataCatalog(pretrain_datasets(tmp_path, SHARDED_FRACTALS, quick)))
 
 
 def test_a_vision_transformer_of_timm_pretrains_with_adamw_and_says_so_before_training(tmp_path, caplog):
-    vit = PRETRAIN | {"model": {"backbone": "deit_tiny_patch16_224", "embedding_dim": 8, "overrides": {"patch_size": 8, "depth": 1}}}
+    vit = SHARDED_PRETRAIN | {"model": {"backbone": "deit_tiny_patch16_224", "embedding_dim": 8, "overrides": {"patch_size": 8, "depth": 1}}}
     with caplog.at_level("INFO"):
-        SequentialRunner().run(create_pipeline(), DataCatalog(pretrain_datasets(tmp_path, FRACTALS, vit)))
+        SequentialRunner().run(create_pipeline(), DataCatalog(pretrain_datasets(tmp_path, SHARDED_FRACTALS, vit)))
     # 3 classes x 2 instances: lr = 5e-4 x 6 / 512
     said = "Optimizer adamw, lr 5.86e-06 (base_lr 0.0005 x global batch 6 / 512), warmup_cosine: pretrain.transformer_optimizer, as deit_tiny_patch16_224 is a transformer"
     assert said in caplog.text and caplog.text.index(said) < caplog.text.index("Training on")

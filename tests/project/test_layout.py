@@ -4,9 +4,11 @@ A test of a module of a package lives in the package's folder (``tests/training/
 top-level module is ``tests/test_<module>.py`` (or ``tests/test_<module>_<topic>.py``). Tests of no module have folders
 named for what they test instead: the repository as a whole (docs, DVC, configuration, imports) in ``tests/project/``,
 the scripts of ``benchmarks/`` in ``tests/benchmarks/``, the faults a run survives in ``tests/faults/``. A test file
-that docs, configuration or code names is where they say.
+that docs, configuration or code names is where they say. What two test files share lives in ``tests/support.py``
+(fixtures in ``tests/conftest.py``): no file imports from a ``test_*`` module, so a test file can move or go alone.
 """
 
+import ast
 import re
 from pathlib import Path
 
@@ -56,3 +58,41 @@ def test_the_check_finds_a_stray_test(tmp_path):
 def test_every_test_file_a_text_names_exists():
     missing = [f"{path}: {named}" for path, text in text_files() for named in TEST_FILE.findall(text) if not (ROOT / named).is_file()]
     assert not missing, "names of test files that do not exist (moved?):\n" + "\n".join(missing)
+
+
+def imports_of_test_modules(tests: Path) -> list[str]:
+    """Every import, in a ``.py`` file under ``tests``, of a ``test_*`` module (absolute, relative, or ``from . import``)."""
+    found = []
+    for path in sorted(tests.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                modules = [node.module or ""] + ([alias.name for alias in node.names] if node.module is None else [])
+            else:
+                continue
+            for module in (module for module in modules if any(part.startswith("test_") for part in module.split("."))):
+                found.append(f"{path.relative_to(tests)}:{node.lineno}: imports {module}; move what it shares to tests/support.py")
+    return found
+
+
+def test_no_file_imports_from_a_test_module():
+    found = imports_of_test_modules(ROOT / "tests")
+    assert not found, "imports of test modules:\n" + "\n".join(found)
+
+
+def test_the_import_check_finds_each_way_of_importing_a_test_module(tmp_path):
+    files = {
+        "support.py": "import os\nfrom tests.support import ROOT\n",
+        "test_ok.py": "from .support import ROOT\nfrom tests import support\nCODE = 'from test_x import y'  # a string, not an import\n",
+        "test_a.py": "from .test_b import B\n",
+        "pkg/test_c.py": "from tests.test_a import A\n",
+        "pkg/worker.py": "def run():\n    from . import test_c\n",
+        "pkg/test_d.py": "import tests.pkg.test_c\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert [line.split(": ")[0] for line in imports_of_test_modules(tmp_path)] == [
+        "pkg/test_c.py:1", "pkg/test_d.py:1", "pkg/worker.py:2", "test_a.py:1",
+    ]

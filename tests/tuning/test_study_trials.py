@@ -9,7 +9,7 @@ from fdsml.errors import DivergedError
 from fdsml.tuning import TrialObjective, parse_tune_params
 from fdsml.tuning.outputs import best_overlay, best_trial, params_option, trials_table
 from fdsml.tuning.study import baseline_values, run_study
-from tests.tuning.test_bad_inputs import BASE, _tune
+from tests.support import TUNING_BASE, tune_params
 
 LR = "pretrain.optimizer.base_lr"
 
@@ -24,7 +24,7 @@ class DivergingAboveOne(TrialObjective):
 
 
 def test_a_diverged_trial_is_pruned_counted_and_never_rerun(tmp_path):
-    tune = _tune(
+    tune = tune_params(
         tmp_path,
         space=[{"key": LR, "choices": [0.5, 2.0, 0.25]}],
         sampler={"name": "grid", "seed": 0},
@@ -32,7 +32,7 @@ def test_a_diverged_trial_is_pruned_counted_and_never_rerun(tmp_path):
         baseline=False,
         finish_pruned=3,
     )
-    objective = DivergingAboveOne(parse_tune_params(tune), {"pretrain": BASE["pretrain"], "retrieval": BASE["retrieval"]}, inputs=None)
+    objective = DivergingAboveOne(parse_tune_params(tune), {"pretrain": TUNING_BASE["pretrain"], "retrieval": TUNING_BASE["retrieval"]}, inputs=None)
     study = run_study(objective)
     trials = study.get_trials()
     assert len(trials) == 3  # the diverged trial used one of the three: no extra trial was drawn in its place
@@ -52,14 +52,14 @@ class ValueOfItsParameters(TrialObjective):
 
 
 def test_a_grid_study_runs_every_combination_exactly_once(tmp_path):
-    tune = _tune(
+    tune = tune_params(
         tmp_path,
         space=[{"key": LR, "choices": [0.5, 2.0]}, {"key": "pretrain.train.seed", "choices": [0, 1, 2]}],
         sampler={"name": "grid", "seed": 7},
         budget={"n_trials": 6},
         baseline=False,
     )
-    objective = ValueOfItsParameters(parse_tune_params(tune), {"pretrain": BASE["pretrain"], "retrieval": BASE["retrieval"]}, inputs=None)
+    objective = ValueOfItsParameters(parse_tune_params(tune), {"pretrain": TUNING_BASE["pretrain"], "retrieval": TUNING_BASE["retrieval"]}, inputs=None)
     study = run_study(objective)
     combinations = sorted((trial.params[LR], trial.params["pretrain.train.seed"]) for trial in study.get_trials())
     assert combinations == [(0.5, 0), (0.5, 1), (0.5, 2), (2.0, 0), (2.0, 1), (2.0, 2)]
@@ -77,14 +77,14 @@ class ValueOfItsBatchShape(TrialObjective):
 
 
 def test_a_joint_entry_sets_its_keys_together_and_the_best_overlay_holds_both(tmp_path):
-    tune = _tune(
+    tune = tune_params(
         tmp_path,
         space=[{"keys": [P, K], "choices": [[4, 10], [8, 5], [10, 4]]}],  # P x K = 40 images in every trial
         sampler={"name": "grid", "seed": 0},
         budget={"n_trials": 3},
         baseline=False,
     )
-    objective = ValueOfItsBatchShape(parse_tune_params(tune), {"pretrain": BASE["pretrain"], "retrieval": BASE["retrieval"]}, inputs=None)
+    objective = ValueOfItsBatchShape(parse_tune_params(tune), {"pretrain": TUNING_BASE["pretrain"], "retrieval": TUNING_BASE["retrieval"]}, inputs=None)
     study = run_study(objective)
     ran = sorted((json.loads(trial.params[f"{P}+{K}"]), trial.value) for trial in study.get_trials())
     assert ran == [([4, 10], 410), ([8, 5], 805), ([10, 4], 1004)]
