@@ -1,4 +1,4 @@
-"""Honest measurements of device work: wall time after the device finished, and peak memory.
+"""Honest measurements of device work: wall time after the device finished, and peak memory; CPU seconds per stage.
 
 CUDA kernels run asynchronously, so a timer read without synchronising measures the launch,
 not the work. :class:`Stopwatch` times device work without stalling the host (CUDA events, read
@@ -10,6 +10,8 @@ is reported as unknown (None).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -105,3 +107,19 @@ class Measured:
             return _status_kib("VmRSS")
         except OSError:
             return None
+
+
+class CpuSeconds:
+    """CPU seconds this process spends in named stages (``time.process_time``: every thread's, Numba's and torch's
+    too), summed over a stage's repeats: what a stage costs the machine, whatever else shares its cores."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        started = time.process_time()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.process_time() - started

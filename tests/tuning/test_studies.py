@@ -7,7 +7,7 @@ import torch
 import yaml
 
 from fdsml.config import env_parameters
-from fdsml.tuning.study_runner import parse_study_settings, plan_units, run_study
+from fdsml.tuning.study_runner import parse_study_settings, plan_units, run_study, study_report
 from fdsml.tuning.study_file import read_study, units
 from fdsml.tuning.study_steps import STEPS, Step, _trunk
 from tests.support import ROOT
@@ -118,3 +118,41 @@ def test_the_descriptor_step_yields_the_generators_acceptance_and_the_agreement_
     n_triplets = params["validate_descriptor"]["n_triplets"]
     assert groups and sum(counts) == n_triplets
     assert sum(metrics[group] * count for group, count in zip(groups, counts)) / n_triplets == pytest.approx(metrics["agreement.same"])
+
+
+STAGES = {"descriptor": ("generation", "triplets", "sweeps", "statistics"), "wide_range": ("generation", "sweeps", "statistics")}
+
+
+def test_two_sweep_ranges_give_two_sweep_tables_with_their_factors_and_every_stage_its_cpu_seconds(tmp_path):
+    """The generator study's file at its tiny scale: ``descriptor`` sweeps [0.6, 1.4], the named step ``wide_range``
+    the sweeps alone over [0.2, 1.8], on the table ``descriptor`` generated; each table shows its own range's figures."""
+    study_file = yaml.safe_load((ROOT / "conf/studies/generator_variants.yml").read_text())
+    project = study_project(tmp_path / "p", study_file, "generator_variants")
+    settings = parse_study_settings(
+        {"name": "generator_variants", "scale": "tiny", "conf_source": str(project / "conf"), "storage_dir": str(tmp_path), "run_dir": str(tmp_path / "runs")}
+    )
+    study = read_study(project / "conf/studies/generator_variants.yml")
+    results, failed = run_study(study, settings, env_parameters(str(project / "conf"), "base"))
+    assert failed == [] and [result["arm"] for result in results] == ["default", "one map"]
+    for metrics in (result["metrics"] for result in results):
+        assert (metrics["sweeps.lowest_factor"], metrics["sweeps.highest_factor"]) == (0.6, 1.4)
+        assert (metrics["wide_range.sweeps.lowest_factor"], metrics["wide_range.sweeps.highest_factor"]) == (0.2, 1.8)
+        assert metrics["sweeps.n_sweeps"] == metrics["wide_range.sweeps.n_sweeps"] == 2 * 6  # 2 base codes x 6 coefficients
+        seconds = [f"cpu_seconds.{step}" for step in STAGES] + [f"cpu_seconds.{step}.{stage}" for step in STAGES for stage in STAGES[step]]
+        assert all(metrics[key] >= 0 for key in seconds)
+        assert metrics["cpu_seconds.descriptor"] >= sum(metrics[f"cpu_seconds.descriptor.{stage}"] for stage in STAGES["descriptor"])
+    page, found = study_report(study, settings, results)
+    narrow, wide = (f"Perturbation sweeps of the class codes, s in {r} (common seed)" for r in ("[0.6, 1.4]", "[0.2, 1.8]"))
+    assert f"**{narrow}**" in page and f"**{wide}**" in page
+    assert {row["arm"]: row["wide_range.sweeps.n_sweeps"] for row in found["more_tables"][wide]} == {"default": (12.0, 0.0), "one map": (12.0, 0.0)}
+    wide_table = page.split(f"**{wide}**")[1].split("**")[0]
+    assert "| default | 1 | 1 | 12.0 ± 0.0 |" in wide_table  # a count is shown as it is, not x 100
+    seconds_table = page.split("**CPU seconds per stage")[1].split("Reproduce")[0]
+    header, _, *rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in seconds_table.splitlines() if line.startswith("|")]
+    columns = header[3:]
+    assert columns == [f"cpu_seconds.descriptor.{stage}" for stage in STAGES["descriptor"]] + [
+        "cpu_seconds.wide_range.sweeps", "cpu_seconds.wide_range.statistics", "cpu_seconds.descriptor", "cpu_seconds.wide_range"
+    ]
+    assert [row[0] for row in rows] == ["default", "one map"]
+    for row in rows:
+        assert len(row[3:]) == len(columns) and all(float(cell.split(" ± ")[0]) >= 0 for cell in row[3:])

@@ -23,6 +23,11 @@ def test_every_study_file_and_each_of_its_scales_validates(path):
         check_study_params({"name": path.stem, "scale": scale, "conf_source": str(ROOT / "conf")})
 
 
+def wide_sweeps(factor_range: list[float], key: str = "validate_descriptor.sweep.factor_range", step: str = "sweeps") -> dict:
+    """TINY_STUDY's steps and a named step ``wide``: the descriptor's sweeps over another factor range."""
+    return {"steps": [*TINY_STUDY["steps"], "wide"], "named_steps": {"wide": {"step": step, "overlay": {key: factor_range}}}}
+
+
 def refused(tmp_path, change: dict, match: str):
     arms = {"arms": {**TINY_STUDY["arms"], **change.get("arms", {})}}
     project = study_project(tmp_path / "p", {**TINY_STUDY, **change, **arms})
@@ -48,8 +53,14 @@ def refused(tmp_path, change: dict, match: str):
         ({"figure": {"x": "pretrain.train.max_steps", "metrics": ["frozen.recall@1"]}}, r"figure\.x: no arm sets 'pretrain\.train\.max_steps'"),
         ({"figure": {"x": "pretrain.objective", "metrics": ["frozen.recal@1"]}}, r"figure\.metrics: metric 'frozen\.recal@1' is unknown"),
         ({"more_tables": {"by seed": {"metrics": ["frozen.recal@1"]}}}, r"more_tables\.by seed\.metrics: metric 'frozen\.recal@1' is unknown"),
+        (wide_sweeps([1.8, 0.2]), r"arms\.fdsl: named_steps\.wide\.overlay: validate_descriptor\.sweep\.factor_range: range \[1\.8, 0\.2\] is empty or inverted"),
+        (wide_sweeps([0.2, 1.8], "validate_descriptor.sweep.factor_rang"), r"named_steps\.wide\.overlay: validate_descriptor\.sweep\.factor_rang: not a key of the configuration"),
+        (wide_sweeps([0.2, 1.8], step="sweep"), r"named_steps\.wide\.step: step 'sweep' is unknown \(did you mean sweeps\?\)"),
+        ({**wide_sweeps([0.2, 1.8]), "named_steps": {"pretrain": {"step": "sweeps"}}}, r"named_steps\.pretrain: 'pretrain' is a step already"),
+        ({**wide_sweeps([0.2, 1.8]), "table": {"metrics": ["wide.sweeps.n_sweep"]}}, r"table\.metrics: metric 'wide\.sweeps\.n_sweep' is unknown \(did you mean wide\.sweeps\.n_sweeps\?\)"),
     ],
-    ids=["arm key", "arm section", "arm value", "study key", "step", "metric", "reference", "file key", "every combination", "no trials", "trials key", "figure x", "figure metric", "more tables"],
+    ids=["arm key", "arm section", "arm value", "study key", "step", "metric", "reference", "file key", "every combination", "no trials", "trials key", "figure x", "figure metric", "more tables",
+         "inverted range", "range key", "named step's step", "named step's name", "named step's metric"],
 )
 def test_a_wrong_key_or_value_is_refused_naming_the_file_and_the_closest_key(tmp_path, change, match):
     refused(tmp_path, change, match)

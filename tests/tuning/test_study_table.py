@@ -1,6 +1,7 @@
 """A study's table: mean ± std over the spread seed (other seeds averaged first), differences with Welch's standard error."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -130,3 +131,11 @@ def test_more_tables_are_drawn_from_the_same_units_under_their_heading():
     assert "\n**Where it starts**\n\n| arm | runs | n (pretrain.train.seed) | initial.val_unseen_agreement_same |" in page
     assert "| scratch | 2 | 2 | 0.510 ± 0.014 |" in page  # mean of 0.50 and 0.52, std 0.02 / sqrt(2)
     assert found["more_tables"]["Where it starts"][0]["initial.val_unseen_agreement_same"] == pytest.approx((0.51, math.sqrt(0.0002)))
+
+
+def test_fractions_are_shown_in_percent_and_seconds_and_counts_as_they_are():
+    metrics = ["sweeps.contractive_fraction", "sweeps.n_sweeps", "finetune.seconds", "cpu_seconds.descriptor.sweeps"]
+    study = replace(STUDY, table=replace(STUDY.table, metrics=tuple(metrics), reference=None))
+    values = {"sweeps.contractive_fraction": 0.5, "sweeps.n_sweeps": 12.0, "finetune.seconds": 3.25, "cpu_seconds.descriptor.sweeps": 1.5}
+    results = [{"arm": "scratch", "seeds": {"pretrain.train.seed": 0}, "metrics": values}]
+    assert "| scratch | 1 | 1 | 50.0 ± 0.0 | 12.0 ± 0.0 | 3.2 ± 0.0 | 1.5 ± 0.0 |" in markdown_table(study_rows(results, study), study)

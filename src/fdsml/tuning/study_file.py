@@ -7,7 +7,9 @@ own dotted overlay of any pipeline's parameters (``arms``), the seeds as a grid 
 :mod:`fdsml.tuning.study_steps`), the metrics those steps yield and the table to print. Two keys of an
 arm's overlay are the study's own rather than parameters: ``study.steps`` (this arm's steps instead of
 the study's, e.g. scratch has no pre-training) and ``study.recipe`` (a recipe of the study's
-``recipes`` file overlaid on ``pretrain`` before the arm's own keys). docs/studies.md says how to add one.
+``recipes`` file overlaid on ``pretrain`` before the arm's own keys). A step may run twice on different
+parameters: ``named_steps`` names a step with an overlay of its own (a second sweep range), and ``steps``
+lists it by that name. docs/studies.md says how to add one.
 """
 
 from __future__ import annotations
@@ -64,6 +66,15 @@ class FigureSettings:
 
 
 @dataclass(frozen=True)
+class NamedStep:
+    """A step run again under a name of its own on the unit's parameters with ``overlay`` applied (the sweeps over a
+    second factor range beside ``descriptor``'s); its metrics are ``<name>.<metric>``."""
+
+    step: str
+    overlay: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Scale:
     """A smaller run of the study (``study.scale``): some arms, fewer seeds, an overlay applied last (fewer steps)."""
 
@@ -88,6 +99,7 @@ class StudyDefinition:
     scales: dict[str, Scale] = field(default_factory=dict)  # named smaller runs (a check that it runs, a before/after)
     figure: FigureSettings | None = None
     more_tables: dict[str, TableSettings] = field(default_factory=dict)  # further tables of the page over the same units, by heading
+    named_steps: dict[str, NamedStep] = field(default_factory=dict)  # steps run again with an overlay, by the name ``steps`` gives them
 
 
 def tables(study: StudyDefinition) -> dict[str, TableSettings]:

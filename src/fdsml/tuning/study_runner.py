@@ -4,9 +4,11 @@ A unit's parameters are the study's environment with, in this order, the study's
 arm's recipe (``study.recipe``), the arm's overlay, its seeds and the run's own overlay
 (``study.overlay``: a small scale) applied with :func:`fdsml.config.with_overlay`. Its fingerprint
 (:func:`fdsml.fingerprints.fingerprint`) covers the defining configuration of every section its steps read,
-its seeds, its steps and their code: a COMPLETE unit is reused while it is unchanged, a changed or
-failed one runs again. Pre-training runs share one folder keyed by their own fingerprints
-(:mod:`fdsml.tuning.study_steps`), so the fine-tuning seeds of one pre-trained model pre-train once.
+its seeds, its steps (a named step's overlay too) and their code: a COMPLETE unit is reused while it is
+unchanged, a changed or failed one runs again. Pre-training runs share one folder keyed by their own
+fingerprints (:mod:`fdsml.tuning.study_steps`), so the fine-tuning seeds of one pre-trained model
+pre-train once. Every step's CPU seconds, and its stages', are metrics any table may show
+(``cpu_seconds.<step>``, ``cpu_seconds.<step>.<stage>``).
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ import yaml
 from fdsml import fingerprints
 from fdsml.config import ConfigError, closest_key, parse, with_overlay
 from fdsml.tuning.arms import STUDIES_DIR, arm_results, open_arms_study, run_arms
-from fdsml.tuning.study_file import StudyDefinition, Unit, arm_steps, arm_study_keys, parameter_overlay, scaled, tables, units
-from fdsml.tuning.study_steps import STEPS
+from fdsml.tuning.study_file import NamedStep, StudyDefinition, Unit, arm_steps, arm_study_keys, parameter_overlay, scaled, tables, units
+from fdsml.tuning.study_steps import STEPS, Metrics, Step
 from fdsml.tuning.study_table import markdown_table, study_rows
 
 logger = logging.getLogger(__name__)
@@ -57,12 +59,26 @@ class StudySettings:
 
 @dataclass(frozen=True)
 class UnitPlan:
-    """A unit ready to run: its parameters, steps and fingerprint."""
+    """A unit ready to run: its parameters, steps (the named ones among them by name) and fingerprint."""
 
     unit: Unit
     parameters: dict[str, Any]
     steps: tuple[str, ...]
     fingerprint: str
+    named: dict[str, NamedStep]
+
+
+def resolved_step(study: StudyDefinition, name: str) -> tuple[Step, NamedStep | None]:
+    """The step ``name`` in ``steps`` runs, and its entry of ``named_steps`` (None for a step of :data:`STEPS` itself)."""
+    named = study.named_steps.get(name)
+    return STEPS[named.step if named else name], named
+
+
+def step_metrics(study: StudyDefinition, name: str) -> tuple[str, ...]:
+    """The metrics the step ``name`` may yield: its own (a named step's as ``<name>.<metric>``) and its CPU seconds."""
+    step, named = resolved_step(study, name)
+    own = tuple(f"{name}.{metric}" for metric in step.metrics) if named else step.metrics
+    return own + (f"cpu_seconds.{name}",) + tuple(f"cpu_seconds.{name}.{stage}" for stage in step.stages)
 
 
 def parse_study_settings(params: dict[str, Any]) -> StudySettings:
@@ -105,13 +121,12 @@ def unit_parameters(study: StudyDefinition, settings: StudySettings, base: dict,
     return with_overlay(params, own)
 
 
-def defining_sections(params: dict[str, Any], steps: tuple[str, ...]) -> dict[str, Any]:
+def defining_sections(params: dict[str, Any], steps: tuple[Step, ...]) -> dict[str, Any]:
     """The defining fields of every section ``steps`` read (paths, log intervals and workers left out)."""
     import importlib
 
-    sections = sorted({section for step in steps for section in STEPS[step].sections})
     parsed = {}
-    for section in sections:
+    for section in sorted({section for step in steps for section in step.sections}):
         module, function = SECTION_PARSERS[section]
         config = getattr(importlib.import_module(module), function)(params[section])
         if section == "fractals":
@@ -129,12 +144,41 @@ def plan_units(study: StudyDefinition, settings: StudySettings, base: dict[str, 
     for unit in units(chosen):
         params = unit_parameters(study, settings, base, recipes, unit, last)
         steps = arm_steps(study, unit.arm)
-        definition = {"steps": list(steps), "seeds": unit.seeds, "sections": defining_sections(params, steps)}
+        named = {name: study.named_steps[name] for name in steps if name in study.named_steps}
+        sections = defining_sections(params, tuple(resolved_step(study, name)[0] for name in steps))
+        definition = {"steps": list(steps), "seeds": unit.seeds, "sections": sections}
+        if named:
+            definition["named_steps"] = {name: {"step": found.step, "overlay": found.overlay} for name, found in named.items()}
+        _check_named_steps(params, named)
         fingerprint = fingerprints.fingerprint(definition, code="fdsml.tuning.study_steps")[:16]
         unit_dir = Path(settings.run_dir) / str(settings.name) / "units" / fingerprint
         params = with_overlay(params, {"retrieval.run_dir": str(unit_dir / "retrieval"), "classification.run_dir": str(unit_dir / "classification")})
-        plans[unit.name] = UnitPlan(unit, params, steps, fingerprint)
+        plans[unit.name] = UnitPlan(unit, params, steps, fingerprint, named)
     return plans
+
+
+def _check_named_steps(params: dict[str, Any], named: dict[str, NamedStep]) -> None:
+    """Each named step's overlay changes keys the unit's parameters have, to values the sections' parsers accept."""
+    for name, found in named.items():
+        try:
+            defining_sections(with_overlay(params, found.overlay, only_existing=True), (STEPS[found.step],))
+        except ConfigError as error:
+            raise ConfigError(f"named_steps.{name}.overlay: {error}") from error
+
+
+def run_step(plan: UnitPlan, name: str, state: dict[str, Any]) -> Metrics:
+    """Run the unit's step ``name`` (a named one on its overlaid parameters); its metrics and CPU seconds, the whole
+    step's and each stage's (:class:`fdsml.timers.CpuSeconds`)."""
+    from fdsml.timers import CpuSeconds
+
+    named = plan.named.get(name)
+    params = with_overlay(plan.parameters, named.overlay) if named else plan.parameters
+    whole, state["cpu"] = CpuSeconds(), CpuSeconds()
+    with whole.stage(name):
+        found = STEPS[named.step if named else name].run(params, state)
+    metrics = {f"{name}.{key}": value for key, value in found.items()} if named else found
+    stages = {f"cpu_seconds.{name}.{stage}": seconds for stage, seconds in state.pop("cpu").seconds.items()}
+    return metrics | {f"cpu_seconds.{name}": whole.seconds[name]} | stages
 
 
 def run_unit(plans: dict[str, UnitPlan], threads: int, headline: str, name: str) -> tuple[float, dict]:
@@ -150,7 +194,7 @@ def run_unit(plans: dict[str, UnitPlan], threads: int, headline: str, name: str)
     failure = None
     try:
         for step in plan.steps:
-            metrics |= STEPS[step].run(plan.parameters, state)
+            metrics |= run_step(plan, step, state)
     except Exception as error:
         failure = error
     if failure is not None:  # logged outside the handler: the console hides records raised while a user's error is handled

@@ -8,7 +8,10 @@ values at initialisation and at the last step. Without a pre-training step the t
 one drawn from ``pretrain.train.seed``, so scratch has a spread over the seeds like every other arm.
 The pre-training runs of every arm share one ``pretrain.run_dir``: a run's folder is named by its
 fingerprint, so two arms (or seeds of fine-tuning) that differ only downstream of pre-training find
-the same finished run there and train nothing.
+the same finished run there and train nothing. ``descriptor`` validates the descriptor on the fractals table
+and ``sweeps`` runs its sweeps alone (a second factor range, as a named step of the study file) on the table
+``descriptor`` left in the state. A step records its stages' CPU seconds on the runner's
+:class:`fdsml.timers.CpuSeconds` (``state["cpu"]``).
 """
 
 from __future__ import annotations
@@ -38,16 +41,21 @@ SWEEP_FIGURES = (
     "median_spearman_pooled",
     "noise_floor_px_median",
 )
+SWEEP_COUNTS = ("n_sweeps", "n_empty", "n_empty_renderings")
+SWEEP_METRICS = tuple(f"sweeps.{key}" for key in (*SWEEP_FIGURES, *SWEEP_COUNTS, "lowest_factor", "highest_factor"))
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Step:
-    """A step: what it runs, the parameter sections it reads (its fingerprint), the metrics it may yield."""
+    """A step: what it runs, the parameter sections it reads (its fingerprint), the metrics it may yield, and the stages
+    whose CPU seconds it records (the runner yields them as ``cpu_seconds.<step>.<stage>``, the whole step's as
+    ``cpu_seconds.<step>``)."""
 
     run: Callable[[dict[str, Any], dict[str, Any]], Metrics]
     sections: tuple[str, ...]
     metrics: tuple[str, ...]
+    stages: tuple[str, ...] = ()
 
 
 def _fractals(params: dict[str, Any], *, with_summary: bool = False):
@@ -148,33 +156,82 @@ def classify(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
     return {"classified.top1": float(scores["top1"]), "classified.top5": float(scores["top5"]), "classify.seconds": time.perf_counter() - started}
 
 
+def _stages(state: dict[str, Any]):
+    """The CPU seconds of this step's stages (:class:`fdsml.timers.CpuSeconds`): the runner's for the step, else a new one."""
+    from fdsml.timers import CpuSeconds
+
+    return state.setdefault("cpu", CpuSeconds())
+
+
+def _descriptor_table(params: dict[str, Any], state: dict[str, Any]):
+    """The fractals table (its spec and generation summary) and the rows the validation draws from; a step before this
+    one that generated the table from the same ``params:fractals`` left it in ``state``, so it is generated once."""
+    from fdsml.descriptor_validation.measure import parse_validate_descriptor_params, validated_rows
+
+    with _stages(state).stage("generation"):
+        made = state.get("fractals_table")
+        if made is None or made[0] != params["fractals"]:
+            made = state["fractals_table"] = (params["fractals"], *_fractals(params, with_summary=True))
+        _, fractals, (table, summary) = made
+        config = parse_validate_descriptor_params(params["validate_descriptor"])
+        return fractals, summary, config, validated_rows(table, params["fractals"], config)
+
+
+def _sweep_metrics(table, fractals, config, state: dict[str, Any]) -> Metrics:
+    """The sweeps over ``validate_descriptor.sweep.factor_range``: their figures and counts, and the smallest and
+    largest factor they ran (``sweeps.lowest_factor``, ``sweeps.highest_factor``)."""
+    from fdsml.descriptor_validation.measure import sweep_points
+    from fdsml.descriptor_validation.sweeps import summarise_sweeps
+
+    with _stages(state).stage("sweeps"):
+        points = sweep_points(table, fractals.spec, config)
+    with _stages(state).stage("statistics"):
+        sweeps = summarise_sweeps(points)
+    found = {f"sweeps.{key}": float(sweeps[key]) for key in SWEEP_FIGURES + SWEEP_COUNTS if sweeps.get(key) is not None}
+    return found | {"sweeps.lowest_factor": float(points["factor"].min()), "sweeps.highest_factor": float(points["factor"].max())}
+
+
 def descriptor(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
     """Generate the fractals table and validate its descriptor (``validate_descriptor``): the generator's acceptance
     rates, the triplet agreement per filter, the label rule's, and the sweeps' figures. A table the generator cannot
     complete is a result too (``generation.failed`` 1, no other figure). The ``same`` filter's agreement is also split
     by the positions its codes were perturbed at (``same_by_position.<group>``, with its count of triplets,
-    ``same_by_position.<group>.trials``: a proportion's own trials for the table's intervals)."""
+    ``same_by_position.<group>.trials``: a proportion's own trials for the table's intervals). Its stages' CPU seconds:
+    generation, triplets, sweeps, statistics."""
     from fdsml.errors import GenerationError
     from fdsml.descriptor_validation.agreement import summarise_agreement
-    from fdsml.descriptor_validation.measure import parse_validate_descriptor_params, sweep_points, triplet_agreement, validated_rows
-    from fdsml.descriptor_validation.sweeps import summarise_sweeps
+    from fdsml.descriptor_validation.measure import triplet_agreement
 
     try:
-        fractals, (table, summary) = _fractals(params, with_summary=True)
+        fractals, summary, config, table = _descriptor_table(params, state)
     except GenerationError as error:
         logger.warning("the generator could not complete the table: %s", error)
         return {"generation.failed": 1.0}
-    config = parse_validate_descriptor_params(params["validate_descriptor"])
-    table = validated_rows(table, params["fractals"], config)
-    agreement = summarise_agreement(triplet_agreement(table, fractals.spec, config))
-    sweeps = summarise_sweeps(sweep_points(table, fractals.spec, config))
+    with _stages(state).stage("triplets"):
+        triplets = triplet_agreement(table, fractals.spec, config)
+    with _stages(state).stage("statistics"):
+        agreement = summarise_agreement(triplets)
     metrics = {"generation.failed": 0.0} | {f"generation.{key}": float(summary[key]) for key in ACCEPTANCE_RATES}
     for block in ("agreement", "label_rule_agreement", "same_positive_rate"):
         metrics |= {f"{block}.{name}": float(value) for name, value in agreement[block].items() if value is not None}
     for group, found in agreement.get("same_by_position", {}).items():
         if found["fraction"] is not None:
             metrics |= {f"same_by_position.{group}": float(found["fraction"]), f"same_by_position.{group}.trials": float(found["n"])}
-    return metrics | {f"sweeps.{key}": float(sweeps[key]) for key in SWEEP_FIGURES if sweeps.get(key) is not None}
+    return metrics | _sweep_metrics(table, fractals, config, state)
+
+
+def sweeps(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
+    """The descriptor validation's sweeps alone (``validate_descriptor.sweep``) on the fractals table: a study runs them
+    over a second factor range as a named step (``named_steps``) beside ``descriptor``, on the table it generated.
+    A table the generator cannot complete yields ``generation.failed`` 1 and no other figure."""
+    from fdsml.errors import GenerationError
+
+    try:
+        fractals, _, config, table = _descriptor_table(params, state)
+    except GenerationError as error:
+        logger.warning("the generator could not complete the table: %s", error)
+        return {"generation.failed": 1.0}
+    return {"generation.failed": 0.0} | _sweep_metrics(table, fractals, config, state)
 
 
 STEPS: dict[str, Step] = {
@@ -191,8 +248,10 @@ STEPS: dict[str, Step] = {
         ("generation.failed", *(f"generation.{key}" for key in ACCEPTANCE_RATES))
         + tuple(f"{block}.{name}" for block in ("agreement", "label_rule_agreement", "same_positive_rate") for name in FILTERS)
         + tuple(f"same_by_position.{group}{trials}" for group in SAME_POSITION_GROUPS for trials in ("", ".trials"))
-        + tuple(f"sweeps.{key}" for key in SWEEP_FIGURES),
+        + SWEEP_METRICS,
+        ("generation", "triplets", "sweeps", "statistics"),
     ),
+    "sweeps": Step(sweeps, ("fractals", "validate_descriptor"), ("generation.failed", *SWEEP_METRICS), ("generation", "sweeps", "statistics")),
     "classify": Step(classify, ("pretrain", "classification"), ("classified.top1", "classified.top5", "classify.seconds")),
     "frozen_probe": Step(frozen_probe, ("pretrain", "retrieval"), tuple(f"frozen.{name}" for name in RETRIEVAL_METRICS)),
     "finetune": Step(

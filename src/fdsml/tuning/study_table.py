@@ -101,8 +101,11 @@ def gain(starts: Sequence[float], ends: Sequence[float], trials: int) -> dict[st
 
 
 def _scale(table: TableSettings, metric: str) -> float:
-    """x 100 for a fraction shown in %, x 1 for seconds (and for every metric without ``table.percent``)."""
-    return 100.0 if table.percent and not metric.endswith("seconds") else 1.0
+    """x 100 for a fraction shown in %, x 1 for seconds (``cpu_seconds.*`` too), counts (``n_*``) and every metric
+    without ``table.percent``."""
+    last = metric.rsplit(".", 1)[-1]
+    counted = metric.endswith("seconds") or metric.startswith("cpu_seconds.") or last.startswith("n_")
+    return 100.0 if table.percent and not counted else 1.0
 
 
 def _cell(value: tuple[float, float], scale: float, digits: int, sign: str = "") -> str:

@@ -13,7 +13,7 @@ from typing import Any
 from fdsml.config import ConfigError, closest_key
 from fdsml.pipelines.run_checks import unknown_sections
 from fdsml.config import env_parameters
-from fdsml.tuning.study_runner import StudySettings, parse_study_settings, plan_units, study_path, trials
+from fdsml.tuning.study_runner import StudySettings, parse_study_settings, plan_units, step_metrics, study_path, trials
 from fdsml.tuning.study_file import StudyDefinition, arm_steps, parameter_overlay, parameter_overlay_keys, read_study, scaled, tables
 from fdsml.tuning.study_steps import STEPS
 
@@ -25,12 +25,18 @@ def _unknown(kind: str, name: str, known) -> str:
 
 def check_steps_and_metrics(study: StudyDefinition, where: str) -> None:
     """Every step an arm runs is known, every metric of the tables and the figure is one of the steps' metrics, and
-    a proportion without its own count of trials has the table's ``trials``."""
+    a proportion without its own count of trials has the table's ``trials``. A named step runs a step of
+    :data:`STEPS` under a name none of them has."""
+    for name, named in study.named_steps.items():
+        if name in STEPS:
+            raise ConfigError(f"{where}: named_steps.{name}: {name!r} is a step already; give the named step a name of its own")
+        if named.step not in STEPS:
+            raise ConfigError(f"{where}: named_steps.{name}.step: {_unknown('step', named.step, STEPS)}")
     for arm in study.arms:
         for step in arm_steps(study, arm):
-            if step not in STEPS:
-                raise ConfigError(f"{where}: arms.{arm}: {_unknown('step', step, STEPS)}")
-    yielded = {metric for arm in study.arms for step in arm_steps(study, arm) for metric in STEPS[step].metrics}
+            if step not in STEPS and step not in study.named_steps:
+                raise ConfigError(f"{where}: arms.{arm}: {_unknown('step', step, [*STEPS, *study.named_steps])}")
+    yielded = {metric for arm in study.arms for step in arm_steps(study, arm) for metric in step_metrics(study, step)}
     for name, table in tables(study).items():
         gain = (table.gain.start, table.gain.end) if table.gain else ()
         asked = {"metrics": table.metrics, "differences": table.differences, "every_combination": table.every_combination, "gain": gain, "intervals": table.intervals}
