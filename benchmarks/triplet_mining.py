@@ -12,26 +12,23 @@ against explicit mode (1/3 per image).
 
 from __future__ import annotations
 
-import argparse
-
 import torch
 
 from fdsml.losses.candidates import FILTERS
 from fdsml.losses.pa_triplet import mine_batch_triplets, triplets_per_anchor
 from fdsml.timers import Measured
+from timing import parser, use_threads
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[256, 512, 1024])
-    parser.add_argument("--instances", type=int, default=4, help="K, instances per class in a batch")
-    parser.add_argument("--max-triplets", type=int, default=65536, help="triplets kept per batch")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    command = parser(__doc__, "--threads")
+    command.add_argument("--device", default="cpu")
+    command.add_argument("--sizes", type=int, nargs="+", default=[256, 512, 1024])
+    command.add_argument("--instances", type=int, default=4, help="K, instances per class in a batch")
+    command.add_argument("--max-triplets", type=int, default=65536, help="triplets kept per batch")
+    command.add_argument("--repeats", type=int, default=5)
+    args = command.parse_args()
+    use_threads(args.threads)
     device = torch.device(args.device)
     generator = torch.Generator(device=device).manual_seed(0)
 
