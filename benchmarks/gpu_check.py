@@ -43,9 +43,9 @@ import torch  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT)]  # its sibling modules and the tests' helpers, also when loaded by path
 import gpu_render_speed as render_rows  # noqa: E402
+from triplet_mining import mining_cost  # noqa: E402
 from fdsml.atomic import atomic_path  # noqa: E402
 from fdsml.losses.couce import CouCESettings, build_couce_objective  # noqa: E402
-from fdsml.losses.pa_triplet import mine_batch_triplets  # noqa: E402
 from fdsml.timers import Measured  # noqa: E402
 from fdsml.models import build_model  # noqa: E402
 from fdsml.training.loop import train  # noqa: E402
@@ -142,14 +142,9 @@ def check_triplet_against_cross_entropy(device, sizes, folder, backbone):
 
 
 def check_mining(device, sizes, folder):
-    labels = torch.arange(sizes.mining_batch // 4, device=device).repeat_interleave(4)
-    psi = torch.randn(labels.shape[0], 6, device=device)
-    generator = torch.Generator(device=device).manual_seed(0)
-    mine_batch_triplets(labels, psi, "all", max_triplets=65536, generator=generator)
-    with Measured(device) as measured:
-        kept = mine_batch_triplets(labels, psi, "all", max_triplets=65536, generator=generator)[0].shape[0]
-    peak = "n/a" if measured.peak_bytes is None else f"{measured.peak_bytes / 2**20:.1f} MiB"
-    return "ok", f"B = {labels.shape[0]}, {kept:,} triplets in {measured.seconds * 1e3:.1f} ms, peak {peak}"
+    kept, seconds, peak = mining_cost("all", sizes.mining_batch, 4, 65536, device, repeats=1)
+    peak = "n/a" if peak is None else f"{peak / 2**20:.1f} MiB"
+    return "ok", f"B = {sizes.mining_batch}, {kept:,} triplets in {seconds * 1e3:.1f} ms, peak {peak}"
 
 
 def check_couce(device, sizes, folder):
