@@ -44,7 +44,7 @@ from fdsml.families import get_family  # noqa: E402
 from fdsml.families.orbits import REFERENCE_SIZE  # noqa: E402
 from fdsml.families.perlin import perlin_curve  # noqa: E402
 from fdsml.ifs import determinant_probabilities, render, sample_sigma_factor_code  # noqa: E402
-from timing import parser, print_result  # noqa: E402
+from timing import interleaved, parser, print_result  # noqa: E402
 
 SMALL_SIZE = 224
 """The loader's image size the orbit families are also timed at."""
@@ -148,19 +148,19 @@ def fractal_speed(args) -> dict:
             _render_passes(renderer, codes[0], probabilities[0], args, walkers, 0)
     _bare_chaos_game(codes[0], thresholds[0], 10, 1)
 
-    seconds = {(name, w): 0.0 for name in renderers for w in walker_counts}
-    passes = {(name, w): np.zeros(3) for name in renderers for w in walker_counts}
-    floor_seconds = 0.0
-    for _ in range(args.rounds):
-        for walkers in walker_counts:
-            for name, renderer in renderers.items():
-                spent, split = _time_renderer(renderer, codes, probabilities, args, walkers)
-                seconds[name, walkers] += spent
-                passes[name, walkers] += split
+    def floor(_) -> tuple[float, np.ndarray]:
         started = time.thread_time()
         for i, (code, t) in enumerate(zip(codes, thresholds)):
             _bare_chaos_game(code, t, args.points, i + 1)
-        floor_seconds += time.thread_time() - started
+        return time.thread_time() - started, np.zeros(3)
+
+    calls = {(name, w): lambda _, r=renderer, w=w: _time_renderer(r, codes, probabilities, args, w)
+             for w in walker_counts for name, renderer in renderers.items()}
+    rounds = interleaved(calls | {"floor": floor}, args.rounds)
+    seconds = {key: sum(spent for spent, _ in measured) for key, measured in rounds.items()}
+    passes = {key: sum(split for _, split in measured) for key, measured in rounds.items()}
+    floor_seconds = seconds.pop("floor")
+    passes.pop("floor")
 
     images = args.images * args.rounds
     total_points = images * args.points
