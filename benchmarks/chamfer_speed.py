@@ -11,8 +11,6 @@ Prints each as ms per pair and as a ratio to the single-pair time, and checks al
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 
 import numpy as np
@@ -21,6 +19,7 @@ from scipy.spatial.distance import cdist
 
 from fdsml.ifs import RenderSettings, determinant_probabilities, sample_sigma_factor_code
 from fdsml.ifs.chamfer import chamfer_distance, chamfer_distances
+from timing import best_seconds, parser, print_result
 
 
 def brute_force(a: np.ndarray, b: np.ndarray, chunk: int = 2048) -> float:
@@ -43,15 +42,14 @@ def per_pair(seconds: float, pairs: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", type=int, default=256)
-    parser.add_argument("--points", type=int, default=100_000)
-    parser.add_argument("--pairs", type=int, default=64)
-    parser.add_argument("--brute-pairs", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=5, help="best of this many passes")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", action="store_true", help="print one JSON line")
-    args = parser.parse_args()
+    command = parser(__doc__, "--json")
+    command.add_argument("--size", type=int, default=256)
+    command.add_argument("--points", type=int, default=100_000)
+    command.add_argument("--pairs", type=int, default=64)
+    command.add_argument("--brute-pairs", type=int, default=2)
+    command.add_argument("--repeats", type=int, default=5, help="best of this many passes")
+    command.add_argument("--seed", type=int, default=0)
+    args = command.parse_args()
 
     rng = np.random.default_rng(args.seed)
     settings = RenderSettings(size=args.size, points=args.points)
@@ -63,17 +61,9 @@ def main() -> None:
     chamfer_distance(a[0], b[0])
     chamfer_distances(a[:2], b[:2])
 
-    def best(function) -> float:
-        times = []
-        for _ in range(args.repeats):
-            started = time.perf_counter()
-            function()
-            times.append(time.perf_counter() - started)
-        return min(times)
-
-    single = best(lambda: [chamfer_distance(x, y) for x, y in zip(a, b)])
-    batched = best(lambda: chamfer_distances(a, b))
-    library = best(lambda: [scipy_cdt(x, y) for x, y in zip(a, b)])
+    single = best_seconds(lambda: [chamfer_distance(x, y) for x, y in zip(a, b)], args.repeats)
+    batched = best_seconds(lambda: chamfer_distances(a, b), args.repeats)
+    library = best_seconds(lambda: [scipy_cdt(x, y) for x, y in zip(a, b)], args.repeats)
     started = time.perf_counter()
     reference = [brute_force(x, y) for x, y in zip(a[: args.brute_pairs], b[: args.brute_pairs])]
     brute = time.perf_counter() - started
@@ -96,11 +86,7 @@ def main() -> None:
         "agrees_with_brute_force": agree_brute,
         "agrees_with_scipy_cdt": agree_scipy,
     }
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            print(f"{key:>26}: {value}")
+    print_result(result, args.json)
 
 
 if __name__ == "__main__":

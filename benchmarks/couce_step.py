@@ -10,7 +10,6 @@ baseline's median.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import statistics
 import time
@@ -21,6 +20,7 @@ from fdsml.losses.couce import CouCEObjective, CouCESettings
 from fdsml.losses.proxy import build_proxy_loss
 from fdsml.models import build_model
 from fdsml.training.objectives import ProxyObjective
+from timing import interleaved, parser, use_threads
 
 VARIANTS = {
     "+ ODBA": CouCESettings.baseline(odba=True),
@@ -30,6 +30,7 @@ VARIANTS = {
 
 
 def _step(model, objective, optimizer, batch) -> float:
+    """Seconds of one step: forward, backward and the optimiser's step."""
     started = time.perf_counter()
     loss, _ = objective(model, batch, 0)
     optimizer.zero_grad(set_to_none=True)
@@ -41,19 +42,17 @@ def _step(model, objective, optimizer, batch) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backbone", default="resnet18")
-    parser.add_argument("--img-size", type=int, default=64)
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--classes", type=int, default=8)
-    parser.add_argument("--embedding", type=int, default=128)
-    parser.add_argument("--loss", default="proxy_anchor")
-    parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    command = parser(__doc__, "--threads")
+    command.add_argument("--backbone", default="resnet18")
+    command.add_argument("--img-size", type=int, default=64)
+    command.add_argument("--batch", type=int, default=32)
+    command.add_argument("--classes", type=int, default=8)
+    command.add_argument("--embedding", type=int, default=128)
+    command.add_argument("--loss", default="proxy_anchor")
+    command.add_argument("--repeats", type=int, default=10)
+    command.add_argument("--device", default="cpu")
+    args = command.parse_args()
+    use_threads(args.threads)
     device = torch.device(args.device)
     torch.manual_seed(0)
     model = build_model(args.backbone, embedding_dim=args.embedding, img_size=args.img_size).to(device).train()
@@ -70,13 +69,8 @@ def main() -> None:
         objective.to(device)
         params = [{"params": model.parameters()}] + [{"params": g["params"]} for g in objective.param_groups()]
         optimizers[name] = torch.optim.SGD(params, lr=1e-4)
-    for name in objectives:  # warm-up; fills the ODBA dictionaries
-        for _ in range(2):
-            _step(model, objectives[name], optimizers[name], batch)
-    times = {name: [] for name in objectives}
-    for _ in range(args.repeats):
-        for name in objectives:
-            times[name].append(_step(model, objectives[name], optimizers[name], batch))
+    steps = {name: lambda _, name=name: _step(model, objectives[name], optimizers[name], batch) for name in objectives}
+    times = interleaved(steps, args.repeats, warmup=2)  # the warm-up fills the ODBA dictionaries
 
     base = statistics.median(times["baseline"])
     print(

@@ -14,30 +14,28 @@ environment's planned steps (``pretrain.train.max_steps``).
 
 from __future__ import annotations
 
-import argparse
 import os
 import tempfile
 import time
 
 import torch
-from kedro.config import OmegaConfigLoader
 
-from pretrain_step import interleaved, project_step
+from pretrain_step import median_steps, project_step
+from timing import parameters, parser, use_threads
 
 FIRST_STEPS = 3  # compiled steps counted as compilation: the first traces forward and backward; BatchNorm's train-mode guards may add one
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env", default="cpu")
-    parser.add_argument("--amp", default="true", choices=["true", "false"], help="train.amp of both arms")
-    parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    command = parser(__doc__, "--threads", threads=1)
+    command.add_argument("--env", default="cpu")
+    command.add_argument("--amp", default="true", choices=["true", "false"], help="train.amp of both arms")
+    command.add_argument("--rounds", type=int, default=8)
+    args = command.parse_args()
+    use_threads(args.threads)
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor-cold-")
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(args.threads))
-    params = OmegaConfigLoader("conf", base_env="base", default_run_env=args.env)["parameters"]
+    params = parameters(args.env)
     amp = args.amp == "true"
     eager = project_step(params, {}, amp, batches=4)
     compiled = project_step(params, {}, amp, batches=4, compile_model=True)
@@ -45,7 +43,7 @@ def main() -> None:
     for index in range(FIRST_STEPS):
         compiled(index)
     first_steps = time.perf_counter() - started
-    medians = interleaved({"eager": eager, "compiled": compiled}, args.rounds)
+    medians = median_steps({"eager": eager, "compiled": compiled}, args.rounds)
     eager_s, compiled_s = medians["eager"]["step_s"], medians["compiled"]["step_s"]
     compile_s = first_steps - FIRST_STEPS * compiled_s
     saved = eager_s - compiled_s

@@ -10,15 +10,14 @@ as images/s and the second's speed-up over the first.
 
 from __future__ import annotations
 
-import argparse
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
 from fdsml.data.decode_check import check_images_decode
+from timing import parser, seconds
 
 
 def write_images(folder: Path, count: int, width: int, height: int, seed: int = 0) -> list[Path]:
@@ -33,26 +32,21 @@ def write_images(folder: Path, count: int, width: int, height: int, seed: int = 
     return paths
 
 
-def timed(paths: list[Path], cache: Path) -> float:
-    start = time.perf_counter()
-    check_images_decode(paths, "benchmark", cache)
-    return time.perf_counter() - start
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--images", type=int, default=400)
-    parser.add_argument("--width", type=int, default=500)
-    parser.add_argument("--height", type=int, default=375)
-    args = parser.parse_args()
+    command = parser(__doc__)
+    command.add_argument("--images", type=int, default=400)
+    command.add_argument("--width", type=int, default=500)
+    command.add_argument("--height", type=int, default=375)
+    args = command.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         paths = write_images(Path(folder), args.images, args.width, args.height)
         cache = Path(folder) / "decoded_images.txt"
-        first, second = timed(paths, cache), timed(paths, cache)
+        check = lambda: check_images_decode(paths, "benchmark", cache)  # noqa: E731
+        first, second = seconds(check), seconds(check)
         changed = paths[:: 100]
         for path in changed:
             Image.open(path).transpose(Image.FLIP_LEFT_RIGHT).save(path, quality=90)
-        third = timed(paths, cache)
+        third = seconds(check)
     count = len(paths)
     print(f"{count} images of {args.width} x {args.height} px (JPEG)")
     print(f"first check (decode all)       {count / first:9.0f} images/s")

@@ -14,7 +14,6 @@ every stage together within 10 minutes on 2 idle cores.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
@@ -32,6 +31,7 @@ BIN = Path(sys.executable).parent
 sys.path.insert(0, str(ROOT))
 
 from tests.support import copy_tracked  # noqa: E402  (every file git tracks or would track, as on disk)
+from timing import parser  # noqa: E402
 
 
 def environment(folder: Path) -> dict[str, str]:
@@ -77,11 +77,10 @@ def time_stage(stage: str, folder: Path, log: Path) -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--keep", type=Path, help="run in this (empty or new) folder and keep it")
-    parser.add_argument("--stages", help="comma-separated stages to time (default: all, in order)")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    command = parser(__doc__, "--json")
+    command.add_argument("--keep", type=Path, help="run in this (empty or new) folder and keep it")
+    command.add_argument("--stages", help="comma-separated stages to time (default: all, in order)")
+    args = command.parse_args()
     folder = args.keep or Path(tempfile.mkdtemp(prefix="fdsml-chain-"))
     folder.mkdir(parents=True, exist_ok=True)
     copy_tracked(folder)

@@ -6,14 +6,13 @@ For each rendering setting (the embedded default, 64 px / 4,000 points, and the 
 / 100,000 points) a small FineFractalDB table is generated, then ``FractalCodesDataset`` items are
 read one by one in the main process (what one loader worker does): table instances with fresh
 rendering noise (the default) and fresh instances (perturbation, contraction check, occupancy
-rejection, descriptor), rounds of the two interleaved and the fastest round of each kept, so a
+rejection, descriptor), rounds of the two alternating and the fastest round of each kept, so a
 busy machine slows neither alone. Prints one table of ms per image and the fresh / table ratio
 (target: at most 1.20).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
@@ -28,6 +27,7 @@ from fdsml.families import FamilySpec  # noqa: E402
 from fdsml.families.finefractaldb import FINEFRACTALDB  # noqa: E402
 from fdsml.families.generation import generate_table  # noqa: E402
 from fdsml.ifs.finefractaldb import ClassFilter, FineFractalDBConfig, RenderSettings  # noqa: E402
+from timing import interleaved, parser  # noqa: E402
 
 SETTINGS = {
     "default 64 px / 4k points": RenderSettings(size=64, points=4_000),
@@ -59,10 +59,7 @@ def measure(render: RenderSettings, args) -> dict:
     }
     for dataset in datasets.values():  # compile and warm caches outside the timing
         dataset[0]
-    rounds = {name: [] for name in datasets}
-    for epoch in range(1, args.epochs + 1):
-        for name in (("table", "fresh") if epoch % 2 else ("fresh", "table")):
-            rounds[name].append(seconds_per_image(datasets[name], epoch))
+    rounds = interleaved({name: lambda round_, name=name: seconds_per_image(datasets[name], round_ + 1) for name in datasets}, args.epochs)
     table_s, fresh_s = (float(np.min(rounds[name])) for name in ("table", "fresh"))
     return {
         "table_ms": 1e3 * table_s,
@@ -75,13 +72,12 @@ def measure(render: RenderSettings, args) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--classes", type=int, default=10)
-    parser.add_argument("--instances", type=int, default=10)
-    parser.add_argument("--epochs", type=int, default=3, help="interleaved rounds over the table per mode")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", action="store_true", help="also print one JSON line")
-    args = parser.parse_args()
+    command = parser(__doc__, "--json")
+    command.add_argument("--classes", type=int, default=10)
+    command.add_argument("--instances", type=int, default=10)
+    command.add_argument("--epochs", type=int, default=3, help="interleaved rounds over the table per mode")
+    command.add_argument("--seed", type=int, default=0)
+    args = command.parse_args()
     torch.set_num_threads(1)
     results = {name: measure(render, args) for name, render in SETTINGS.items()}
     print(f"{'setting':<32} {'table ms/img':>13} {'fresh ms/img':>13} {'fresh/table':>12}")

@@ -8,23 +8,23 @@ on average, so the time for ``--classes`` classes scales linearly to the full 1,
 
 from __future__ import annotations
 
-import argparse
 import json
 
 from fdsml.ifs.finefractaldb import FineFractalDBConfig
 from fdsml.families.finefractaldb import generate_finefractaldb
 from fdsml.ifs.render import RenderSettings
+from timing import parser
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--classes", type=int, default=100)
-    parser.add_argument("--instances", type=int, default=1000)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--size", type=int, default=256)
-    parser.add_argument("--points", type=int, default=100_000)
-    parser.add_argument("--full-classes", type=int, default=1000)
-    args = parser.parse_args()
+    command = parser(__doc__)
+    command.add_argument("--classes", type=int, default=100)
+    command.add_argument("--instances", type=int, default=1000)
+    command.add_argument("--workers", type=int, default=2)
+    command.add_argument("--size", type=int, default=256)
+    command.add_argument("--points", type=int, default=100_000)
+    command.add_argument("--full-classes", type=int, default=1000)
+    args = command.parse_args()
 
     config = FineFractalDBConfig(
         n_classes=args.classes,

@@ -5,17 +5,20 @@
     python benchmarks/gpu_check.py --quick         # tiny sizes; runs on the CPU too
 
 Every row runs in a child process of its own with a timeout (``--quick-device`` also keeps to 8
-minutes in all: rows left when the budget is spent say so), its output in a file, and the table is
-rewritten to ``--table`` after every row, so a check killed part-way keeps its finished rows.
+minutes in all: rows left when the budget is spent say so), in a session of its own (a timeout stops
+it and all it started), its output in a file (a pipe nobody reads fills and blocks the child), and
+the table is rewritten atomically to ``--table`` after every row, so a check killed part-way keeps its
+finished rows.
 
 Each row runs the project's own code: ``train`` (bf16 autocast, channels-last, cuDNN benchmark,
 TF32, optionally ``torch.compile``) for pre-training steps of ResNet-50 and ViT-Tiny, PA-Triplet
 (batch mode) images/s against cross-entropy on the same backbone and batch (target >= 90 %),
-batch mining at B = 512, a CouCE fine-tuning step, a checkpoint with an exact resume, and the
-project's own ``pretrain()`` under ``torchrun --nproc_per_node=2`` (validation with the probe, a
-stop and an exact resume), over NCCL where two GPUs exist and gloo otherwise (the row says which).
-Without CUDA the CUDA rows are skipped with the reason; with ``--quick`` the others run on the CPU
-at tiny sizes (the test suite does that).
+batch mining at B = 512, a CouCE fine-tuning step, and the rendering rows (:mod:`gpu_render_speed`).
+What must hold on a GPU is a test of the suite, which a row runs there (a skip is a failure): the
+kernels draw the Numba renderer's bytes, a killed run resumes to the uninterrupted weights on CUDA,
+and ``pretrain()`` under ``torchrun --nproc_per_node=2`` over NCCL (on a machine with two GPUs).
+Without the GPUs a row needs it is skipped with the reason; with ``--quick`` the others run on the
+CPU at tiny sizes (the test suite does that).
 """
 
 from __future__ import annotations
@@ -24,25 +27,25 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS for the exact-resume row
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS for the exact-resume row, set before any CUDA work
 
 import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling modules, also when loaded by path
-import child_runs  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT)]  # its sibling modules and the tests' helpers, also when loaded by path
 import gpu_render_speed as render_rows  # noqa: E402
+from triplet_mining import mining_cost  # noqa: E402
 from fdsml.atomic import atomic_path  # noqa: E402
 from fdsml.losses.couce import CouCESettings, build_couce_objective  # noqa: E402
-from fdsml.losses.pa_triplet import mine_batch_triplets  # noqa: E402
 from fdsml.timers import Measured  # noqa: E402
 from fdsml.models import build_model  # noqa: E402
 from fdsml.training.loop import train  # noqa: E402
@@ -50,14 +53,16 @@ from fdsml.training.loop_config import LoopConfig, OptimizerConfig  # noqa: E402
 from fdsml.training.objectives import CrossEntropyObjective  # noqa: E402
 from fdsml.training.pretrain_objectives.pa_triplet import PATripletObjective  # noqa: E402
 from fdsml.training.training_plan import PlanKeys, plan_training  # noqa: E402
+from tests.servers import stop_group  # noqa: E402
 
 TRIPLET_TARGET = 0.9
 QUICK_DEVICE_BUDGET_S = 480
 MIN_ROW_S = 20
 """A row is not started with less of the budget left."""
-TORCHRUN_TIMEOUT_S = 300
 RENDERER_BYTES_TEST = "tests/ifs/test_render_triton.py::test_on_a_gpu_every_specialisation_draws_the_numba_renderers_bytes"
 """The test that holds the Triton kernels, compiled for the GPU, to the Numba renderer's bytes."""
+RESUME_TEST = "tests/training/test_pretrain.py::test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_one[cuda]"
+TORCHRUN_TEST = "tests/training/test_torchrun.py::test_held_out_validation_with_the_probe_finishes_under_two_replicas[cuda]"
 
 
 @dataclass(frozen=True)
@@ -96,37 +101,15 @@ class SyntheticImages(torch.utils.data.Dataset):
         return {"image": self.bank[index % self.bank.shape[0]], "label": label, "psi": self.psi[index]}
 
 
-class Interrupted(Exception):
-    """Raised by :class:`StopAfter` to kill a run mid-way."""
-
-
-class StopAfter:
-    """A batch sampler that fails after ``limit`` batches: a run killed between checkpoints."""
-
-    def __init__(self, batches: list[list[int]], limit: int | None = None):
-        self.batches, self.limit = batches, limit
-
-    def __len__(self) -> int:
-        return len(self.batches)
-
-    def __iter__(self):
-        for position, batch in enumerate(self.batches):
-            if self.limit is not None and position >= self.limit:
-                raise Interrupted
-            yield batch
-
-
-def run_training(model, objective, sizes: Sizes, device: str, folder: Path, *, compile_model=False, optimizer="sgd",
-                 deterministic=False, stop_after=None, checkpoint_every=100):
+def run_training(model, objective, sizes: Sizes, device: str, folder: Path, *, compile_model=False, optimizer="sgd"):
     """``train`` on synthetic batches; the history (per-step device time in ``step_s``)."""
     batches = [list(range(step * sizes.batch, (step + 1) * sizes.batch)) for step in range(sizes.steps)]
-    loop = LoopConfig(max_steps=sizes.steps, device=device, compile=compile_model, deterministic=deterministic,
-                      checkpoint_every=checkpoint_every, log_every=sizes.steps)
+    loop = LoopConfig(max_steps=sizes.steps, device=device, compile=compile_model, checkpoint_every=100, log_every=sizes.steps)
     config = OptimizerConfig(name=optimizer, base_lr=0.01, schedule="constant")
     plan = plan_training("gpu_check", images=sizes.batch * sizes.steps, batch_per_replica=sizes.batch, world_size=1,
                          optimizer=config, loop=loop, keys=PlanKeys(batch="--quick", warmup="-"))
     dataset = SyntheticImages(sizes, sizes.batch * sizes.steps)
-    return train(model, objective, dataset, StopAfter(batches, stop_after), loop, config, folder / "last.pt", plan=plan).history
+    return train(model, objective, dataset, batches, loop, config, folder / "last.pt", plan=plan).history
 
 
 def images_per_second(history, sizes: Sizes) -> float:
@@ -159,14 +142,9 @@ def check_triplet_against_cross_entropy(device, sizes, folder, backbone):
 
 
 def check_mining(device, sizes, folder):
-    labels = torch.arange(sizes.mining_batch // 4, device=device).repeat_interleave(4)
-    psi = torch.randn(labels.shape[0], 6, device=device)
-    generator = torch.Generator(device=device).manual_seed(0)
-    mine_batch_triplets(labels, psi, "all", max_triplets=65536, generator=generator)
-    with Measured(device) as measured:
-        kept = mine_batch_triplets(labels, psi, "all", max_triplets=65536, generator=generator)[0].shape[0]
-    peak = "n/a" if measured.peak_bytes is None else f"{measured.peak_bytes / 2**20:.1f} MiB"
-    return "ok", f"B = {labels.shape[0]}, {kept:,} triplets in {measured.seconds * 1e3:.1f} ms, peak {peak}"
+    kept, seconds, peak = mining_cost("all", sizes.mining_batch, 4, 65536, device, repeats=1)
+    peak = "n/a" if peak is None else f"{peak / 2**20:.1f} MiB"
+    return "ok", f"B = {sizes.mining_batch}, {kept:,} triplets in {seconds * 1e3:.1f} ms, peak {peak}"
 
 
 def check_couce(device, sizes, folder):
@@ -174,28 +152,6 @@ def check_couce(device, sizes, folder):
     objective = build_couce_objective(CouCESettings(), "proxy_anchor", sizes.classes, 64)
     history = run_training(model, objective, sizes, device, folder, optimizer="adamw")
     return "ok", f"{images_per_second(history, sizes):,.0f} img/s, last loss {history['loss'].iloc[-1]:.4f}"
-
-
-def check_resume(device, sizes, folder):
-    """Killed after a checkpoint, restarted: the weights must equal an uninterrupted run's, bit for bit."""
-
-    def weights(stop_after, where):
-        torch.manual_seed(0)
-        model = build_model("resnet18", embedding_dim=16, img_size=sizes.image)
-        objective = PATripletObjective("all", "batch")
-        run = lambda limit: run_training(model, objective, sizes, device, where, deterministic=True,  # noqa: E731
-                                         stop_after=limit, checkpoint_every=1)
-        if stop_after is not None:
-            try:
-                run(stop_after)
-            except Interrupted:
-                pass
-        run(None)
-        return {name: value.detach().cpu() for name, value in model.state_dict().items()}
-
-    whole, resumed = weights(None, folder / "whole"), weights(sizes.steps - 1, folder / "resumed")
-    worst = max((whole[name].double() - resumed[name].double()).abs().max().item() for name in whole)
-    return ("ok" if worst == 0 else "FAIL"), f"max |difference| {worst:.3g} after {sizes.steps} steps, resumed at {sizes.steps - 1}"
 
 
 class TestReports:
@@ -223,83 +179,20 @@ def check_test(device, sizes, folder, node: str):
     import pytest
 
     reports = TestReports()
-    pytest.main(["-q", "-p", "no:cacheprovider", str(Path(__file__).resolve().parents[1] / node)], plugins=[reports])
+    pytest.main(["-q", "-p", "no:cacheprovider", str(ROOT / node)], plugins=[reports])
     problem = reports.problem()
     if problem:
         return "FAIL", problem[:160]
     return "ok", f"{node.split('::')[-1]} passed in {reports.reports[0].duration:.1f} s"
 
 
-def check_torchrun_pretrain(device, sizes, folder):
-    """The project's ``pretrain()`` under ``torchrun --nproc_per_node=2`` (NCCL on 2 GPUs, gloo on CPU replicas
-    otherwise, which the row says): uint8 rendering converted on the device, validation with the probe,
-    checkpoints, and a run stopped after its first checkpoint then resumed, which must end with the
-    uninterrupted run's weights. Every launch has a timeout and its output in a file."""
-    gpus = torch.cuda.device_count()
-    nccl = gpus >= 2
-    replica_device = "cuda" if nccl else "cpu"
-
-    def command(out: Path) -> list[str]:
-        return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", __file__,
-                "--replica", str(out), "--replica-device", replica_device]
-
-    def finish(out: Path) -> str | None:
-        status, child = child_runs.run(command(out), folder / f"{out.name}.log", TORCHRUN_TIMEOUT_S)
-        return None if status == 0 else f"{'timed out' if status is None else f'exit {status}'}: {child.last_line(100)}"
-
-    failure = finish(folder / "straight")
-    if failure:
-        return "FAIL", failure
-    stopped = child_runs.start(command(folder / "stopped"), folder / "stopped-first.log")
-    first_checkpoint = lambda: any((folder / "stopped" / "run").glob("*/last.pt"))  # noqa: E731  one folder per run fingerprint
-    if stopped.wait(TORCHRUN_TIMEOUT_S, until=first_checkpoint) is not None:
-        return "FAIL", f"the run ended before it could be stopped after its first checkpoint: {stopped.last_line(100)}"
-    stopped.stop()  # torchrun ends both replicas
-    failure = finish(folder / "stopped")
-    if failure:
-        return "FAIL", failure
-    whole, resumed = (torch.load(folder / part / "result.pt", weights_only=True) for part in ("straight", "stopped"))
-    worst = max((whole["state_dict"][k].double() - resumed["state_dict"][k].double()).abs().max().item() for k in whole["state_dict"])
-    backend = "NCCL, 2 GPUs" if nccl else f"gloo, 2 CPU replicas (NCCL not exercised: {gpus} GPU{'s' * (gpus != 1)})"
-    status = "ok" if worst == 0 and len(whole["probe"]) == 3 else "FAIL"  # at initialisation, steps 2 and 4
-    return status, f"{backend}: probe Recall@1 {whole['probe']}, resumed max |difference| {worst:.3g}"
-
-
-def pretrain_replica(out: str, device: str) -> None:
-    """One replica of :func:`check_torchrun_pretrain`: 4 pre-training steps of a tiny FineFractalDB; rank 0 saves the result."""
-    from fdsml.data.holdout import HoldoutSettings, split_table
-    from fdsml.families import FamilySpec
-    from fdsml.families.finefractaldb import FINEFRACTALDB, generate_finefractaldb
-    from fdsml.ifs.finefractaldb import ClassFilter, FineFractalDBConfig, RenderSettings
-    from fdsml.training.pretrain import parse_pretrain_params, pretrain
-
-    torch.set_num_threads(1)
-    fractals = FineFractalDBConfig(seed=5, n_classes=4, instances_per_class=6, render=RenderSettings(size=32, points=600),
-                                   class_filter=ClassFilter(size=96, points=4000))
-    table, _ = generate_finefractaldb(fractals)
-    split = split_table(table, HoldoutSettings(instance_fraction=0.2, class_fraction=0.25), seed=0)
-    config = parse_pretrain_params({
-        "model": {"backbone": "resnet18", "embedding_dim": 16},
-        "data": {"classes_per_batch": 3, "instances_per_class": 3},
-        "optimizer": {"base_lr": 0.5, "schedule": "constant"},
-        "train": {"max_steps": 4, "device": device, "checkpoint_every": 2, "log_every": 1, "deterministic": True},
-        "validation": {"every": 2, "triplets": 50, "max_images": 16, "probe": {"image_size": 32, "max_images": 40}},
-        "run_dir": f"{out}/run",
-    })
-    payload, history = pretrain(table, FamilySpec(FINEFRACTALDB, fractals), config, split=split)
-    if dist.get_rank() == 0:
-        probe = [round(value, 3) for value in history["val_probe_recall_at_1"].dropna()]
-        torch.save({"state_dict": payload["state_dict"], "probe": probe}, f"{out}/result.pt")
-    dist.destroy_process_group()
-
-
 @dataclass(frozen=True)
 class Check:
-    """One row: its name, whether it needs CUDA, ``function(device, sizes, folder) -> (status, detail)``, and
+    """One row: its name, the CUDA devices it needs, ``function(device, sizes, folder) -> (status, detail)``, and
     the most seconds its child process may run."""
 
     name: str
-    needs_cuda: bool
+    gpus: int
     function: Callable
     limit_s: float
 
@@ -307,32 +200,32 @@ class Check:
 def rendering_checks() -> list[Check]:
     """The rendering rows: the kernels' bytes (a test) and their speed (:mod:`gpu_render_speed`); the packing is
     the host's and runs anywhere."""
-    rows = [Check("renderer bytes = Numba, every specialisation", True, lambda d, s, f: check_test(d, s, f, RENDERER_BYTES_TEST), 180)]
+    rows = [Check("renderer bytes = Numba, every specialisation", 1, lambda d, s, f: check_test(d, s, f, RENDERER_BYTES_TEST), 180)]
     rows += [
-        Check(f"kernel alone, {size} px / {points:,} points", True,
+        Check(f"kernel alone, {size} px / {points:,} points", 1,
               lambda d, s, f, size=size, points=points: render_rows.check_kernel(d, s, f, size, points), 90)
         for size, points in render_rows.KERNEL_SETTINGS
     ]
     return rows + [
-        Check("host packing per image", False, render_rows.check_packing, 60),
-        Check("pre-training img/s, source device vs render", True, render_rows.check_device_source, 240),
+        Check("host packing per image", 0, render_rows.check_packing, 60),
+        Check("pre-training img/s, source device vs render", 1, render_rows.check_device_source, 240),
     ]
 
 
 def model_checks(sizes: Sizes, quick_device: bool) -> list[Check]:
     """Pre-training steps plain and compiled, and with the full check the objectives, mining, CouCE and torchrun."""
     backbones = ("resnet50", "vit_tiny_patch16_224") if sizes is FULL else ("resnet18", "vit_tiny_patch4")
-    plain = [Check(f"pre-training {b}", False, lambda d, s, f, b=b: check_pretraining(d, s, f, b, False), 120) for b in backbones]
-    compiled = [Check(f"pre-training {b}, compiled", True, lambda d, s, f, b=b: check_pretraining(d, s, f, b, True), 240) for b in backbones]
-    resume = Check("checkpoint + exact resume", False, check_resume, 120)
+    plain = [Check(f"pre-training {b}", 0, lambda d, s, f, b=b: check_pretraining(d, s, f, b, False), 120) for b in backbones]
+    compiled = [Check(f"pre-training {b}, compiled", 1, lambda d, s, f, b=b: check_pretraining(d, s, f, b, True), 240) for b in backbones]
+    resume = Check("checkpoint + exact resume", 1, lambda d, s, f: check_test(d, s, f, RESUME_TEST), 180)
     if quick_device:
         return plain + [resume] + compiled
     return plain + compiled + [
-        Check(f"PA-Triplet vs CE img/s, {backbones[0]}", False,
+        Check(f"PA-Triplet vs CE img/s, {backbones[0]}", 0,
               lambda d, s, f: check_triplet_against_cross_entropy(d, s, f, backbones[0]), 240),
-        Check(f"batch mining B = {sizes.mining_batch}", False, check_mining, 60),
-        Check("CouCE fine-tuning step", False, check_couce, 120),
-        Check("torchrun x2, pretrain()", False, check_torchrun_pretrain, 4 * TORCHRUN_TIMEOUT_S),
+        Check(f"batch mining B = {sizes.mining_batch}", 0, check_mining, 60),
+        Check("CouCE fine-tuning step", 0, check_couce, 120),
+        Check("torchrun x2 over NCCL, pretrain()", 2, lambda d, s, f: check_test(d, s, f, TORCHRUN_TEST), 240),
         resume,
     ]
 
@@ -349,6 +242,26 @@ MODES = {"quick": None, "quick-device": QUICK_DEVICE_BUDGET_S, "full": None}
 """Each mode's budget in seconds for all its rows (None: each row's own limit only)."""
 
 
+@dataclass
+class TableFile:
+    """The table, rewritten to ``path`` atomically as its rows come (a reader sees whole rows)."""
+
+    path: Path
+    title: str
+    rows: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def add(self, name: str, status: str, detail: str) -> None:
+        self.rows.append((name, status, detail))
+        with atomic_path(self.path) as temporary:
+            temporary.write_text(self.text())
+
+    def text(self) -> str:
+        width = max([len("check")] + [len(name) for name, _, _ in self.rows])
+        lines = [self.title, f"{'check':<{width}}  {'status':<12}  detail"]
+        lines += [f"{name:<{width}}  {status:<12}  {detail}" for name, status, detail in self.rows]
+        return "\n".join(lines) + "\n"
+
+
 def run_row(mode: str, index: int, folder: Path, result: Path) -> None:
     """Child process: row ``index`` of ``mode``, its (status, detail, seconds) written to ``result``."""
     check = checks(mode)[index]
@@ -363,16 +276,31 @@ def run_row(mode: str, index: int, folder: Path, result: Path) -> None:
         temporary.write_text(json.dumps([status, detail, measured.seconds]))
 
 
+def run_child(command: list[str], log: Path, timeout_s: float) -> tuple[int | None, str]:
+    """``command`` in a session of its own, its output in ``log``, to its end or ``timeout_s`` (then it is stopped
+    with all it started): its exit status (None on a timeout) and its last line of output."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        status = process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        stop_group(process)
+        status = None
+    lines = log.read_text(errors="replace").strip().splitlines()
+    return status, lines[-1][:100] if lines else "(no output)"
+
+
 def row_in_child(mode: str, index: int, folder: Path, timeout_s: float) -> tuple[str, str]:
     """Row ``index`` in a child process of its own (a CUDA fault or a hang costs one row), with a timeout."""
     folder.mkdir(parents=True, exist_ok=True)
     result = folder / "result.json"
     command = [sys.executable, __file__, "--row", str(index), "--mode", mode, "--scratch", str(folder), "--result", str(result)]
-    status, child = child_runs.run(command, folder / "row.log", timeout_s)
+    status, last_line = run_child(command, folder / "row.log", timeout_s)
     if status is None:
-        return "TIMEOUT", f"stopped after {timeout_s:.0f} s; last output: {child.last_line(100)}"
+        return "TIMEOUT", f"stopped after {timeout_s:.0f} s; last output: {last_line}"
     if not result.exists():
-        return "FAIL", f"exit {status} without a result: {child.last_line(100)}"
+        return "FAIL", f"exit {status} without a result: {last_line}"
     outcome, detail, seconds = json.loads(result.read_text())
     return outcome, f"{detail} [{seconds:.1f} s]"
 
@@ -383,16 +311,11 @@ def main(argv: list[str] | None = None) -> list[tuple[str, str, str]]:
     group.add_argument("--quick", action="store_true", help="tiny sizes; on a CPU-only machine the non-CUDA rows run on the CPU")
     group.add_argument("--quick-device", action="store_true", help=f"the rows a short GPU loan needs, within {QUICK_DEVICE_BUDGET_S // 60} minutes")
     parser.add_argument("--table", type=Path, default=Path(__file__).resolve().parent / "results" / "gpu_check.txt", help="the table, rewritten after every row")
-    parser.add_argument("--replica", help=argparse.SUPPRESS)
-    parser.add_argument("--replica-device", help=argparse.SUPPRESS)
     parser.add_argument("--row", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--mode", help=argparse.SUPPRESS)
     parser.add_argument("--scratch", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.replica:
-        pretrain_replica(args.replica, args.replica_device)
-        return []
     if args.row is not None:
         run_row(args.mode, args.row, args.scratch, args.result)
         return []
@@ -405,7 +328,7 @@ def run_checks(mode: str, rows: list[tuple[int, Check]], table_path: Path) -> li
     left of the mode's budget, the table rewritten after each."""
     cuda = torch.cuda.is_available()
     gpus = torch.cuda.get_device_name(0) if cuda else "none"
-    table = child_runs.TableFile(table_path, f"gpu_check --{mode}: device {'cuda' if cuda else 'cpu'} ({gpus}), {time.strftime('%Y-%m-%d %H:%M')}")
+    table = TableFile(table_path, f"gpu_check --{mode}: device {'cuda' if cuda else 'cpu'} ({gpus}), {time.strftime('%Y-%m-%d %H:%M')}")
     if not cuda:
         print("No CUDA device (torch.cuda.is_available() is False): the CUDA rows are skipped.")
         if mode != "quick":
@@ -415,8 +338,10 @@ def run_checks(mode: str, rows: list[tuple[int, Check]], table_path: Path) -> li
     with tempfile.TemporaryDirectory() as scratch:
         for index, check in rows:
             left = deadline - time.monotonic()
-            if not cuda and (check.needs_cuda or mode != "quick"):
-                table.add(check.name, "skipped", "needs a CUDA device" if check.needs_cuda else "no CUDA device; use --quick on the CPU")
+            if torch.cuda.device_count() < check.gpus:
+                table.add(check.name, "skipped", "needs a CUDA device" if check.gpus == 1 else f"needs {check.gpus} CUDA devices")
+            elif not cuda and mode != "quick":
+                table.add(check.name, "skipped", "no CUDA device; use --quick on the CPU")
             elif left < MIN_ROW_S:
                 table.add(check.name, "not run", f"the {budget // 60}-minute budget is spent")
             else:

@@ -1,7 +1,7 @@
 """gpu_check.py's rendering speed rows: the Triton kernel alone in images/s, the host's packing per image,
 and pre-training with ``source: device`` against ``source: render``.
 
-The kernel is timed on the device (CUDA events, :class:`fdsml.timers.Stopwatch`) around :func:`fdsml.ifs.render_triton.render_tensors` on codes
+The kernel is timed on the device (CUDA events, :func:`timing.seconds`) around :func:`fdsml.ifs.render_triton.render_tensors` on codes
 already packed and on the device; the packing (Python on the host, per code) is timed on its own:
 timing ``render_batch`` would report the host's packing rate whatever the GPU does. Whether the kernel
 draws Numba's bytes is a test (``tests/ifs/test_render_triton.py``), which gpu_check.py runs as a row.
@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from fdsml.ifs import determinant_probabilities, sample_sigma_factor_code
-from fdsml.timers import Stopwatch
+from timing import best_seconds
 
 KERNEL_SETTINGS = ((64, 4_000), (256, 100_000))
 """(size, points) of the kernel rows: the embedded default and the published setting."""
@@ -39,20 +39,13 @@ def device_codes(count: int, device) -> tuple[torch.Tensor, ...]:
     return tuple(torch.as_tensor(array, device=device) for array in (*packed, seeds))
 
 
-def seconds(work, device="cpu") -> float:
-    """Seconds of ``work()`` on ``device`` (CUDA events on a GPU, the host clock otherwise)."""
-    watch = Stopwatch(device)
-    work()
-    return watch.stop().seconds
-
-
 def kernel_seconds(tensors, size: int, points: int, repeats: int = 3) -> float:
     """The fastest of ``repeats`` renderings of the packed batch, timed on its device after a warm-up."""
     from fdsml.ifs.render_triton import render_tensors
 
     arguments = dict(size=size, points=points, mode="patch", margin=2, burn_in=20, walkers=KERNEL_WALKERS)
     render_tensors(*tensors, **arguments)
-    return min(seconds(lambda: render_tensors(*tensors, **arguments), tensors[0].device) for _ in range(repeats))
+    return best_seconds(lambda: render_tensors(*tensors, **arguments), repeats, tensors[0].device)
 
 
 def check_kernel(device, sizes, folder, size: int, points: int):
@@ -76,12 +69,12 @@ def check_packing(device, sizes, folder):
     count = 512
     codes = [sample_sigma_factor_code(rng, (2, 4), (5.0, 6.0), (-1.0, 1.0)) for _ in range(count)]
     probabilities = [determinant_probabilities(code) for code in codes]
-    packing = min(seconds(lambda: packed_codes(codes, probabilities)) for _ in range(3)) / count
+    packing = best_seconds(lambda: packed_codes(codes, probabilities), 3) / count
     spec = family_spec({"n_classes": 8, "instances_per_class": 8, "class_filter": {"enabled": False}, "render": {"size": 32, "points": 200}})
     table, _ = generate_table(spec)
     dataset = DeviceRenderedCodes(table, spec, seed=1, fresh_noise=True)
     indices = np.arange(len(table))
-    rows = min(seconds(lambda: dataset.collated_items(indices)) for _ in range(3)) / len(indices)
+    rows = best_seconds(lambda: dataset.collated_items(indices), 3) / len(indices)
     return "ok", f"packed_codes {packing * 1e6:.0f} µs/image, device source's packed rows {rows * 1e6:.0f} µs/image (host)"
 
 

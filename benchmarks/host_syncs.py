@@ -18,7 +18,6 @@ included: on a GPU as it runs (side stream and hand-over included); without one 
 
 from __future__ import annotations
 
-import argparse
 import collections
 import contextlib
 import functools
@@ -38,6 +37,7 @@ from fdsml.models import build_model  # noqa: E402
 from fdsml.training.objectives import ProxyObjective  # noqa: E402
 from fdsml.training.pretrain_objectives.pa_triplet import PATripletObjective  # noqa: E402
 from fdsml.training.prefetch import Prefetcher  # noqa: E402
+from timing import parser  # noqa: E402
 
 READS = ("item", "tolist", "__bool__", "__int__", "__float__", "__index__")
 SOURCE = Path(__file__).resolve().parents[1] / "src"
@@ -105,12 +105,12 @@ def objectives(classes: int, embedding: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--classes", type=int, default=4)
-    parser.add_argument("--instances", type=int, default=4)
-    args = parser.parse_args()
+    command = parser(__doc__)
+    command.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    command.add_argument("--steps", type=int, default=3)
+    command.add_argument("--classes", type=int, default=4)
+    command.add_argument("--instances", type=int, default=4)
+    args = command.parse_args()
     device, batch_size, embedding = torch.device(args.device), args.classes * args.instances, 16
     generator = torch.Generator().manual_seed(0)
     batch = {

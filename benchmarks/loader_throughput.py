@@ -14,13 +14,11 @@ for comparison, and the workers needed to feed a model training at ``--model-spe
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
 import tempfile
 import time
-from collections import defaultdict
 from pathlib import Path
 
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
@@ -36,6 +34,7 @@ from fdsml.families import FamilySpec  # noqa: E402
 from fdsml.families.finefractaldb import FINEFRACTALDB  # noqa: E402
 from fdsml.ifs import RenderSettings, determinant_probabilities, psi, sample_sigma_factor_code  # noqa: E402
 from fdsml.ifs.finefractaldb import FineFractalDBConfig  # noqa: E402
+from timing import interleaved, parser, seconds  # noqa: E402
 
 
 BATCHED, PER_ITEM, CONVERTED = "uint8 (1, S, S), a batch per call", "uint8 (1, S, S), an item per call", "float32 x 3, converted per item"
@@ -122,28 +121,21 @@ def device_conversion(dataset, batch: int, device: torch.device, repeats: int = 
     """Images/s of ``model_input`` on ``device``: a loader batch of uint8 renderings to the model's floats."""
     images = torch.stack([dataset[i]["image"] for i in range(batch)]).to(device)
     dataset.model_input(images)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    started = time.perf_counter()
-    for _ in range(repeats):
-        dataset.model_input(images)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return repeats * batch / (time.perf_counter() - started)
+    return repeats * batch / seconds(lambda: [dataset.model_input(images) for _ in range(repeats)], device)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", type=int, default=256, help="rendered size (px)")
-    parser.add_argument("--points", type=int, default=100_000)
-    parser.add_argument("--mode", choices=("point", "patch"), default="patch")
-    parser.add_argument("--img-size", type=int, default=224, help="the model's input size (px)")
-    parser.add_argument("--images", type=int, default=512, help="images timed per row")
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--rows", type=int, default=10_000, help="rows of the codes table")
-    parser.add_argument("--rounds", type=int, default=6, help="interleaved repetitions; each row reports its best")
-    parser.add_argument("--model-speed", type=float, default=3000.0, help="images/s the model trains at on one GPU")
-    args = parser.parse_args()
+    command = parser(__doc__)
+    command.add_argument("--size", type=int, default=256, help="rendered size (px)")
+    command.add_argument("--points", type=int, default=100_000)
+    command.add_argument("--mode", choices=("point", "patch"), default="patch")
+    command.add_argument("--img-size", type=int, default=224, help="the model's input size (px)")
+    command.add_argument("--images", type=int, default=512, help="images timed per row")
+    command.add_argument("--batch", type=int, default=64)
+    command.add_argument("--rows", type=int, default=10_000, help="rows of the codes table")
+    command.add_argument("--rounds", type=int, default=6, help="interleaved repetitions; each row reports its best")
+    command.add_argument("--model-speed", type=float, default=3000.0, help="images/s the model trains at on one GPU")
+    args = command.parse_args()
     torch.set_num_threads(1)
 
     render = RenderSettings(size=args.size, points=args.points, mode=args.mode)
@@ -156,13 +148,13 @@ def main() -> None:
         sharded = ShardedImagesDataset(folder, table.iloc[:count], img_size=args.img_size)
         sources = [("table", rendered), ("shards", sharded)]
         items = {BATCHED: lambda dataset: dataset, PER_ITEM: PerItem, CONVERTED: ConvertedInWorker}
-        rates, sizes, alone = defaultdict(float), {}, 0.0
-        for _ in range(args.rounds):  # interleaved rounds, best of each: a shared machine's load comes and goes
-            for name, dataset in sources:
-                for item, wrap in items.items():
-                    rate, sizes[name, item] = one_worker(wrap(dataset), args.images, args.batch)
-                    rates[name, item] = max(rates[name, item], rate)
-            alone = max(alone, renderer_alone(rendered, args.images))
+        calls = {(name, item): lambda _, dataset=dataset, wrap=wrap: one_worker(wrap(dataset), args.images, args.batch)
+                 for name, dataset in sources for item, wrap in items.items()}
+        calls["alone"] = lambda _: (renderer_alone(rendered, args.images), 0)
+        rounds = interleaved(calls, args.rounds)  # best of each round: a shared machine's load comes and goes
+        rates = {key: max(rate for rate, _ in measured) for key, measured in rounds.items()}
+        sizes = {key: measured[0][1] for key, measured in rounds.items()}
+        alone = rates.pop("alone")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     converted = device_conversion(rendered, args.batch, device)
 

@@ -19,7 +19,6 @@ are given as shares of the project's step.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 from dataclasses import dataclass, replace
@@ -28,7 +27,6 @@ from itertools import count, islice
 import timm
 import torch
 import torch.nn.functional as F
-from kedro.config import OmegaConfigLoader
 from tqdm.auto import tqdm
 
 from fdsml import distributed
@@ -44,6 +42,7 @@ from fdsml.training.pretrain import (
     build_batch_sampler, build_fractal_dataset, build_objective, build_pretrain_model, parse_pretrain_params, plan_pretrain,
 )  # fmt: skip
 from fdsml.training.resume import Resumable
+from timing import interleaved, parameters, parser, use_threads
 
 OBJECTIVES = {  # the name printed -> pretrain overrides on top of the environment's
     "pa_triplet (as configured)": {},
@@ -147,29 +146,22 @@ def bare_step(project: ProjectStep, backbone: str, img_size: int) -> BareStep:
     return BareStep(model, optimizer, project.batches, project.run.computes_in, classes)
 
 
-def interleaved(steps: dict, rounds: int, warmup: int = 2) -> dict[str, dict[str, float]]:
-    """Median seconds (and mining seconds) of each step, the steps alternating round by round."""
-    seconds = {name: [] for name in steps}
-    mining = {name: [] for name in steps}
-    for round_ in range(warmup + rounds):
-        for name, step in steps.items():
-            taken, mined = step(round_)
-            if round_ >= warmup:
-                seconds[name].append(taken)
-                mining[name].append(mined)
-    return {name: {"step_s": statistics.median(seconds[name]), "mining_s": statistics.median(mining[name])} for name in steps}
+def median_steps(steps: dict, rounds: int, warmup: int = 2) -> dict[str, dict[str, float]]:
+    """Median seconds (and mining seconds) of each step, the steps alternating round by round after ``warmup`` rounds."""
+    timed = interleaved(steps, rounds, warmup)
+    return {name: {key: statistics.median(row[part] for row in rows) for part, key in enumerate(("step_s", "mining_s"))}
+            for name, rows in timed.items()}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env", default="base", help="the configuration environment whose pre-training step is measured")
-    parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--batches", type=int, default=4, help="distinct batches the steps cycle through")
-    parser.add_argument("--precisions", nargs="+", default=list(PRECISIONS), choices=list(PRECISIONS))
-    parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    params = OmegaConfigLoader("conf", base_env="base", default_run_env=args.env)["parameters"]
+    command = parser(__doc__, "--threads", threads=1)
+    command.add_argument("--env", default="base", help="the configuration environment whose pre-training step is measured")
+    command.add_argument("--rounds", type=int, default=8)
+    command.add_argument("--batches", type=int, default=4, help="distinct batches the steps cycle through")
+    command.add_argument("--precisions", nargs="+", default=list(PRECISIONS), choices=list(PRECISIONS))
+    args = command.parse_args()
+    use_threads(args.threads)
+    params = parameters(args.env)
     size = parse_fractals_params(params["fractals"]).spec.size
     backbone = params["pretrain"]["model"]["backbone"]
     steps, data, computed = {}, {}, {}
@@ -180,7 +172,7 @@ def main() -> None:
             steps[(objective, name, "bare")] = bare_step(project, backbone, size)
             data[(objective, name)] = statistics.median(project.data_s)
             computed[(objective, name)] = str(project.run.computes_in).removeprefix("torch.")
-    medians = interleaved(steps, args.rounds)
+    medians = median_steps(steps, args.rounds)
     print(f"conf/{args.env}: {backbone} at {size} px, batch {len(project.batches[0].batch['image'])}, "
           f"{args.threads} thread(s), median of {args.rounds} interleaved steps\n")  # fmt: skip
     print("| objective | train.amp (computes in) | project ms | bare timm ms | project / bare | mining % of step | data path % of step |")

@@ -26,10 +26,8 @@ bound on their cost; ``pil_per_orbit`` is a lean PIL renderer (NumPy vertices, o
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import importlib.util
-import json
 from collections import Counter
 import os
 import sys
@@ -46,6 +44,7 @@ from fdsml.families import get_family  # noqa: E402
 from fdsml.families.orbits import REFERENCE_SIZE  # noqa: E402
 from fdsml.families.perlin import perlin_curve  # noqa: E402
 from fdsml.ifs import determinant_probabilities, render, sample_sigma_factor_code  # noqa: E402
+from timing import interleaved, parser, print_result  # noqa: E402
 
 SMALL_SIZE = 224
 """The loader's image size the orbit families are also timed at."""
@@ -149,19 +148,19 @@ def fractal_speed(args) -> dict:
             _render_passes(renderer, codes[0], probabilities[0], args, walkers, 0)
     _bare_chaos_game(codes[0], thresholds[0], 10, 1)
 
-    seconds = {(name, w): 0.0 for name in renderers for w in walker_counts}
-    passes = {(name, w): np.zeros(3) for name in renderers for w in walker_counts}
-    floor_seconds = 0.0
-    for _ in range(args.rounds):
-        for walkers in walker_counts:
-            for name, renderer in renderers.items():
-                spent, split = _time_renderer(renderer, codes, probabilities, args, walkers)
-                seconds[name, walkers] += spent
-                passes[name, walkers] += split
+    def floor(_) -> tuple[float, np.ndarray]:
         started = time.thread_time()
         for i, (code, t) in enumerate(zip(codes, thresholds)):
             _bare_chaos_game(code, t, args.points, i + 1)
-        floor_seconds += time.thread_time() - started
+        return time.thread_time() - started, np.zeros(3)
+
+    calls = {(name, w): lambda _, r=renderer, w=w: _time_renderer(r, codes, probabilities, args, w)
+             for w in walker_counts for name, renderer in renderers.items()}
+    rounds = interleaved(calls | {"floor": floor}, args.rounds)
+    seconds = {key: sum(spent for spent, _ in measured) for key, measured in rounds.items()}
+    passes = {key: sum(split for _, split in measured) for key, measured in rounds.items()}
+    floor_seconds = seconds.pop("floor")
+    passes.pop("floor")
 
     images = args.images * args.rounds
     total_points = images * args.points
@@ -287,29 +286,24 @@ def orbit_speed(args) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--family", choices=("finefractaldb", "visual_atom", "rcdb"), default="finefractaldb")
-    parser.add_argument("--size", type=int, default=None, help="image side (default: 256 for fractals, 512 otherwise)")
-    parser.add_argument("--points", type=int, default=100_000)
-    parser.add_argument("--images", type=int, default=200)
-    parser.add_argument("--reference-images", type=int, default=10, help="instances the PIL references render")
-    parser.add_argument("--mode", choices=("point", "patch"), default="patch")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--walkers", default="1,2,4,8,16", help="FineFractalDB: walker counts, the first the baseline of the ratios")
-    parser.add_argument("--rounds", type=int, default=3, help="FineFractalDB: interleaved rounds over the walker counts")
-    parser.add_argument("--compare", default=None, help="FineFractalDB: another version of fdsml/ifs/render.py, timed in the same rounds")
-    parser.add_argument("--json", action="store_true", help="print one JSON line")
-    args = parser.parse_args()
+    command = parser(__doc__, "--json")
+    command.add_argument("--family", choices=("finefractaldb", "visual_atom", "rcdb"), default="finefractaldb")
+    command.add_argument("--size", type=int, default=None, help="image side (default: 256 for fractals, 512 otherwise)")
+    command.add_argument("--points", type=int, default=100_000)
+    command.add_argument("--images", type=int, default=200)
+    command.add_argument("--reference-images", type=int, default=10, help="instances the PIL references render")
+    command.add_argument("--mode", choices=("point", "patch"), default="patch")
+    command.add_argument("--seed", type=int, default=0)
+    command.add_argument("--walkers", default="1,2,4,8,16", help="FineFractalDB: walker counts, the first the baseline of the ratios")
+    command.add_argument("--rounds", type=int, default=3, help="FineFractalDB: interleaved rounds over the walker counts")
+    command.add_argument("--compare", default=None, help="FineFractalDB: another version of fdsml/ifs/render.py, timed in the same rounds")
+    args = command.parse_args()
     if args.family == "finefractaldb":
         args.size = args.size or 256
         result = fractal_speed(args)
     else:
         result = orbit_speed(args)
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            print(f"{key:>20}: {value}")
+    print_result(result, args.json)
 
 
 if __name__ == "__main__":

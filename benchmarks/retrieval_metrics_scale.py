@@ -18,7 +18,6 @@ that part (minutes instead of the full set's 10-30 minutes on 2 cores).
 
 from __future__ import annotations
 
-import argparse
 import cProfile
 import inspect
 import json
@@ -32,6 +31,7 @@ from pytorch_metric_learning.utils.inference import FaissKMeans, FaissKNN
 from sklearn.metrics import normalized_mutual_info_score
 
 from fdsml.evaluation.retrieval import _RetrievalCalculator, retrieval_metrics, usable_cores
+from timing import parser
 
 # The parts of the full metric set reported: (label, function); the cumulative seconds of each (callees included).
 PARTS = (
@@ -89,15 +89,14 @@ def per_class_loop(labels: np.ndarray, neighbours: int, rng: np.random.Generator
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--items", type=int, default=60_000)
-    parser.add_argument("--dim", type=int, default=512)
-    parser.add_argument("--classes", type=int, default=11_316)
-    parser.add_argument("--ks", type=int, nargs="+", default=[1, 10, 100, 1000])
-    parser.add_argument("--threads", type=int, default=None, help="faiss threads (default: every usable core)")
-    parser.add_argument("--loop-only", action="store_true", help="only the per-class loop against ours")
-    parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
-    args = parser.parse_args()
+    command = parser(__doc__, "--json")
+    command.add_argument("--items", type=int, default=60_000)
+    command.add_argument("--dim", type=int, default=512)
+    command.add_argument("--classes", type=int, default=11_316)
+    command.add_argument("--ks", type=int, nargs="+", default=[1, 10, 100, 1000])
+    command.add_argument("--threads", type=int, default=None, help="faiss threads (default: every usable core)")
+    command.add_argument("--loop-only", action="store_true", help="only the per-class loop against ours")
+    args = command.parse_args()
     rng = np.random.default_rng(0)
     labels = rng.permutation(np.arange(args.items) % args.classes)
     figures = {"items": args.items, "dim": args.dim, "classes": args.classes, "faiss_threads": args.threads or usable_cores()}

@@ -12,28 +12,41 @@ against explicit mode (1/3 per image).
 
 from __future__ import annotations
 
-import argparse
-
 import torch
 
 from fdsml.losses.candidates import FILTERS
 from fdsml.losses.pa_triplet import mine_batch_triplets, triplets_per_anchor
 from fdsml.timers import Measured
+from timing import parser, use_threads
+
+
+def mining_cost(filter_name: str, size: int, instances: int, max_triplets: int, device, repeats: int) -> tuple[int, float, int | None]:
+    """Mining one batch of ``size`` (``instances`` per class) after a warm-up call: the triplets kept, the
+    fastest of ``repeats`` calls in seconds, and the largest peak memory in bytes (None where not measured)."""
+    labels = torch.arange(size // instances, device=device).repeat_interleave(instances)
+    psi = torch.randn(labels.shape[0], 6, device=device)
+    generator = torch.Generator(device=device).manual_seed(0)
+    mine = lambda: mine_batch_triplets(labels, psi, filter_name, max_triplets=max_triplets, generator=generator)  # noqa: E731
+    mine()
+    runs = []
+    for _ in range(repeats):
+        with Measured(device) as measured:
+            kept = mine()[0].shape[0]
+        runs.append(measured)
+    peaks = [run.peak_bytes for run in runs if run.peak_bytes is not None]
+    return kept, min(run.seconds for run in runs), max(peaks) if peaks else None
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[256, 512, 1024])
-    parser.add_argument("--instances", type=int, default=4, help="K, instances per class in a batch")
-    parser.add_argument("--max-triplets", type=int, default=65536, help="triplets kept per batch")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    command = parser(__doc__, "--threads")
+    command.add_argument("--device", default="cpu")
+    command.add_argument("--sizes", type=int, nargs="+", default=[256, 512, 1024])
+    command.add_argument("--instances", type=int, default=4, help="K, instances per class in a batch")
+    command.add_argument("--max-triplets", type=int, default=65536, help="triplets kept per batch")
+    command.add_argument("--repeats", type=int, default=5)
+    args = command.parse_args()
+    use_threads(args.threads)
     device = torch.device(args.device)
-    generator = torch.Generator(device=device).manual_seed(0)
 
     print(
         f"device {device}, {torch.get_num_threads()} CPU threads, K = {args.instances}, "
@@ -44,24 +57,13 @@ def main() -> None:
         base = None
         for size in args.sizes:
             classes = size // args.instances
-            labels = torch.arange(classes, device=device).repeat_interleave(args.instances)
-            psi = torch.randn(labels.shape[0], 6, device=device)
-            mine = lambda: mine_batch_triplets(labels, psi, filter_name, max_triplets=args.max_triplets, generator=generator)  # noqa: E731
-            mine()
-            runs = []
-            for _ in range(args.repeats):
-                with Measured(device) as measured:
-                    kept = mine()[0].shape[0]
-                runs.append(measured)
-            seconds = min(run.seconds for run in runs)
-            peaks = [run.peak_bytes for run in runs if run.peak_bytes is not None]
-            peak = f"{max(peaks) / 2**20:9.1f}" if peaks else f"{'n/a':>9}"
+            kept, seconds, peak = mining_cost(filter_name, size, args.instances, args.max_triplets, device, args.repeats)
+            peak = f"{peak / 2**20:9.1f}" if peak is not None else f"{'n/a':>9}"
             base = base or seconds
-            allowed = labels.shape[0] * triplets_per_anchor(filter_name, classes, args.instances)
-            print(
-                f"{filter_name:>6} {labels.shape[0]:>5} {allowed:>13,} {kept:>7} {seconds * 1e3:>9.2f} {peak} "
-                f"{seconds / base:>8.1f} {3 * kept / labels.shape[0]:>11.0f}x"
-            )
+            batch = classes * args.instances
+            allowed = batch * triplets_per_anchor(filter_name, classes, args.instances)
+            print(f"{filter_name:>6} {batch:>5} {allowed:>13,} {kept:>7} {seconds * 1e3:>9.2f} {peak} "
+                  f"{seconds / base:>8.1f} {3 * kept / batch:>11.0f}x")
 
 
 if __name__ == "__main__":

@@ -65,7 +65,7 @@ def test_every_recorded_recipe_is_a_pretraining_and_an_arm_of_a_study_file(param
         assert method in named, f"{path.name}: no study file measures {method}"
 
 
-@pytest.mark.parametrize("study", ["finetune_rates", "fair_finetuned_per_start", "finetune_length"])
+@pytest.mark.parametrize("study", ["finetune_rates", "fair_finetuned_per_start", "fair_finetuned_converged", "finetune_length"])
 def test_the_studies_paper_construction_is_the_tune_arm_pa_explicit_on_round_twos_same_recipe(params, study):
     """The studies' explicit arms: round 2's `same` recipe with the construction keys of the tune arm pa_explicit."""
     arms = yaml.safe_load((ROOT / "conf/studies" / f"{study}.yml").read_text())["arms"]
@@ -95,3 +95,15 @@ def test_faithful_is_conf_fair_on_its_own_generator_with_studies_of_its_own(para
         key: value for key, value in params["fractals"].items() if key not in generator
     }
     assert faithful["fractals"] != params["fractals"] and faithful["validate_descriptor"]["rows"] == "heldout_classes"
+
+
+def test_the_converged_verdict_is_the_per_start_verdict_fine_tuned_longer():
+    """fair_finetuned_converged: fair_finetuned_per_start's arms (recipes, rates) and seeds, at 1,552 steps, no frozen probe."""
+    short, converged = (yaml.safe_load((ROOT / "conf/studies" / f"{name}.yml").read_text()) for name in ("fair_finetuned_per_start", "fair_finetuned_converged"))
+    assert converged["arms"] | {"scratch": None} == short["arms"] | {"scratch": None}
+    assert converged["arms"]["scratch"] == {**short["arms"]["scratch"], "study.steps": ["finetune"]}
+    assert {key: sorted(map(str, values)) for key, values in converged["seeds"].items()} == {
+        key: sorted(map(str, values)) for key, values in short["seeds"].items()}
+    assert (converged["recipes"], converged["env"]) == (short["recipes"], short["env"])
+    assert converged["overlay"] == {**short["overlay"], "retrieval.train.max_steps": 1552}
+    assert converged["steps"] == [step for step in short["steps"] if step != "frozen_probe"]

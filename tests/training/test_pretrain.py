@@ -91,16 +91,19 @@ KILLED_RUN = textwrap.dedent(
     from support import TINY_FRACTALS, TINY_SPEC
     from training.helpers import tiny_config
     table, _ = generate_finefractaldb(TINY_FRACTALS)
-    config = tiny_config({run_dir!r}, train={{"max_steps": 16, "checkpoint_every": 2}})
+    config = tiny_config({run_dir!r}, train={train!r})
     pretrain(table, TINY_SPEC, config)
     """
 )
+ON_A_GPU = pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"))
 
 
-def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_one(tiny_table, tmp_path):
+@pytest.mark.parametrize("device", ["cpu", ON_A_GPU])  # benchmarks/gpu_check.py runs the CUDA case on a GPU
+def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_one(tiny_table, tmp_path, device):
     tests_dir = str(Path(__file__).resolve().parents[1])
     killed_dir = tmp_path / "killed"
-    script = KILLED_RUN.format(tests=tests_dir, run_dir=str(killed_dir), threads=torch.get_num_threads())
+    train = {"max_steps": 16, "checkpoint_every": 2, "device": device}
+    script = KILLED_RUN.format(tests=tests_dir, run_dir=str(killed_dir), threads=torch.get_num_threads(), train=train)
     child = subprocess.Popen([sys.executable, "-c", script], env=os.environ | {"PYTHONPATH": "src"})
     deadline = time.monotonic() + 120
     while not list(killed_dir.glob("*/last.pt")) and child.poll() is None and time.monotonic() < deadline:
@@ -111,11 +114,10 @@ def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_one(tiny_table,
     killed_at = torch.load(checkpoint, weights_only=True)["step"]
     assert child.returncode == -signal.SIGKILL and killed_at < 16
 
-    config = tiny_config(killed_dir, train={"max_steps": 16, "checkpoint_every": 2})
-    resumed, history = pretrain(tiny_table, TINY_SPEC, config)
+    resumed, history = pretrain(tiny_table, TINY_SPEC, tiny_config(killed_dir, train=train))
     assert history["step"].tolist() == list(range(1, 17))
     uninterrupted, _ = pretrain(
-        tiny_table, TINY_SPEC, tiny_config(tmp_path / "straight", train={"max_steps": 16, "checkpoint_every": 2}),
+        tiny_table, TINY_SPEC, tiny_config(tmp_path / "straight", train=train),
     )
     for name, tensor in _weights(uninterrupted).items():
         torch.testing.assert_close(_weights(resumed)[name], tensor, rtol=0, atol=0, msg=name)

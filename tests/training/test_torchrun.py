@@ -1,4 +1,4 @@
-"""Pre-training as ``torchrun --nproc_per_node=2`` starts it (two gloo processes on the CPU): a hang
+"""Pre-training as ``torchrun --nproc_per_node=2`` starts it (two gloo processes on the CPU; NCCL on a machine with two GPUs): a hang
 fails the test after a time limit instead of stopping the suite."""
 
 import json
@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from tests.support import ROOT
@@ -29,10 +30,14 @@ def torchrun(out: Path, overrides: dict, replicas: int = 2) -> subprocess.Comple
     return subprocess.CompletedProcess(command, launcher.returncode, stdout, stderr)
 
 
-def test_held_out_validation_with_the_probe_finishes_under_two_replicas(tmp_path):
+ON_TWO_GPUS = pytest.param("cuda", marks=pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA devices"))
+
+
+@pytest.mark.parametrize("device", ["cpu", ON_TWO_GPUS])  # gloo on the CPU, NCCL on two GPUs (benchmarks/gpu_check.py runs it there)
+def test_held_out_validation_with_the_probe_finishes_under_two_replicas(tmp_path, device):
     """The published validation (held-out rows and the frozen probe) on rank 0, while rank 1 trains on."""
     validation = {"every": 2, "triplets": 50, "max_images": 16, "probe": {"image_size": 16, "max_images": 40}}
-    finished = torchrun(tmp_path, {"train": {"max_steps": 4}, "validation": validation})
+    finished = torchrun(tmp_path, {"train": {"max_steps": 4, "device": device}, "validation": validation})
     assert finished.returncode == 0, finished.stderr[-4000:]
     first, second = (torch.load(tmp_path / f"rank{rank}.pt", weights_only=True) for rank in range(2))
     validated = [step for step, seconds in zip(first["history"]["step"], first["history"]["validation_s"]) if seconds == seconds]

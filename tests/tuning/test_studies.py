@@ -1,5 +1,7 @@
 """The study runner: units keyed by their fingerprint (reused, rerun when changed or failed), the seed grid, shared pre-training, scratch's spread."""
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -9,7 +11,8 @@ import yaml
 from fdsml.config import env_parameters
 from fdsml.tuning.study_runner import parse_study_settings, plan_units, run_study, study_report
 from fdsml.tuning.study_file import read_study, units
-from fdsml.tuning.study_steps import STEPS, Step, _trunk
+from fdsml.models.starting_points import trunk_state_dict
+from fdsml.tuning.study_steps import STEPS, Step, _only_trainer, _start, _trunk
 from tests.support import ROOT
 from tests.tuning.study_files import TINY_STUDY, study_project
 
@@ -84,12 +87,22 @@ def test_units_differing_downstream_of_pretraining_share_its_run_folder_and_scra
     fdsl = [plan for plan in plans.values() if plan.unit.arm == "fdsl" and plan.unit.seeds["pretrain.train.seed"] == 0]
     assert len(fdsl) == 2 and fdsl[0].fingerprint != fdsl[1].fingerprint  # two fine-tuning seeds: two units
     assert fdsl[0].parameters["pretrain"] == fdsl[1].parameters["pretrain"]  # ... one pre-training (one run fingerprint)
-    assert fdsl[0].parameters["pretrain"]["run_dir"] == str(tmp_path / "runs/tiny/pretrain")
+    assert fdsl[0].parameters["pretrain"]["run_dir"] == str(tmp_path / "runs/pretrain")  # every study's, shared
     assert fdsl[0].parameters["retrieval"]["run_dir"] != fdsl[1].parameters["retrieval"]["run_dir"]
     scratch = {plan.unit.seeds["pretrain.train.seed"]: plan for plan in plans.values() if plan.unit.arm == "scratch"}
     trunks = [_trunk(scratch[seed].parameters, {}).state_dict() for seed in (0, 1, 0)]
     first = next(key for key, value in trunks[0].items() if value.dtype.is_floating_point)
     assert not torch.equal(trunks[0][first], trunks[1][first]) and torch.equal(trunks[0][first], trunks[2][first])
+    # fine-tuning starts from that same trunk (the frozen probe's), so scratch's units differ by the pre-training seed too
+    starts = [_start(scratch[seed].parameters, {}) for seed in (0, 1)]
+    assert [start.name for start, _ in starts] == ["scratch", "scratch"]
+    for seed, (_, payload) in zip((0, 1), starts):
+        fine_tuned_trunk = trunk_state_dict(payload)
+        probed_trunk = _trunk(scratch[seed].parameters, {}).backbone.state_dict()
+        assert fine_tuned_trunk.keys() == probed_trunk.keys()
+        assert all(torch.equal(fine_tuned_trunk[key], probed_trunk[key]) for key in probed_trunk)
+    pretrained = {"payload": starts[0][1]}
+    assert _start(fdsl[0].parameters, pretrained)[1] is pretrained["payload"]
 
 
 def test_a_scale_runs_some_arms_with_fewer_seeds_and_its_overlay_last(tmp_path):
@@ -118,6 +131,29 @@ def test_the_descriptor_step_yields_the_generators_acceptance_and_the_agreement_
     n_triplets = params["validate_descriptor"]["n_triplets"]
     assert groups and sum(counts) == n_triplets
     assert sum(metrics[group] * count for group, count in zip(groups, counts)) / n_triplets == pytest.approx(metrics["agreement.same"])
+
+
+def test_two_units_with_one_pretraining_train_it_one_after_the_other_and_other_pretrainings_do_not_wait(tmp_path):
+    events = []
+    first_inside = threading.Event()
+
+    def unit(label, definition, hold):
+        with _only_trainer(str(tmp_path), definition):
+            events.append(f"{label} in")
+            first_inside.set()
+            time.sleep(hold)
+            events.append(f"{label} out")
+
+    first = threading.Thread(target=unit, args=("a", {"pretrain": {"seed": 1}}, 0.5))
+    first.start()
+    first_inside.wait()
+    same = threading.Thread(target=unit, args=("b", {"pretrain": {"seed": 1}}, 0.0))
+    other = threading.Thread(target=unit, args=("c", {"pretrain": {"seed": 2}}, 0.0))
+    same.start(), other.start()
+    for thread in (first, same, other):
+        thread.join()
+    assert events.index("b in") > events.index("a out")  # the same pre-training waits for the one training it
+    assert events.index("c out") < events.index("a out")  # another pre-training does not
 
 
 STAGES = {"descriptor": ("generation", "triplets", "sweeps", "statistics"), "wide_range": ("generation", "sweeps", "statistics")}

@@ -51,6 +51,11 @@ def test_fine_tuning_seeds_are_averaged_within_each_pretraining_seed_before_the_
     assert "| fdsl | 4 | 2 | 45.0 ± 21.2 | +20.0 ± 18.0 |" in table
 
 
+def test_without_the_reference_arm_a_row_has_no_difference_rather_than_being_called_the_reference():
+    rows = study_rows([result("fdsl", 0, 0, 0.5)], STUDY)  # scratch, the reference, did not run (a scale without it)
+    assert "| fdsl | 1 | 1 | 50.0 ± 0.0 | n/a |" in markdown_table(rows, STUDY)
+
+
 def test_a_metric_an_arm_does_not_yield_is_shown_as_not_applicable():
     rows = study_rows([result("scratch", 0, 0, 0.1), {"arm": "fdsl", "seeds": {"pretrain.train.seed": 0}, "metrics": {}}], STUDY)
     assert "| fdsl | 1 | 1 | n/a | n/a |" in markdown_table(rows, STUDY)

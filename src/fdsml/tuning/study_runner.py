@@ -52,7 +52,7 @@ class StudySettings:
     threads: int = 1  # torch threads of each process
     storage: str | None = None  # the units' Optuna storage (null: <storage_dir>/<name>.db); a URL or journal file several machines share
     storage_dir: str = STUDIES_DIR
-    run_dir: str = "data/06_models/studies"  # <run_dir>/<name>/pretrain: the shared pre-training runs
+    run_dir: str = "data/06_models/studies"  # <run_dir>/pretrain: the pre-training runs every study shares; <run_dir>/<name>/units: its fine-tunings
     conf_source: str = "conf"  # the configuration folder holding studies/ and the environments
     page_dir: str = "data/08_reporting/studies"  # where the catalog's study_page lies: a study's figure, <name>.png, goes beside it
 
@@ -116,8 +116,7 @@ def unit_parameters(study: StudyDefinition, settings: StudySettings, base: dict,
         params = with_overlay(params, {"pretrain": recipes[recipe]})
     params = with_overlay(params, parameter_overlay(study.arms[unit.arm]))
     params = with_overlay(with_overlay(params, unit.seeds), last)
-    folder = Path(settings.run_dir) / str(settings.name)
-    own = {"pretrain.run_dir": str(folder / "pretrain"), "pretrain.live_dir": None, "retrieval.live_dir": None, "classification.live_dir": None}
+    own = {"pretrain.run_dir": str(Path(settings.run_dir) / "pretrain"), "pretrain.live_dir": None, "retrieval.live_dir": None, "classification.live_dir": None}
     return with_overlay(params, own)
 
 

@@ -6,9 +6,10 @@ steps before it left (the pre-trained model file), and returns its metrics, name
 measures); ``pretrain_heldout`` holds ``fractals.holdout``'s rows out and reports the validation's
 values at initialisation and at the last step. Without a pre-training step the trunk is a random
 one drawn from ``pretrain.train.seed``, so scratch has a spread over the seeds like every other arm.
-The pre-training runs of every arm share one ``pretrain.run_dir``: a run's folder is named by its
-fingerprint, so two arms (or seeds of fine-tuning) that differ only downstream of pre-training find
-the same finished run there and train nothing. ``descriptor`` validates the descriptor on the fractals table
+The pre-training runs of every study share one ``pretrain.run_dir``: a run's folder is named by its
+fingerprint, so two arms (or seeds of fine-tuning, or studies) that differ only downstream of
+pre-training find the same finished run there and train nothing; a lock makes two units running at once
+with the same pre-training train it once. ``descriptor`` validates the descriptor on the fractals table
 and ``sweeps`` runs its sweeps alone (a second factor range, as a named step of the study file) on the table
 ``descriptor`` left in the state. A step records its stages' CPU seconds on the runner's
 :class:`fdsml.timers.CpuSeconds` (``state["cpu"]``).
@@ -16,10 +17,15 @@ and ``sweeps`` runs its sweeps alone (a second factor range, as a named step of 
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import json
 import logging
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from fdsml.descriptor_validation.agreement import SAME_POSITION_GROUPS
@@ -74,10 +80,28 @@ def _pretrain(params: dict[str, Any], state: dict[str, Any], *, heldout: bool) -
 
     fractals, table = _fractals(params)
     split = split_table(table, fractals.holdout, fractals.spec.settings.seed) if heldout else None
+    config = parse_pretrain_params(params["pretrain"])
     started = time.perf_counter()
-    state["payload"], history = pretrain(table, fractals.spec, parse_pretrain_params(params["pretrain"]), split=split)
+    with _only_trainer(config.run_dir, {"fractals": params["fractals"], "pretrain": params["pretrain"], "heldout": heldout}):
+        state["payload"], history = pretrain(table, fractals.spec, config, split=split)
     metrics = {"pretrain.steps": float(len(history)), "pretrain.seconds": time.perf_counter() - started}
     return metrics | (_validation_ends(history) if heldout else {})
+
+
+@contextmanager
+def _only_trainer(run_dir: str, definition: dict[str, Any]):
+    """Hold an exclusive lock named by ``definition`` under ``run_dir`` while its pre-training runs, so that two
+    units running at once with one pre-training (two fine-tuning seeds) train it once: the second waits, then finds
+    the finished run in its fingerprint's folder. The kernel drops the lock however the holder ends."""
+    folder = Path(run_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    name = hashlib.sha256(json.dumps(definition, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    with open(folder / f".{name}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _validation_ends(history) -> Metrics:
@@ -117,6 +141,18 @@ def _trunk(params: dict[str, Any], state: dict[str, Any]):
     return build_model(params["pretrain"]["model"]["backbone"], img_size=params["retrieval"]["data"]["image_size"])
 
 
+def _start(params: dict[str, Any], state: dict[str, Any]):
+    """The start fine-tuning begins from and its model file: the pre-trained model, or scratch's random trunk of
+    ``pretrain.train.seed`` (the fine-tuning seed then draws only the head and the order), so that scratch's
+    units differ by both seeds as every other arm's do rather than repeating one run per pre-training seed."""
+    from fdsml.models import model_payload
+    from fdsml.models.starting_points import PRETRAINED, StartingPoint
+
+    name = "pretrained" if "payload" in state else "scratch"
+    payload = state["payload"] if "payload" in state else model_payload(_trunk(params, state))
+    return StartingPoint(name, PRETRAINED, params["pretrain"]["model"]["backbone"]), payload
+
+
 def frozen_probe(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
     """The frozen trunk's k-NN retrieval metrics on ``retrieval.data.dataset``'s test classes."""
     from fdsml.evaluation.frozen_probe import frozen_probe as probe
@@ -129,14 +165,12 @@ def frozen_probe(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
 
 def finetune(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
     """Fine-tune the pre-trained model (or scratch) with ``retrieval``'s recipe and seeds; the metrics' means over the seeds."""
-    from fdsml.models.starting_points import PRETRAINED, StartingPoint
     from fdsml.training.retrieval import compare_starting_points, parse_retrieval_params
 
     retrieval = parse_retrieval_params(params["retrieval"])
-    backbone = params["pretrain"]["model"]["backbone"]
-    start = StartingPoint("pretrained", PRETRAINED, backbone) if "payload" in state else StartingPoint("scratch", backbone=backbone)
+    start, payload = _start(params, state)
     started = time.perf_counter()
-    metrics, _, _ = compare_starting_points(replace(retrieval, starts=(start,)), pretrained=state.get("payload"))
+    metrics, _, _ = compare_starting_points(replace(retrieval, starts=(start,)), pretrained=payload)
     found = {f"finetuned.{key}": float(value) for key, value in metrics[start.name]["mean"].items()}
     return found | {"finetune.seconds": time.perf_counter() - started}
 
@@ -144,14 +178,12 @@ def finetune(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
 def classify(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
     """Fine-tune the pre-trained model (or scratch) as a classifier with ``classification``'s recipe on its first
     dataset; top-1 and top-5 on its test split."""
-    from fdsml.models.starting_points import PRETRAINED, StartingPoint
     from fdsml.training.classification import parse_classification_params, run_classification
 
     config = parse_classification_params(params["classification"])
-    backbone = params["pretrain"]["model"]["backbone"]
-    start = StartingPoint("pretrained", PRETRAINED, backbone) if "payload" in state else StartingPoint("scratch", backbone=backbone)
+    start, payload = _start(params, state)
     started = time.perf_counter()
-    _, metrics, _ = run_classification(replace(config, datasets=config.datasets[:1], starting_points=(start,)), state.get("payload"))
+    _, metrics, _ = run_classification(replace(config, datasets=config.datasets[:1], starting_points=(start,)), payload)
     scores = metrics[config.datasets[0].name][start.name]
     return {"classified.top1": float(scores["top1"]), "classified.top5": float(scores["top5"]), "classify.seconds": time.perf_counter() - started}
 

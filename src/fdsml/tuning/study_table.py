@@ -113,6 +113,14 @@ def _cell(value: tuple[float, float], scale: float, digits: int, sign: str = "")
     return "n/a" if math.isnan(mean) else f"{scale * mean:{sign}.{digits}f} ± {scale * spread:.{digits}f}"
 
 
+def _difference_cell(row: Mapping[str, Any], metric: str, table: TableSettings) -> str:
+    """The row's difference to the reference; "reference" on the reference's own row, n/a when it did not run."""
+    if row["arm"] == table.reference:
+        return "reference"
+    found = row.get(f"diff {metric}")
+    return "n/a" if found is None else _cell(found, _scale(table, metric), table.digits, "+")
+
+
 def markdown_table(rows: Sequence[Mapping[str, Any]], study: StudyDefinition) -> str:
     """The rows in Markdown: ``mean ± std`` cells (in % when ``table.percent``), differences as ``+d ± SE``."""
     table = study.table
@@ -124,10 +132,7 @@ def markdown_table(rows: Sequence[Mapping[str, Any]], study: StudyDefinition) ->
     for row in rows:
         cells = [row["arm"], str(row["runs"]), str(row["spread_n"])]
         cells += [_cell(row[metric], _scale(table, metric), table.digits) for metric in table.metrics]
-        cells += [
-            "reference" if row.get(f"diff {metric}") is None else _cell(row[f"diff {metric}"], _scale(table, metric), table.digits, "+")
-            for metric in shown
-        ]
+        cells += [_difference_cell(row, metric, table) for metric in shown]
         cells += _added_cells(row, table)
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
