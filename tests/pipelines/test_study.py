@@ -2,14 +2,23 @@
 
 import json
 import os
+import posixpath
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
+from kedro.config import OmegaConfigLoader
 
+from fdsml.config import CONFIG_LOADER_ARGS, parse
+from fdsml.tuning.study_file import StudyDefinition
+from fdsml.tuning.study_runner import StudySettings, study_report
 from tests.support import ROOT
 from tests.tuning.study_files import TINY_STUDY, study_project
+
+FIGURE = {"x": "pretrain.train.max_steps", "metrics": ["finetuned.recall@1", "frozen.recall@1"]}
 
 
 def kedro_study(project: Path, *params: str) -> subprocess.CompletedProcess:
@@ -29,7 +38,7 @@ def test_a_study_file_runs_end_to_end_and_a_second_run_reuses_every_unit(tmp_pat
         **TINY_STUDY,
         "arms": {**TINY_STUDY["arms"], "fdsl": {"pretrain.objective": "fdsl", "pretrain.train.max_steps": 2}},
         "table": {**TINY_STUDY["table"], "every_combination": ["finetuned.recall@1"]},
-        "figure": {"x": "pretrain.train.max_steps", "metrics": ["finetuned.recall@1", "frozen.recall@1"]},
+        "figure": FIGURE,
     }
     project = study_project(tmp_path / "project", study)
     first = kedro_study(project)
@@ -46,6 +55,22 @@ def test_a_study_file_runs_end_to_end_and_a_second_run_reuses_every_unit(tmp_pat
     assert second.returncode == 0, second.stderr[-3000:]
     assert "finetuned.recall@1" not in second.stdout + second.stderr  # no unit ran again
     assert (project / "data/08_reporting/studies/tiny.md").read_text() == page
+    del study["figure"]  # not part of any unit's definition: every unit is reused, the page drops the picture
+    (project / "conf/studies/tiny.yml").write_text(yaml.safe_dump(study, sort_keys=False))
+    without = kedro_study(project)
+    assert without.returncode == 0, without.stderr[-3000:]
+    assert "tiny.png" not in (project / "data/08_reporting/studies/tiny.md").read_text()
+    assert not (project / "data/08_reporting/studies/tiny.png").exists()  # the earlier run's picture went with it
+
+
+def test_the_page_links_its_figure_where_the_catalog_writes_it():
+    catalog = OmegaConfigLoader(str(ROOT / "conf"), **CONFIG_LOADER_ARGS | {"runtime_params": {"study": {"name": "tiny"}}})["catalog"]
+    study = parse(StudyDefinition, {**TINY_STUDY, "figure": FIGURE}, "study")
+    result = {"arm": "scratch", "seeds": {"pretrain.train.seed": 0}, "metrics": {"finetuned.recall@1": 0.5, "frozen.recall@1": 0.25}, "commit": "c"}
+    page, _ = study_report(study, StudySettings(name="tiny"), [result])
+    (link,) = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", page)
+    page_dir = posixpath.dirname(catalog["study_page"]["filepath"])
+    assert posixpath.normpath(posixpath.join(page_dir, link)) == catalog["study_figure"]["filepath"] == "data/08_reporting/studies/tiny.png"
 
 
 def test_an_unknown_arm_key_stops_the_run_before_any_unit(tmp_path):

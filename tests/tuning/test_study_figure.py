@@ -1,4 +1,7 @@
-"""A study's figure: arms that differ only in the x key are one line named by their common prefix; an arm without x is a band."""
+"""A study's figure: arms that differ only in the x key are one line named by their common prefix; an arm without x is a band;
+one panel per metric, none without a figure."""
+
+from dataclasses import replace
 
 from fdsml.config import parse
 from fdsml.tuning.study_figure import draw_figure, figure_series
@@ -32,8 +35,8 @@ def test_arms_sharing_every_key_but_x_are_one_line_in_x_order_and_scratch_is_a_b
     assert [(x, row["arm"]) for x, row in lines["fdsl"]] == [(30.0, "fdsl_30"), (300.0, "fdsl_300")]
 
 
-def test_the_figure_is_a_png_written_whole(tmp_path):
-    path = tmp_path / "study.png"
-    draw_figure(STUDY, ROWS, path)
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
-    assert [found.name for found in tmp_path.iterdir()] == ["study.png"]  # no temporary left beside it
+def test_one_panel_per_figure_metric_and_no_axes_for_a_study_without_a_figure():
+    two = replace(STUDY, figure=replace(STUDY.figure, metrics=("finetuned.recall@1", "frozen.recall@1")))
+    rows = [row | {"frozen.recall@1": (0.1, 0.0)} for row in ROWS]
+    assert [axis.get_ylabel() for axis in draw_figure(two, rows).axes] == ["finetuned.recall@1 (%)", "frozen.recall@1 (%)"]
+    assert draw_figure(replace(STUDY, figure=None), ROWS).axes == []  # FigureDataset writes no file for it

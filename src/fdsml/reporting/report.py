@@ -1,7 +1,9 @@
 """Assemble the report: sections in data-flow order, each from a pipeline's own tables and pictures.
 
 Pictures are linked by file name: the report lives in the same folder as every picture
-(``data/08_reporting/``), so the folder can be copied or served as it is.
+(``data/08_reporting/``), so the folder can be copied or served as it is. A study file's page lies in
+its subfolder ``studies/`` (catalog ``study_page``); its links are rebased onto the report's folder
+when it is embedded (:func:`fdsml.reporting.embedding.embed_page`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from fdsml.reporting.embedding import embed_page  # noqa: E402
 from fdsml.reporting.history import VALIDATION_PREFIX, describe_loss_trend, validation_cost, validation_metrics  # noqa: E402
 
 
@@ -37,14 +40,11 @@ def training_curves(history: pd.DataFrame, title: str):
     return figure
 
 
+STUDY_PAGES = "studies"  # the study files' pages, relative to the report's folder (conf/base/catalog_study.yml)
+
+
 def _picture(title: str, file_name: str) -> str:
     return f"![{title}]({file_name})\n"
-
-
-def _strip_title(markdown: str) -> str:
-    """Drop a table's own top-level heading: the report gives each section its heading."""
-    lines = markdown.strip().splitlines()
-    return "\n".join(lines[1:] if lines and lines[0].startswith("# ") else lines).strip() + "\n"
 
 
 def fractals_section(summary: dict) -> str:
@@ -100,13 +100,14 @@ def validation_section(table: str) -> str:
             ("sampled triplets per filter", "descriptor_triplet_grid.png"),
         )
     )
-    return "## Descriptor validation\n\n" + _strip_title(table) + "\n" + pictures
+    return "## Descriptor validation\n\n" + embed_page(table) + "\n" + pictures
 
 
-def _study_section(heading: str, table: str | None, how_to_make_it: str) -> str:
-    """A study run on its own (too long for ``kedro run``): its table when present, how to make it otherwise."""
+def _study_section(heading: str, table: str | None, how_to_make_it: str, folder: str = ".") -> str:
+    """A study run on its own (too long for ``kedro run``): its page (lying in ``folder``, relative to the
+    report's) when present, how to make it otherwise."""
     heading = f"## {heading}\n\n"
-    return heading + (how_to_make_it if table is None else _strip_title(table))
+    return heading + (how_to_make_it if table is None else embed_page(table, folder))
 
 
 def _study_file_section(heading: str, table: str | None, name: str, cost: str) -> str:
@@ -115,8 +116,9 @@ def _study_file_section(heading: str, table: str | None, name: str, cost: str) -
         heading,
         table,
         f"Not measured yet: `kedro run --pipelines=study --params=study.name={name}` writes "
-        f"`data/08_reporting/studies/{name}.{{md,json}}` ({cost}; `--params=study.name={name},study.scale=tiny` for a "
+        f"`data/08_reporting/{STUDY_PAGES}/{name}.{{md,json}}` ({cost}; `--params=study.name={name},study.scale=tiny` for a "
         "check that it runs), then run the report again.\n",
+        STUDY_PAGES,
     )
 
 
@@ -157,16 +159,16 @@ def tuning_section(table: str | None) -> str:
 
 
 def retrieval_section(table: str) -> str:
-    return "## Retrieval\n\n" + _strip_title(table) + "\n" + _picture("top-5 retrievals", "retrieval_examples.png")
+    return "## Retrieval\n\n" + embed_page(table) + "\n" + _picture("top-5 retrievals", "retrieval_examples.png")
 
 
 def classification_section(classification_table: str, robustness_table: str) -> str:
     """Top-1 / top-5 after fine-tuning, then classification error (%) per corruption group."""
     return (
         "## Classification and robustness\n\nTop-1 / top-5 accuracy (%) after fine-tuning:\n\n"
-        + _strip_title(classification_table)
+        + embed_page(classification_table)
         + "\nClassification error (%) on the clean test set and averaged over each corruption group:\n\n"
-        + _strip_title(robustness_table)
+        + embed_page(robustness_table)
         + "\n"
         + _picture("one image under every corruption and severity", "corruption_examples.png")
     )

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from fdsml.atomic import atomic_path
+from matplotlib.figure import Figure
+
 from fdsml.tuning.study_file import StudyDefinition, parameter_overlay_keys
 
 
@@ -36,18 +36,17 @@ def figure_series(study: StudyDefinition, rows: Sequence[Mapping[str, Any]]) -> 
     return named, bands
 
 
-def draw_figure(study: StudyDefinition, rows: Sequence[Mapping[str, Any]], path: Path) -> None:
-    """Draw one panel per metric of ``figure.metrics`` (in % when ``table.percent``) and write the PNG atomically."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    assert study.figure is not None
+def draw_figure(study: StudyDefinition, rows: Sequence[Mapping[str, Any]]) -> Figure:
+    """One panel per metric of ``figure.metrics`` (in % when ``table.percent``); a figure without axes, which
+    the catalog writes as no file (:class:`fdsml.catalog_datasets.FigureDataset`), when the study has no ``figure``."""
+    figure = Figure()
+    if study.figure is None:
+        return figure
     lines, bands = figure_series(study, rows)
     metrics = study.figure.metrics
     scale = 100.0 if study.table.percent else 1.0
-    figure, axes = plt.subplots(1, len(metrics), figsize=(5.5 * len(metrics), 4.2), squeeze=False)
+    figure.set_size_inches(5.5 * len(metrics), 4.2)
+    axes = figure.subplots(1, len(metrics), squeeze=False)
     for axis, metric in zip(axes[0], metrics):
         for arm, row in bands.items():
             mean, std = row[metric]
@@ -64,6 +63,4 @@ def draw_figure(study: StudyDefinition, rows: Sequence[Mapping[str, Any]], path:
     if study.figure.title:
         figure.suptitle(study.figure.title)
     figure.tight_layout()
-    with atomic_path(path) as temporary:
-        figure.savefig(temporary, dpi=120)
-    plt.close(figure)
+    return figure

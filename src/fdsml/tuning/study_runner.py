@@ -54,7 +54,6 @@ class StudySettings:
     storage_dir: str = STUDIES_DIR
     run_dir: str = "data/06_models/studies"  # <run_dir>/pretrain: the pre-training runs every study shares; <run_dir>/<name>/units: its fine-tunings
     conf_source: str = "conf"  # the configuration folder holding studies/ and the environments
-    page_dir: str = "data/08_reporting/studies"  # where the catalog's study_page lies: a study's figure, <name>.png, goes beside it
 
 
 @dataclass(frozen=True)
@@ -237,7 +236,9 @@ def trials(parameters: dict[str, Any], key: str) -> int:
 
 
 def study_report(study: StudyDefinition, settings: StudySettings, results: list[dict]) -> tuple[str, dict]:
-    """The study's page (Markdown: question, setup, table, how to reproduce) and its results as JSON."""
+    """The study's page (Markdown: question, setup, table, its figure's link, how to reproduce) and its results as JSON.
+
+    The figure is linked by file name: the catalog writes it beside the page, named like it (``study_figure``)."""
     rows = study_rows(results, study)
     more = {heading: study_rows(results, replace(study, table=table)) for heading, table in study.more_tables.items()}
     seeds = ", ".join(f"`{key}` {list(values)}" for key, values in study.seeds.items()) or "none"

@@ -1,9 +1,10 @@
-"""The node of the ``study`` pipeline: run the named study file's units (reusing complete ones), then its page and results (and its figure, beside the page)."""
+"""The node of the ``study`` pipeline: run the named study file's units (reusing complete ones), then its page, results and figure."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
+
+from matplotlib.figure import Figure
 
 from fdsml.errors import UserFixableError
 from fdsml.config import env_parameters
@@ -16,14 +17,13 @@ class StudyUnitsFailed(UserFixableError, RuntimeError):
     """Some units of a study raised: their trials are FAIL, and the next run of the study runs them again."""
 
 
-def run_study_file(study_params: dict[str, Any]) -> tuple[str, dict]:
-    """Run every unit of ``params:study``'s study file not yet complete; its page (Markdown) and results (JSON)."""
+def run_study_file(study_params: dict[str, Any]) -> tuple[str, dict, Figure]:
+    """Run every unit of ``params:study``'s study file not yet complete; its page (Markdown), results (JSON) and
+    figure (one without axes, written as no file, when the file has no ``figure``)."""
     settings = parse_study_settings(study_params)
     study = read_study(study_path(settings))
     results, failed = run_study(study, settings, env_parameters(settings.conf_source, study.env))
     if failed:
         raise StudyUnitsFailed(f"study {settings.name}: unit(s) {', '.join(failed)} failed (their errors are logged above); run the same command again to rerun them")
     page, found = study_report(study, settings, results)
-    if study.figure is not None:
-        draw_figure(study, found["rows"], Path(settings.page_dir) / f"{settings.name}.png")
-    return page, found
+    return page, found, draw_figure(study, found["rows"])

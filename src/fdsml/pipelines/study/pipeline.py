@@ -7,5 +7,5 @@ from .nodes import run_study_file
 
 def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline(
-        [Node(func=run_study_file, inputs="params:study", outputs=["study_page", "study_results"], name="run_study_node")]
+        [Node(func=run_study_file, inputs="params:study", outputs=["study_page", "study_results", "study_figure"], name="run_study_node")]
     )
