@@ -144,3 +144,18 @@ def test_fractions_are_shown_in_percent_and_seconds_and_counts_as_they_are():
     values = {"sweeps.contractive_fraction": 0.5, "sweeps.n_sweeps": 12.0, "finetune.seconds": 3.25, "cpu_seconds.descriptor.sweeps": 1.5}
     results = [{"arm": "scratch", "seeds": {"pretrain.train.seed": 0}, "metrics": values}]
     assert "| scratch | 1 | 1 | 50.0 ± 0.0 | 12.0 ± 0.0 | 3.2 ± 0.0 | 1.5 ± 0.0 |" in markdown_table(study_rows(results, study), study)
+
+
+def test_a_page_run_at_a_scale_states_the_seeds_that_scale_ran_not_the_files():
+    from fdsml.tuning.study_runner import StudySettings, study_report
+
+    study = parse(StudyDefinition, {
+        "title": "t", "question": "q", "env": "base", "steps": ["finetune"], "arms": {"scratch": {}},
+        "seeds": {"pretrain.train.seed": [1, 2], "retrieval.seeds": [[0], [1]]},
+        "table": {"metrics": ["finetuned.recall@1"]},
+        "scales": {"first": {"seeds": {"retrieval.seeds": [[0]]}}},
+    }, "study")
+    results = [result("scratch", seed, 0, 0.5) | {"commit": "abc"} for seed in (1, 2)]
+    page, _ = study_report(study, StudySettings(name="t", scale="first"), results)
+    assert "seeds `pretrain.train.seed` [1, 2], `retrieval.seeds` [[0]];" in page
+    assert "At scale `first`" in page

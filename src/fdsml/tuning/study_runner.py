@@ -241,7 +241,8 @@ def study_report(study: StudyDefinition, settings: StudySettings, results: list[
     The figure is linked by file name: the catalog writes it beside the page, named like it (``study_figure``)."""
     rows = study_rows(results, study)
     more = {heading: study_rows(results, replace(study, table=table)) for heading, table in study.more_tables.items()}
-    seeds = ", ".join(f"`{key}` {list(values)}" for key, values in study.seeds.items()) or "none"
+    ran, _ = scaled(study, settings.scale)  # a scale's seeds, not the file's, are what the units ran with
+    seeds = ", ".join(f"`{key}` {list(values)}" for key, values in ran.seeds.items()) or "none"
     small = f" At scale `{settings.scale}` (the file's `scales.{settings.scale}`)." if settings.scale else ""
     commits = ", ".join(sorted({result["commit"] for result in results}))
     page = (
