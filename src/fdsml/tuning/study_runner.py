@@ -70,7 +70,12 @@ class UnitPlan:
 def resolved_step(study: StudyDefinition, name: str) -> tuple[Step, NamedStep | None]:
     """The step ``name`` in ``steps`` runs, and its entry of ``named_steps`` (None for a step of :data:`STEPS` itself)."""
     named = study.named_steps.get(name)
-    return STEPS[named.step if named else name], named
+    return _step_of(name, named), named
+
+
+def _step_of(name: str, named: NamedStep | None) -> Step:
+    """The step of :data:`STEPS` that ``name`` runs: a named step's ``step``, else ``name`` itself."""
+    return STEPS[named.step if named else name]
 
 
 def step_metrics(study: StudyDefinition, name: str) -> tuple[str, ...]:
@@ -173,7 +178,7 @@ def run_step(plan: UnitPlan, name: str, state: dict[str, Any]) -> Metrics:
     params = with_overlay(plan.parameters, named.overlay) if named else plan.parameters
     whole, state["cpu"] = CpuSeconds(), CpuSeconds()
     with whole.stage(name):
-        found = STEPS[named.step if named else name].run(params, state)
+        found = _step_of(name, named).run(params, state)
     metrics = {f"{name}.{key}": value for key, value in found.items()} if named else found
     stages = {f"cpu_seconds.{name}.{stage}": seconds for stage, seconds in state.pop("cpu").seconds.items()}
     return metrics | {f"cpu_seconds.{name}": whole.seconds[name]} | stages
