@@ -70,7 +70,7 @@ def test_the_studies_paper_construction_is_the_tune_arm_pa_explicit_on_round_two
     """The studies' explicit arms: round 2's `same` recipe with the construction keys of the tune arm pa_explicit."""
     arms = yaml.safe_load((ROOT / "conf/studies" / f"{study}.yml").read_text())["arms"]
     construction = params["tune"]["arms"]["pa_explicit"]["pretrain"]
-    for name, arm in ((name, arm) for name, arm in arms.items() if name.startswith("explicit")):
+    for name, arm in ((name, arm) for name, arm in arms.items() if name.startswith("explicit") and arm["study.recipe"] != "pa_explicit"):
         assert arm["study.recipe"] == "same", name
         keys = {key: value for key, value in arm.items() if key.startswith("pretrain.")}
         assert keys == {
@@ -81,6 +81,23 @@ def test_the_studies_paper_construction_is_the_tune_arm_pa_explicit_on_round_two
     same = yaml.safe_load((ROOT / "conf/fair/tuned_recipes_round2.yml").read_text())["same"]
     assert (same["pa_triplet"]["normalize_embeddings"], same["model"]["embedding_dim"]) == (
         construction["pa_triplet"]["normalize_embeddings"], construction["model"]["embedding_dim"])
+
+
+def test_the_paper_constructions_tuned_recipe_is_its_tune_arm_at_values_of_its_space(params):
+    """pa_explicit's recorded recipe: the tune arm's construction keys, and the tuned keys at values inside its space."""
+    recorded = yaml.safe_load((ROOT / "conf/fair/tuned_recipes_round2.yml").read_text())["pa_explicit"]
+    config = parse_tune_params(params["tune"] | {"arm": "pa_explicit"})
+    tuned = {}
+    for parameter in config.parameters:
+        section, key = parameter.key.removeprefix("pretrain.").split(".")
+        value = tuned[parameter.key] = recorded[section][key]
+        assert value in parameter.choices if parameter.choices is not None else parameter.low <= value <= parameter.high, parameter.key
+    construction = with_overlay(params["tune"]["arms"]["pa_explicit"]["pretrain"], tuned)
+    assert recorded == construction
+    studies = [yaml.safe_load((ROOT / "conf/studies" / f"{name}.yml").read_text()) for name in ("finetune_rates", "fair_finetuned_per_start", "fair_finetuned_converged")]
+    for study in studies:  # measured at its own recipe, with nothing laid over its pre-training
+        arms = [arm for arm in study["arms"].values() if arm.get("study.recipe") == "pa_explicit"]
+        assert arms and all(not key.startswith("pretrain.") for arm in arms for key in arm), study["title"]
 
 
 def test_faithful_is_conf_fair_on_its_own_generator_with_studies_of_its_own(params):
