@@ -90,7 +90,7 @@ def test_the_paper_constructions_tuned_recipe_is_its_tune_arm_at_values_of_its_s
     tuned = {}
     for parameter in config.parameters:
         section, key = parameter.key.removeprefix("pretrain.").split(".")
-        value = tuned[parameter.key] = recorded[section][key]
+        value = tuned[f"{section}.{key}"] = recorded[section][key]
         assert value in parameter.choices if parameter.choices is not None else parameter.low <= value <= parameter.high, parameter.key
     construction = with_overlay(params["tune"]["arms"]["pa_explicit"]["pretrain"], tuned)
     assert recorded == construction
