@@ -94,7 +94,7 @@ def test_the_paper_constructions_tuned_recipe_is_its_tune_arm_at_values_of_its_s
         assert value in parameter.choices if parameter.choices is not None else parameter.low <= value <= parameter.high, parameter.key
     construction = with_overlay(params["tune"]["arms"]["pa_explicit"]["pretrain"], tuned)
     assert recorded == construction
-    studies = [yaml.safe_load((ROOT / "conf/studies" / f"{name}.yml").read_text()) for name in ("finetune_rates", "fair_finetuned_per_start", "fair_finetuned_converged")]
+    studies = [yaml.safe_load((ROOT / "conf/studies" / f"{name}.yml").read_text()) for name in ("finetune_rates", "fair_finetuned_per_start", "fair_finetuned_converged", "finetune_length", "faithful_finetuned_per_start")]
     for study in studies:  # measured at its own recipe, with nothing laid over its pre-training
         arms = [arm for arm in study["arms"].values() if arm.get("study.recipe") == "pa_explicit"]
         assert arms and all(not key.startswith("pretrain.") for arm in arms for key in arm), study["title"]
