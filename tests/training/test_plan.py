@@ -120,7 +120,7 @@ def test_warmup_steps_and_fraction_are_not_given_together():
 def test_the_command_prints_the_plan_and_fails_on_an_impossible_one(capsys):
     assert main(["--env", "paper", "--world-size", "8", "--pipelines", "pretrain", "--conf-source", str(CONF)]) == 0
     printed = capsys.readouterr().out
-    assert "total steps" in printed and "64,052" in printed and "triplet mining / batch" in printed  # 980,100 rows trained on
+    assert "total steps" in printed and "64,320" in printed and "global 2,040" in printed  # 980,100 rows, 85 triplets a replica
     params = "classification.batch_size=4096"
     assert main(["--world-size", "8", "--pipelines", "classification", "--params", params, "--conf-source", str(CONF)]) == 1
     assert "REFUSED" in capsys.readouterr().out
