@@ -42,11 +42,9 @@ def two_workers_share_one_study(folder: Path, storage: str, read: Callable[[], o
     tune = {"storage": storage, "budget": {"n_trials": n_trials}, "pruner": {"name": "none"}, "sampler": {"seed": None}, "baseline": False}
     workers = start_workers(folder, ("a", "b"), tune, {"train": {"max_steps": 2}})
     projects = [project for project, _ in workers.values()]
-    finished = []  # the pids of the workers that have ended
 
     def all_ended() -> bool:
-        finished.extend(pid for pid, (_, process) in workers.items() if pid not in finished and process.poll() is not None)
-        return len(finished) == len(workers)
+        return all(process.poll() is not None for _, process in workers.values())
 
     wait_for(all_ended, WORKERS_TIMEOUT_S, "both workers ended")
     for project, process in workers.values():
