@@ -67,6 +67,19 @@ def closest_key(key: str, known: Iterable[str]) -> str | None:
     return found[0] if found else None
 
 
+def require_each_key_once(assignments: Iterable[str], option: str = "--params") -> None:
+    """Refuse ``key=value`` assignments that set a key twice, or a key and a key below it: the last would win silently."""
+    given: dict[str, str] = {}
+    for assignment in assignments:
+        key = assignment.partition("=")[0].strip()
+        for other, first in given.items():
+            if other == key:
+                raise ConfigError(f"{option}: {key} is given twice ({first} and {assignment.strip()}); give each key once")
+            if other.startswith(f"{key}.") or key.startswith(f"{other}."):
+                raise ConfigError(f"{option}: {other} and {key} are both given, one inside the other; give each key once")
+        given[key] = assignment.strip()
+
+
 def unknown_keys_message(name: str, unknown: Iterable[str], known: Iterable[str]) -> str:
     """``unknown key(s) a, b`` with, for each that is close to a known key, ``did you mean <name>.<key>?``"""
     unknown, known = list(unknown), list(known)
