@@ -127,3 +127,18 @@ def test_any_timm_backbone_fine_tunes_from_scratch(tmp_path, pretrained):
     assert 0 <= metrics["convnext"]["mean"]["recall@1"] <= 1
     payload = load_checkpoint_file(tmp_path / "models.pt")["models"]["convnext"]
     assert payload["model"]["name"] == "convnext_atto" and payload["state_dict"]["head.weight"].shape == (8, 320)
+
+
+def test_the_same_images_as_class_folders_and_as_a_shuffled_csv_give_the_same_numbers(tmp_path, pretrained):
+    folder = write_image_folder(tmp_path / "birds", classes=4, per_class=5)
+    rows = [f"{image.relative_to(tmp_path)},{image.parent.name}" for image in sorted(folder.rglob("*.png"))]
+    rows = rows[1::2] + rows[::2]  # another order, as a script walking the folders may write it
+    (tmp_path / "birds.csv").write_text("path,label\n" + "\n".join(rows) + "\n")
+    scores, trunks = [], []
+    for dataset, root in (("imagefolder", folder), ("csv", tmp_path / "birds.csv")):
+        data = TINY["data"] | {"dataset": dataset, "root": str(root), "batch_size": 8, "ks": [1, 2]}
+        SequentialRunner().run(create_pipeline(), _catalog(tmp_path, TINY | {"starts": TINY["starts"][:1], "data": data}, pretrained))
+        scores.append(json.loads((tmp_path / "metrics.json").read_text())["scratch"]["mean"])
+        trunks.append(load_checkpoint_file(tmp_path / "models.pt")["models"]["scratch"]["state_dict"])
+    assert scores[0] == scores[1]
+    assert all(torch.equal(trunks[0][name], trunks[1][name]) for name in trunks[0])  # the same batches trained the same weights
