@@ -84,12 +84,34 @@ def test_a_bad_value_of_every_section_stops_the_run_naming_it(key, params, named
             {"tune": {"study": "t", "space": [{"key": "pretrain.optimizer.base_lr", "choices": [1]}], "arms": {"a": {"method": "x", "pretrain": {"fdsl": {"batchs": "shuffled"}}}}}},
             "tune.arms.a.pretrain.fdsl: unknown key(s) batchs (did you mean tune.arms.a.pretrain.fdsl.batches?)",
         ),
+        ({"retrieval": {"loss": {"options": {"margn": 0.2}}}}, "retrieval.loss.options.margn: the proxy loss proxy_anchor (ProxyAnchorLoss) takes no argument margn (did you mean margin?)"),
+        ({"retrieval": {"loss": {"options": {"embedding_size": 8}}}}, "retrieval.loss.options.embedding_size: fdsml sets it from retrieval.embedding.embedding_dim"),
+        ({"pretrain": {"objective": "pml", "pml": {"options": {"alpah": 2}}}}, "pretrain.pml.options.alpah: the pair loss multi_similarity (MultiSimilarityLoss) takes no argument alpah (did you mean alpha?)"),
+        ({"pretrain": {"model": {"overrides": {"drop_path_rat": 0.1}}}}, "pretrain.model.overrides.drop_path_rat: timm's resnet18 (ResNet) takes no argument drop_path_rat (did you mean drop_path_rate?)"),
+        ({"pretrain": {"model": {"overrides": {"img_size": 32}}}}, "pretrain.model.overrides.img_size: fdsml sets img_size itself"),
+        (
+            {"retrieval": {"starts": [{"name": "s"}, {"name": "v", "backbone": "vit_tiny_patch4", "overrides": {"dpth": 6}}]}},
+            "retrieval.starts[1].overrides.dpth: timm's vit_tiny_patch16_224 (VisionTransformer) takes no argument dpth (did you mean depth?)",
+        ),
+        ({"classification": {"starting_points": [{"name": "s", "overrides": {"drop_rat": 0.1}}]}}, "classification.starting_points[0].overrides.drop_rat: timm's resnet18 (ResNet) takes no argument drop_rat (did you mean drop_rate?)"),
+        (
+            {"tune": {"study": "t", "space": [{"key": "pretrain.optimizer.base_lr", "choices": [1]}], "arms": {"a": {"method": "x", "pretrain": {"model": {"overrides": {"drop_path_rat": 0.1}}}}}}},
+            "tune.arms.a.pretrain.model.overrides.drop_path_rat: timm's resnet18 (ResNet) takes no argument drop_path_rat (did you mean drop_path_rate?)",
+        ),
     ],
 )
 def test_an_unknown_key_at_any_depth_of_any_section_is_refused_naming_the_closest(parameters, named):
     with pytest.raises(RunCheckError) as raised:
         check_run(parameters, reads=set())  # sections the run does not read are held to their keys too
     assert named in str(raised.value) and raised.value.kind == "ConfigError"
+    assert len(str(raised.value).splitlines()) == 1
+
+
+def test_a_key_a_model_passes_on_to_its_blocks_is_told_from_a_misspelt_one():
+    """RegNet passes **kwargs on to its configuration: se_ratio is taken, a misspelt name is not (tried on the meta device)."""
+    check_run({"pretrain": {"model": {"backbone": "regnetx_002", "overrides": {"se_ratio": 0.25, "drop_path_rate": 0.1}}}}, reads=set())
+    with pytest.raises(RunCheckError, match=r"pretrain.model.overrides.se_rati: timm's regnetx_002 \(RegNet\) takes no argument se_rati"):
+        check_run({"pretrain": {"model": {"backbone": "regnetx_002", "overrides": {"se_rati": 0.25}}}}, reads=set())
 
 
 @pytest.mark.parametrize("env", sorted(p.name for p in (ROOT / "conf").iterdir() if p.is_dir() and p.name not in ("local", "studies")))

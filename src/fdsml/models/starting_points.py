@@ -12,6 +12,8 @@ from typing import Any
 import torch
 
 from fdsml.errors import CheckpointError
+from fdsml.models.backbones import check_overrides
+from fdsml.models.backbones import require_backbone as require_known_backbone
 from fdsml.models.checkpoint import load_checkpoint_file, recorded_model_config
 from fdsml.models.network import EmbeddingModel, build_model
 from fdsml.fingerprints import content_digest
@@ -29,6 +31,14 @@ class StartingPoint:
     checkpoint: str | None = None
     backbone: str = "resnet18"
     overrides: dict[str, Any] = field(default_factory=dict)
+
+
+def check_start_settings(starts: tuple[StartingPoint, ...], key: str) -> None:
+    """Each start of the list ``key`` names a known backbone, and its ``overrides`` are arguments that backbone's timm
+    model takes (a ConfigError naming the full key and the closest one otherwise)."""
+    for index, start in enumerate(starts):
+        require_known_backbone(f"{key}[{index}].backbone", start.backbone)
+        check_overrides(start.backbone, start.overrides, f"{key}[{index}].overrides")
 
 
 def start_payload(start: StartingPoint, pretrained: dict | None = None) -> dict | None:

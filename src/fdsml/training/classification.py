@@ -30,8 +30,7 @@ from fdsml.data.classification_datasets import (
 from fdsml.errors import MissingInputError
 from fdsml.models import model_from_payload, model_payload
 from fdsml.seeds import replica_rank, step_seed
-from fdsml.models.backbones import require_backbone
-from fdsml.models.starting_points import PRETRAINED, StartingPoint
+from fdsml.models.starting_points import PRETRAINED, StartingPoint, check_start_settings
 from fdsml import distributed
 from fdsml.training.finetune import FineTuneRun, FineTuning, finetune
 from fdsml.training.live import LiveRun, live_metrics
@@ -134,8 +133,7 @@ class ClassificationConfig:
         for key, names in names_of.items():
             if len(set(names)) != len(names):
                 raise ConfigError(f"{key}: names must be unique, got {names}")
-        for index, start in enumerate(self.starting_points):
-            require_backbone(f"starting_points[{index}].backbone", start.backbone)
+        check_start_settings(self.starting_points, "starting_points")
 
 
 def parse_classification_params(params: dict[str, Any]) -> ClassificationConfig:

@@ -32,9 +32,8 @@ from fdsml.evaluation.retrieval_examples import nearest_neighbours, top_k_figure
 from fdsml.losses.couce import CouCESettings, build_couce_objective
 from fdsml.losses.proxy import PROXY_LOSSES, build_proxy_loss
 from fdsml.models import model_payload
-from fdsml.models.backbones import require_backbone
 from fdsml.models.network import EmbeddingModel
-from fdsml.models.starting_points import StartingPoint
+from fdsml.models.starting_points import StartingPoint, check_start_settings
 from fdsml import distributed
 from fdsml.training.finetune import FineTuneRun, FineTuning, finetune
 from fdsml.training.live import live_metrics
@@ -94,6 +93,8 @@ class ProxyLossSettings:
     def __post_init__(self):
         if self.name not in PROXY_LOSSES:
             raise ConfigError(f"name: unknown proxy loss {self.name!r}; choose one of {', '.join(PROXY_LOSSES)}")
+        set_by_fdsml = {"num_classes": "the training classes' count", "embedding_size": "retrieval.embedding.embedding_dim"}
+        PROXY_LOSSES.check_options(self.name, self.options, "options", set_by_fdsml)
         require_positive("proxy_lr_multiplier", self.proxy_lr_multiplier)
 
 
@@ -133,8 +134,7 @@ class RetrievalConfig:
         names = [start.name for start in self.starts]
         if len(set(names)) != len(names):
             raise ConfigError(f"starts: names must be unique, got {names}")
-        for index, start in enumerate(self.starts):
-            require_backbone(f"starts[{index}].backbone", start.backbone)
+        check_start_settings(self.starts, "starts")
         if not self.seeds:
             raise ConfigError("seeds: give at least one seed")
 
