@@ -175,3 +175,15 @@ def test_every_classification_dataset_s_problem_is_said_at_once(tmp_path):
         check_run({"classification": {"datasets": datasets}})
     message = str(raised.value)
     assert f"{tmp_path}/a not found" in message and f"{tmp_path}/b not found" in message and raised.value.kind == "DatasetLayoutError"
+
+
+def test_a_test_class_of_one_image_is_said_before_work_not_refused(tmp_path, caplog, monkeypatch):
+    from tests.own_images import write_image_folder
+
+    monkeypatch.chdir(tmp_path)  # the decode check's cache
+    folder = write_image_folder(tmp_path / "birds", classes=4, per_class=3)
+    for image in sorted((folder / "class_02").iterdir())[1:]:
+        image.unlink()
+    with caplog.at_level("WARNING", logger="fdsml.pipelines.run_checks"):
+        check_run({"retrieval": {"data": {"dataset": "imagefolder", "root": str(folder), "ks": [1, 2], "batch_size": 6}}}, reads={"retrieval"})
+    assert "imagefolder-birds: 1 of 4 queries have no other image of their class to find" in caplog.text

@@ -125,6 +125,27 @@ class RetrievalSplits:
     def has_query_set(self) -> bool:
         return self.query is not None
 
+    @property
+    def lone_queries(self) -> int:
+        """The queries with no other image of their class to find (a test class of one image; a query whose item the
+        gallery lacks): they can neither succeed nor fail, so Recall@K, MAP@R and R-Precision leave them out."""
+        if self.has_query_set:
+            return int((~np.isin(self.query.labels, self.gallery.labels)).sum())
+        _, counts = np.unique(self.test.labels, return_counts=True)
+        return int((counts == 1).sum())
+
+    def lone_queries_note(self) -> str | None:
+        """One line saying how many queries the metrics leave out and why (None when every query has a match)."""
+        lone = self.lone_queries
+        if not lone:
+            return None
+        queries = len(self.query if self.has_query_set else self.test)
+        why = "their item is not in the gallery" if self.has_query_set else "their test class holds that image alone"
+        return (
+            f"{self.name}: {lone} of {queries} queries have no other image of their class to find ({why}): Recall@K, "
+            "MAP@R and R-Precision leave them out (NMI counts them); add images to those classes, or remove them"
+        )
+
 
 Reader = Callable[..., RetrievalSplits]
 """``reader(root) -> RetrievalSplits``; a layout that splits by class: ``reader(root, train_classes)``."""

@@ -15,6 +15,7 @@ message, naming the ranks where it differs, before any work is done.
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,9 @@ from fdsml.config import closest_key, parse
 from fdsml.errors import UserFixableError
 
 if TYPE_CHECKING:
-    from fdsml.data.retrieval_datasets import ImageRecords
+    from fdsml.data.retrieval_datasets import ImageRecords, RetrievalSplits
+
+logger = logging.getLogger(__name__)
 
 
 class RunCheckError(UserFixableError, ValueError):
@@ -95,6 +98,14 @@ def _check_retrieval(params: Any, run: RunInputs) -> None:
     plan_retrieval(config, len(splits.train), _world_size()).check()
     _check_starts(config.starts, run)
     _check_images(splits.name, splits.train, splits.test, splits.query, splits.gallery)
+    _say_lone_queries(splits)
+
+
+def _say_lone_queries(splits: RetrievalSplits) -> None:
+    """A query with nothing of its class to find is left out of the scores: said before work, not refused."""
+    note = splits.lone_queries_note()
+    if note:
+        logger.warning("%s", note)
 
 
 def _check_classification(params: Any, run: RunInputs) -> None:

@@ -256,6 +256,8 @@ def compare_starting_points(config: RetrievalConfig, pretrained: dict | None = N
     plan = plan_retrieval(config, len(splits.train), context.world_size).check()
     live = live_metrics(config.live_dir, config, context)
     task = fine_tuning(config, int(splits.train.labels.max()) + 1)
+    if splits.lone_queries:
+        logger.warning("%s", splits.lone_queries_note())
     metrics, histories, models = {}, [], {}
     for start in config.starts:
         per_seed = {}
@@ -275,6 +277,7 @@ def compare_starting_points(config: RetrievalConfig, pretrained: dict | None = N
         table = pd.DataFrame(per_seed).T
         metrics[start.name] = {
             "dataset": splits.name,
+            "queries_left_out": splits.lone_queries,  # no other image of their class to find
             "seeds": per_seed,
             "mean": table.mean().to_dict(),
             "std": table.std(ddof=1).fillna(0.0).to_dict() if len(table) > 1 else {k: 0.0 for k in table.columns},
@@ -295,7 +298,13 @@ def comparison_table(metrics: dict) -> str:
         cells = [f"{100 * result['mean'][n]:.1f} ± {100 * result['std'][n]:.1f}" for n in names]
         lines.append(f"| {start} | " + " | ".join(cells) + " |")
     seeds = len(next(iter(metrics.values()))["seeds"])
-    return "\n".join(lines) + f"\n\nMean ± standard deviation over {seeds} seed(s), in %.\n"
+    return "\n".join(lines) + f"\n\nMean ± standard deviation over {seeds} seed(s), in %.\n" + _left_out_line(first)
+
+
+def _left_out_line(result: dict) -> str:
+    """The queries Recall@K, MAP@R and R-Precision leave out, when there are any."""
+    left_out = result.get("queries_left_out", 0)
+    return f"{left_out} queries have no other image of their class to find and are left out of Recall@K, MAP@R and R-Precision.\n" if left_out else ""
 
 
 def retrieval_examples(model: EmbeddingModel, splits: RetrievalSplits, config: RetrievalConfig, k: int = 5):
