@@ -163,3 +163,9 @@ def test_the_same_images_as_class_folders_and_as_a_csv_in_any_order_are_the_same
     drawn = [read_classification_dataset(name, source, seed=3) for name, source in (("imagefolder", root), ("csv", tmp_path / "birds.csv"))]
     assert drawn[0].train.paths == drawn[1].train.paths and drawn[0].test.paths == drawn[1].test.paths
     assert drawn[0].class_names == drawn[1].class_names == ("1", "2", "9", "10", "30")
+
+
+def test_a_listing_too_small_for_a_drawn_split_to_hold_every_class_is_named(tmp_path):
+    root = write_image_folder(tmp_path / "pets", classes=4, per_class=3)  # a 20 % draw of 12 images is 3: fewer than 4 classes
+    with pytest.raises(DatasetLayoutError, match=r"12 images of 4 classes: a 20% test draw of 3 images cannot hold every class"):
+        read_classification_dataset("imagefolder", root)

@@ -187,3 +187,28 @@ def test_a_test_class_of_one_image_is_said_before_work_not_refused(tmp_path, cap
     with caplog.at_level("WARNING", logger="fdsml.pipelines.run_checks"):
         check_run({"retrieval": {"data": {"dataset": "imagefolder", "root": str(folder), "ks": [1, 2], "batch_size": 6}}}, reads={"retrieval"})
     assert "imagefolder-birds: 1 of 4 queries have no other image of their class to find" in caplog.text
+
+
+def test_a_test_image_copied_under_another_name_or_from_training_stops_the_run_before_work(tmp_path, monkeypatch):
+    import shutil
+
+    from tests.own_images import write_image_folder
+
+    monkeypatch.chdir(tmp_path)  # the decode check's cache
+    folder = write_image_folder(tmp_path / "birds", classes=4, per_class=3)
+    params = {"retrieval": {"data": {"dataset": "imagefolder", "root": str(folder), "ks": [1, 2], "batch_size": 6}}}
+    check_run(params, reads={"retrieval"})
+    shutil.copy(folder / "class_03" / "0.png", folder / "class_03" / "0 copy.png")  # the query finds it at distance 0
+    with pytest.raises(RunCheckError, match=r"imagefolder-birds: 1 images are pixel-identical copies .*\(test class_03/0 copy.png = test class_03/0.png\)"):
+        check_run(params, reads={"retrieval"})
+    (folder / "class_03" / "0 copy.png").unlink()
+    shutil.copy(folder / "class_00" / "1.png", folder / "class_02" / "9.png")  # a training image among the test images
+    with pytest.raises(RunCheckError, match=r"\(train class_00/1.png = test class_02/9.png\); .*delete the copies") as raised:
+        check_run(params, reads={"retrieval"})
+    assert raised.value.kind == "DatasetLayoutError"
+    for index in range(3, 5):  # enough images for a drawn 20 % test split to hold every class
+        for klass in range(4):
+            shutil.copy(folder / f"class_{klass:02d}" / "0.png", folder / f"class_{klass:02d}" / f"{index}.png")
+    classification = {"classification": {"datasets": [{"name": "imagefolder", "root": str(folder)}], "batch_size": 4}}
+    with pytest.raises(RunCheckError, match=r"imagefolder: \d+ images are pixel-identical copies"):
+        check_run(classification, reads={"classification"})

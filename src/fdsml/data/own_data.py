@@ -18,6 +18,7 @@ datasets' runs and metrics never mix; a classification dataset keeps the layout'
 from __future__ import annotations
 
 import csv
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -217,6 +218,13 @@ def _split_listing(images: LabelledImages, seed: int) -> dict[str, LabelledImage
             raise DatasetLayoutError(
                 f"classes {few[:3]} have one image: drawing a train / test split needs at least 2 per class; add images, "
                 "or give the split (train/ and test/ sub-folders, or a split column)"
+            )
+        drawn = math.ceil(DIGITS_TEST_FRACTION * len(images.paths))  # as scikit-learn rounds the test share
+        if min(drawn, len(images.paths) - drawn) < len(counts):
+            raise DatasetLayoutError(
+                f"{len(images.paths)} images of {len(counts)} classes: a {DIGITS_TEST_FRACTION:.0%} test draw of {drawn} "
+                "images cannot hold every class in both splits; add images, or give the split (train/ and test/ "
+                "sub-folders, or a split column)"
             )
         indices = np.arange(len(images.paths))
         _, test = train_test_split(indices, test_size=DIGITS_TEST_FRACTION, stratify=np.array(images.classes), random_state=seed)
