@@ -13,6 +13,7 @@ from kedro_datasets.text import TextDataset
 
 from fdsml.catalog_datasets import CheckpointDataset
 from fdsml.models import build_model, load_checkpoint_file, model_payload
+from fdsml.models.starting_points import trunk_digest
 from fdsml.pipelines.retrieval import create_pipeline
 
 from ..own_images import write_image_folder
@@ -57,6 +58,10 @@ def test_scratch_and_checkpoint_starts_are_compared_side_by_side(tmp_path, pretr
     for result in metrics.values():
         assert set(result["mean"]) == {"recall@1", "recall@2", "recall@4", "recall@8", "map@r", "r_precision", "nmi"}
         assert all(0 <= value <= 1 for value in result["mean"].values())
+    # which trunk each row began from, by content: the model card and the report show them beside that model only
+    assert {start: (r["checkpoint"], r["trunk_digest"]) for start, r in metrics.items()} == {
+        "scratch": (None, ""), "fdsml": ("pretrained_model", trunk_digest(pretrained))
+    }
     table = (tmp_path / "table.md").read_text()
     assert "| scratch |" in table and "| fdsml |" in table
     models = load_checkpoint_file(tmp_path / "models.pt")["models"]

@@ -63,6 +63,19 @@ def trunk_digest(payload: dict | None) -> str:
     return content_digest(trunk_state_dict(payload)) if payload is not None else ""
 
 
+def start_record(checkpoint: str | None, payload: dict | None) -> dict[str, str | None]:
+    """What a result records of the model it began from: the start's ``checkpoint`` (None from scratch) and its trunk's
+    content digest, so a later stage shows it only beside that model (:mod:`fdsml.reporting.provenance`)."""
+    return {"checkpoint": checkpoint, "trunk_digest": trunk_digest(payload)}
+
+
+def recorded_start(fine_tuned: dict) -> dict[str, str | None]:
+    """The start record a fine-tuned model file keeps (``start_checkpoint``, ``start_trunk_digest`` in its metadata;
+    None for a file written before fdsml recorded it)."""
+    metadata = fine_tuned["metadata"]
+    return {"checkpoint": metadata.get("start_checkpoint"), "trunk_digest": metadata.get("start_trunk_digest")}
+
+
 def require_backbone(start: StartingPoint, held: str, source: str) -> None:
     """Raise CheckpointError when ``source`` (a checkpoint, or the pre-training that writes it) holds another
     backbone than ``start`` names: a comparison never silently mixes architectures."""

@@ -33,7 +33,7 @@ from fdsml.losses.couce import CouCESettings, build_couce_objective
 from fdsml.losses.proxy import PROXY_LOSSES, build_proxy_loss
 from fdsml.models import model_payload
 from fdsml.models.network import EmbeddingModel
-from fdsml.models.starting_points import StartingPoint, check_start_settings
+from fdsml.models.starting_points import StartingPoint, check_start_settings, start_payload, start_record
 from fdsml import distributed
 from fdsml.training.finetune import FineTuneRun, FineTuning, finetune
 from fdsml.training.live import live_metrics
@@ -276,6 +276,7 @@ def compare_starting_points(config: RetrievalConfig, pretrained: dict | None = N
                 models[start.name] = model_payload(model.cpu(), start=start.name, checkpoint=start.checkpoint, seed=seed)
         table = pd.DataFrame(per_seed).T
         metrics[start.name] = {
+            **start_record(start.checkpoint, start_payload(start, pretrained)),  # which trunk these numbers belong to
             "dataset": splits.name,
             "queries_left_out": splits.lone_queries,  # no other image of their class to find
             "seeds": per_seed,
