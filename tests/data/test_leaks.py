@@ -39,7 +39,7 @@ def test_a_copy_under_another_name_or_in_another_format_stops_the_run_naming_bot
     parts["test"] = ImageRecords(labels=np.arange(5), paths=with_copies)
     with pytest.raises(
         DatasetLayoutError,
-        match=r"^mine: 2 images are pixel-identical copies of another in the splits it is scored on \(train train/2.png = test "
+        match=r"^mine: pixel-identical copies among the scored images or of a training image \(2: train train/2.png = test "
         r"test/from training.png; test test/0.png = test test/0 again.bmp\); a query finds its copy at distance 0 .*: delete the copies",
     ):
         check_no_leaks("mine", parts, ("test",))
@@ -52,7 +52,7 @@ def test_a_benchmark_scored_as_shipped_keeps_its_copies_and_says_how_many(caplog
     with caplog.at_level("WARNING", logger="fdsml.data.leaks"):
         check_no_leaks("cub", parts, ("test",), protocol_keeps=True)
     assert (
-        "cub: 2 images are pixel-identical copies of another in the splits it is scored on (train image 0 = test image 1 = "
+        "cub: pixel-identical copies among the scored images or of a training image (2: train image 0 = test image 1 = "
         "test image 2); kept: its protocol scores the files as shipped"
     ) in caplog.text
     with pytest.raises(DatasetLayoutError, match=r"train image 0 = test image 1 = test image 2"):

@@ -138,12 +138,12 @@ def test_an_image_listed_twice_in_a_csv_is_refused_with_its_lines(tmp_path):
     listing.write_text("\n".join([header, *rows, *rows]) + "\n")  # two exports merged
     with pytest.raises(
         DatasetLayoutError,
-        match=r"birds.csv: 8 images are listed more than once \(lines 2 and 10: images/0_0.png, lines 3 and 11: "
+        match=r"birds.csv: images listed more than once \(8: lines 2 and 10: images/0_0.png, lines 3 and 11: "
         r"images/0_1.png, .*\); .*list each image once",
     ):
         read_retrieval_dataset("csv", listing)
     listing.write_text("\n".join([header, *rows, rows[0].replace("images/", "./images/")]) + "\n")  # one file, two spellings
-    with pytest.raises(DatasetLayoutError, match=r"1 images are listed more than once \(lines 2 and 10: images/0_0.png\)"):
+    with pytest.raises(DatasetLayoutError, match=r"images listed more than once \(1: lines 2 and 10: images/0_0.png\)"):
         read_retrieval_dataset("csv", listing)
 
 

@@ -199,16 +199,16 @@ def test_a_test_image_copied_under_another_name_or_from_training_stops_the_run_b
     params = {"retrieval": {"data": {"dataset": "imagefolder", "root": str(folder), "ks": [1, 2], "batch_size": 6}}}
     check_run(params, reads={"retrieval"})
     shutil.copy(folder / "class_03" / "0.png", folder / "class_03" / "0 copy.png")  # the query finds it at distance 0
-    with pytest.raises(RunCheckError, match=r"imagefolder-birds: 1 images are pixel-identical copies .*\(test class_03/0 copy.png = test class_03/0.png\)"):
+    with pytest.raises(RunCheckError, match=r"imagefolder-birds: pixel-identical copies among the scored images or of a training image \(1: test class_03/0 copy.png = test class_03/0.png\)"):
         check_run(params, reads={"retrieval"})
     (folder / "class_03" / "0 copy.png").unlink()
     shutil.copy(folder / "class_00" / "1.png", folder / "class_02" / "9.png")  # a training image among the test images
-    with pytest.raises(RunCheckError, match=r"\(train class_00/1.png = test class_02/9.png\); .*delete the copies") as raised:
+    with pytest.raises(RunCheckError, match=r"\(1: train class_00/1.png = test class_02/9.png\); .*delete the copies") as raised:
         check_run(params, reads={"retrieval"})
     assert raised.value.kind == "DatasetLayoutError"
     for index in range(3, 5):  # enough images for a drawn 20 % test split to hold every class
         for klass in range(4):
             shutil.copy(folder / f"class_{klass:02d}" / "0.png", folder / f"class_{klass:02d}" / f"{index}.png")
     classification = {"classification": {"datasets": [{"name": "imagefolder", "root": str(folder)}], "batch_size": 4}}
-    with pytest.raises(RunCheckError, match=r"imagefolder: \d+ images are pixel-identical copies"):
+    with pytest.raises(RunCheckError, match=r"imagefolder: pixel-identical copies among the scored images or of a training image \(\d+: "):
         check_run(classification, reads={"classification"})

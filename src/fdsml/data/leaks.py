@@ -54,7 +54,7 @@ def check_no_leaks(title: str, parts: Mapping[str, ImageRecords], scored: Collec
     copies = sum(len(group) - 1 for group in groups)
     name = _namer(parts)
     shown = "; ".join(" = ".join(name(image) for image in group[:3]) for group in groups[:3])
-    found = f"{title}: {copies} images are pixel-identical copies of another in the splits it is scored on ({shown}{'; ...' if len(groups) > 3 else ''})"
+    found = f"{title}: pixel-identical copies among the scored images or of a training image ({copies}: {shown}{'; ...' if len(groups) > 3 else ''})"
     if protocol_keeps:
         logger.warning("%s; kept: its protocol scores the files as shipped, its published numbers included", found)
         return

@@ -135,7 +135,7 @@ def _refuse_repeated_paths(listing: Path, paths: tuple[Path, ...]) -> None:
     if repeated:
         shown = ", ".join(f"lines {' and '.join(map(str, numbers[:2]))}: {os.path.relpath(image, listing.parent)}" for image, numbers in repeated[:3])
         raise DatasetLayoutError(
-            f"{listing}: {len(repeated)} images are listed more than once ({shown}); a repeated image finds its own "
+            f"{listing}: images listed more than once ({len(repeated)}: {shown}); a repeated image finds its own "
             "copy and inflates the scores: list each image once (remove the repeated lines)"
         )
 

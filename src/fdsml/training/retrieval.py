@@ -305,7 +305,7 @@ def comparison_table(metrics: dict) -> str:
 def _left_out_line(result: dict) -> str:
     """The queries Recall@K, MAP@R and R-Precision leave out, when there are any."""
     left_out = result.get("queries_left_out", 0)
-    return f"{left_out} queries have no other image of their class to find and are left out of Recall@K, MAP@R and R-Precision.\n" if left_out else ""
+    return f"Queries with no other image of their class to find, left out of Recall@K, MAP@R and R-Precision: {left_out}.\n" if left_out else ""
 
 
 def retrieval_examples(model: EmbeddingModel, splits: RetrievalSplits, config: RetrievalConfig, k: int = 5):
