@@ -256,8 +256,6 @@ def compare_starting_points(config: RetrievalConfig, pretrained: dict | None = N
     plan = plan_retrieval(config, len(splits.train), context.world_size).check()
     live = live_metrics(config.live_dir, config, context)
     task = fine_tuning(config, int(splits.train.labels.max()) + 1)
-    if splits.lone_queries:
-        logger.warning("%s", splits.lone_queries_note())
     metrics, histories, models = {}, [], {}
     for start in config.starts:
         per_seed = {}
