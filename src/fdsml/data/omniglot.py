@@ -72,7 +72,7 @@ def read_omniglot_images(root: Path | None = None) -> tuple[np.ndarray, np.ndarr
                         shared.add(key)
                     files[key] = data
     alphabets = sorted({key.parts[0] for key in shared})
-    logger.info("Omniglot: %d images (%s) are in both background sets as shipped: each counted once", len(shared), ", ".join(alphabets))
+    logger.debug("Omniglot: %d images (%s) are in both background sets as shipped: each counted once", len(shared), ", ".join(alphabets))
     keys = sorted(files)
     characters = sorted({key.parts[:2] for key in keys})
     label_of = {character: label for label, character in enumerate(characters)}
