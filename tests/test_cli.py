@@ -41,3 +41,18 @@ def test_the_design_cards_command_answers_a_wrong_parameter_in_two_lines(tmp_pat
     assert code == 1 and "deprecated" not in output
     assert output.strip().splitlines()[0] == "ConfigError: fractals.n_classes: must be positive, got -3", output
     assert len(output.strip().splitlines()) == 2, output
+
+
+@pytest.mark.parametrize(
+    ("params", "refusal"),
+    [
+        ("retrieval.train.max_steps=4,retrieval.train.max_steps=8", "retrieval.train.max_steps is given twice"),
+        ("retrieval.train={},retrieval.train.max_steps=8", "retrieval.train and retrieval.train.max_steps are both given"),
+    ],
+)
+def test_a_key_given_twice_in_params_is_refused_naming_it(handed_to_kedro, params, refusal):
+    result = CliRunner().invoke(cli.cli, ["run", f"--params={params}"])
+    assert result.exit_code == 2 and refusal in result.output, result.output
+    assert not handed_to_kedro
+    once = CliRunner().invoke(cli.cli, ["run", "--params=retrieval.train.max_steps=4,retrieval.seeds=[0]"])
+    assert once.exit_code == 0 and handed_to_kedro["params"] == {"retrieval": {"train": {"max_steps": 4}, "seeds": [0]}}

@@ -64,18 +64,27 @@ class ClassificationSplits:
 
 ClassificationReader = Callable[[Path | None, int], ClassificationSplits]
 _READERS: dict[str, ClassificationReader] = {}
+_KEEP_COPIES: set[str] = set()
 
 
-def register_classification_reader(name: str) -> Callable[[ClassificationReader], ClassificationReader]:
-    """Register ``reader(root, seed) -> ClassificationSplits`` under ``name``."""
+def register_classification_reader(name: str, *, protocol_keeps_copies: bool = False) -> Callable[[ClassificationReader], ClassificationReader]:
+    """Register ``reader(root, seed) -> ClassificationSplits`` under ``name``. ``protocol_keeps_copies``: a standard
+    benchmark scored on its files as shipped, so pixel-identical copies are counted and kept, not refused."""
 
     def decorate(reader: ClassificationReader) -> ClassificationReader:
         if name in _READERS:
             raise ValueError(f"a classification dataset reader named {name!r} is already registered")
         _READERS[name] = reader
+        if protocol_keeps_copies:
+            _KEEP_COPIES.add(name)
         return reader
 
     return decorate
+
+
+def classification_keeps_copies(name: str) -> bool:
+    """Whether classification dataset ``name`` is a benchmark scored on its files as shipped, copies and all."""
+    return name in _KEEP_COPIES
 
 
 def available_classification_datasets() -> list[str]:
@@ -123,12 +132,12 @@ _CIFAR10_FILES = "cifar-10-batches-py/ (data_batch_1..5, test_batch, batches.met
 _CIFAR100_FILES = "cifar-100-python/ (train, test, meta: the unpacked python version)"
 
 
-@register_classification_reader("cifar10")
+@register_classification_reader("cifar10", protocol_keeps_copies=True)
 def _read_cifar10(root: Path | None, seed: int) -> ClassificationSplits:
     return _cifar(root, "CIFAR10", "CIFAR-10", _CIFAR10_FILES, 10, "cifar10")
 
 
-@register_classification_reader("cifar100")
+@register_classification_reader("cifar100", protocol_keeps_copies=True)
 def _read_cifar100(root: Path | None, seed: int) -> ClassificationSplits:
     return _cifar(root, "CIFAR100", "CIFAR-100", _CIFAR100_FILES, 100, "cifar100")
 
@@ -142,7 +151,7 @@ _CARS_FILES = (
 )
 
 
-@register_classification_reader("stanford_cars")
+@register_classification_reader("stanford_cars", protocol_keeps_copies=True)
 def _read_stanford_cars(root: Path | None, seed: int) -> ClassificationSplits:
     from torchvision.datasets import StanfordCars
 
@@ -159,7 +168,7 @@ _FLOWERS = "Flowers-102"
 _FLOWERS_FILES = "flowers-102/ with jpg/, imagelabels.mat and setid.mat"
 
 
-@register_classification_reader("flowers102")
+@register_classification_reader("flowers102", protocol_keeps_copies=True)
 def _read_flowers102(root: Path | None, seed: int) -> ClassificationSplits:
     from torchvision.datasets import Flowers102
 
@@ -201,17 +210,17 @@ def _image_folder(root: Path | None, title: str, name: str) -> ClassificationSpl
     return ClassificationSplits(name, records[0], records[1], len(train.classes), tuple(train.classes))
 
 
-@register_classification_reader("imagenet1k")
+@register_classification_reader("imagenet1k", protocol_keeps_copies=True)
 def _read_imagenet1k(root: Path | None, seed: int) -> ClassificationSplits:
     return _image_folder(root, "ImageNet-1k", "imagenet1k")
 
 
-@register_classification_reader("imagenet100")
+@register_classification_reader("imagenet100", protocol_keeps_copies=True)
 def _read_imagenet100(root: Path | None, seed: int) -> ClassificationSplits:
     return _image_folder(root, "ImageNet-100", "imagenet100")
 
 
-@register_classification_reader("places30")
+@register_classification_reader("places30", protocol_keeps_copies=True)
 def _read_places30(root: Path | None, seed: int) -> ClassificationSplits:
     return _image_folder(root, "Places-30", "places30")
 
@@ -235,7 +244,7 @@ def read_idx(path: Path) -> np.ndarray:
     return values.reshape(shape)
 
 
-@register_classification_reader("fashion_mnist")
+@register_classification_reader("fashion_mnist", protocol_keeps_copies=True)
 def _read_fashion_mnist(root: Path | None, seed: int) -> ClassificationSplits:
     """Fashion-MNIST's own train / test split, from ``root`` or :data:`FASHION_MNIST_ROOT` (Debian's package)."""
     root = FASHION_MNIST_ROOT if root is None else root
