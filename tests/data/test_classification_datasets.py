@@ -26,7 +26,7 @@ EXPECTED_LAYOUT = {
 
 
 def test_every_benchmark_of_the_method_has_a_reader():
-    # fashion_mnist: tests/data/test_fashion_mnist.py; your own imagefolder and csv: tests/data/test_own_data.py
+    # fashion_mnist: tests/data/readers/test_fashion_mnist.py; your own imagefolder and csv: tests/data/readers/test_own_data.py
     assert set(available_classification_datasets()) == {*EXPECTED_LAYOUT, "digits", "fashion_mnist", "imagefolder", "csv"}
 
 

@@ -241,6 +241,7 @@ def test_registry_lists_layouts_and_rejects_unknown_names():
 
 
 def test_a_new_layout_is_one_registered_function(monkeypatch):
+    available_datasets()  # the readers found first, so the registry restored after the test holds them
     monkeypatch.setattr(retrieval_datasets, "_LAYOUTS", dict(retrieval_datasets._LAYOUTS))
 
     @register_reader("tiny", ks=(1, 3))

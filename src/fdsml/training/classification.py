@@ -25,6 +25,7 @@ from fdsml.data import ImageRecords
 from fdsml.data.classification_datasets import (
     ClassificationSplits,
     available_classification_datasets,
+    classification_reader_module,
     read_classification_dataset,
 )
 from fdsml.errors import MissingInputError
@@ -136,6 +137,10 @@ class ClassificationConfig:
                 raise ConfigError(f"{key}: names must be unique, got {names}")
         for index, start in enumerate(self.starting_points):
             require_backbone(f"starting_points[{index}].backbone", start.backbone)
+
+    def plugin_modules(self) -> tuple[str, ...]:
+        """The modules of the readers of the datasets classification fine-tunes on (:mod:`fdsml.plugins`)."""
+        return tuple(sorted({classification_reader_module(dataset.name) for dataset in self.datasets}))
 
 
 def parse_classification_params(params: dict[str, Any]) -> ClassificationConfig:
@@ -273,7 +278,7 @@ def fine_tuning(config: ClassificationConfig, name: str, num_classes: int) -> Fi
     ``num_classes`` classes, (label-smoothed, mixed) cross-entropy, and the augmented training view."""
     return FineTuning(
         key="classification",
-        code=__name__,
+        code=(__name__, classification_reader_module(name)),
         config=config,
         image_size=config.image_size,
         head={"head": "classifier", "num_classes": num_classes},
