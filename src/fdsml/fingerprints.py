@@ -168,10 +168,11 @@ def code_digest(*modules: str) -> str:
 
 
 def code_modules(*modules: str) -> set[str]:
-    """``modules`` and every module of their packages (and ``fdsml``) they import, transitively: what
-    :func:`code_digest` hashes (and a DVC stage depends on, :mod:`fdsml.stage_code`)."""
+    """``modules``, the packages holding them (imported first) and every module of their packages (and ``fdsml``)
+    they import, transitively: what :func:`code_digest` hashes (and a DVC stage depends on, :mod:`fdsml.stage_code`)."""
     packages = frozenset({PACKAGE, *(module.split(".")[0] for module in modules)})
-    return _imported_closure(modules, packages)
+    parents = {".".join(module.split(".")[:end]) for module in modules for end in range(1, module.count(".") + 1)}
+    return _imported_closure((*modules, *sorted(parents)), packages)
 
 
 def _code_tree(module: str) -> str:
@@ -220,13 +221,14 @@ def _package_imports(module: str, packages: frozenset[str]) -> set[str]:
             continue
         for end in range(1, len(parts) + 1):
             candidate = ".".join(parts[:end])
-            if _is_module(candidate):
+            if is_module(candidate):
                 found.add(candidate)
     return found
 
 
 @functools.cache
-def _is_module(name: str) -> bool:
+def is_module(name: str) -> bool:
+    """Whether ``name`` is an importable module or package."""
     try:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
