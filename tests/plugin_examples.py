@@ -63,6 +63,7 @@ for path in sorted(Path("conf/base").glob("parameters_*.yml")):
     conf.update(yaml.safe_load(path.read_text()) or {})
 from fdsml import fingerprints
 from fdsml.families import family_spec
+from fdsml.data.classification_datasets import classification_reader_module
 from fdsml.training import classification, finetune, pretrain, retrieval
 
 def run_fingerprint(run):
@@ -78,7 +79,8 @@ def found():
     found["retrieval"] = run_fingerprint(finetune.defining_run(task, run, "weights", "images"))
     config = classification.parse_classification_params(conf["classification"])
     name = config.datasets[0].name
-    task, run = classification.fine_tuning(config, name, 2), classification.finetune_run(config, name, config.starting_points[0])
+    reader = (classification_reader_module(name),)
+    task, run = classification.fine_tuning(config, name, 2, reader), classification.finetune_run(config, name, config.starting_points[0])
     found["classification"] = run_fingerprint(finetune.defining_run(task, run, "weights", "images"))
     return found
 

@@ -17,6 +17,7 @@ from fdsml.families.finefractaldb import FINEFRACTALDB, generate_finefractaldb
 from fdsml.families.generation import is_up_to_date
 from fdsml.ifs.finefractaldb import FineFractalDBConfig
 from fdsml.data import ImageRecords
+from fdsml.data.classification_datasets import classification_reader_module
 from fdsml.evaluation import robustness
 from fdsml.models.starting_points import StartingPoint
 from fdsml.training import classification, finetune, pretrain, retrieval
@@ -35,7 +36,8 @@ def retrieval_fingerprint(config, start, seed, start_weights, context, training_
 
 
 def classification_fingerprint(config, dataset, start, start_weights, context, training_images):
-    task, run = classification.fine_tuning(config, dataset.name, 2), classification.finetune_run(config, dataset.name, start, dataset)
+    reader = (classification_reader_module(dataset.name),)
+    task, run = classification.fine_tuning(config, dataset.name, 2, reader), classification.finetune_run(config, dataset.name, start, dataset)
     return run_fingerprint(finetune.defining_run(task, run, start_weights, training_images), config.train, context)
 
 

@@ -169,3 +169,9 @@ def test_a_package_of_your_own_is_selected_checked_and_run_by_kedro(installed, t
     metrics = json.loads((project / "data/08_reporting/retrieval_metrics.json").read_text())
     assert {start["dataset"] for start in metrics.values()} == {"sample_crops"}
     assert all(0 <= value <= 1 for start in metrics.values() for value in start["mean"].values())
+
+
+def test_a_plugin_taking_a_registered_name_stops_the_run_naming_both(folder_of_plugins):
+    source = "from fdsml.families import register_family\nfrom fdsml.families.rcdb import RCDBFamily\n\nregister_family(RCDBFamily())\n"
+    with pytest.raises(plugins.PluginError, match=r"^plug-in fdsml\.families\.second_rcdb failed to import: ValueError: a formula family named 'rcdb' is already registered"):
+        folder_of_plugins("family", source, "second_rcdb")

@@ -50,9 +50,10 @@ def rediscover(package: str, group: str) -> None:
 
 
 def _load(load: Any, origin: str, fix: str) -> None:
+    """Import one plug-in; whatever stops it (a missing dependency, a name another plug-in has) names the plug-in."""
     try:
         load()
-    except (ImportError, SyntaxError) as error:
+    except Exception as error:
         raise PluginError(f"plug-in {origin} failed to import: {type(error).__name__}: {error}; fix or remove {fix}") from error
 
 
