@@ -114,6 +114,36 @@ def check(context: click.Context, **options) -> None:
     click.echo(f"{', '.join(names)}: nothing wrong found; `kedro run` would start the work")
 
 
+def registered_plugins() -> dict[str, dict[str, str]]:
+    """Every plug-in a run may select, by kind (with the key that selects it): each name and the module registering it."""
+    from fdsml.data.classification_datasets import available_classification_datasets, classification_reader_module
+    from fdsml.data.retrieval_datasets import available_datasets, reader_module
+    from fdsml.families import get_family, known_families
+    from fdsml.training.pretrain_objectives import known_objectives, objective_recipe
+
+    return {
+        "objectives (pretrain.objective)": {name: type(objective_recipe(name)).__module__ for name in known_objectives()},
+        "formula families (fractals.family)": {name: type(get_family(name)).__module__ for name in known_families()},
+        "retrieval datasets (retrieval.data.dataset)": {name: reader_module(name) for name in available_datasets()},
+        "classification datasets (classification.datasets[].name)": {
+            name: classification_reader_module(name) for name in available_classification_datasets()
+        },
+    }
+
+
+@cli.command(name="plugins")
+def list_plugins() -> None:
+    """The objectives, formula families and datasets a run selects by name, each with the module that registers it:
+    a module of the project's folders, or of a package installed beside it (its entry points; docs/plugins.md)."""
+    with short_answers_to_user_errors():
+        found = registered_plugins()
+    for kind, names in found.items():
+        click.echo(f"{kind}:")
+        width = max(map(len, names))
+        for name, module in names.items():
+            click.echo(f"  {name:<{width}}  {module}")
+
+
 @cli.group(name="runs")
 def runs() -> None:
     """Pre-training run folders (one per run fingerprint under pretrain.run_dir)."""

@@ -60,7 +60,7 @@ def test_a_benchmark_scored_as_shipped_keeps_its_copies_and_says_how_many(caplog
 
 
 def test_omniglot_as_shipped_has_no_copy_once_its_two_sets_shared_alphabets_are_counted_once(caplog):
-    with caplog.at_level("DEBUG", logger="fdsml.data.omniglot"):
+    with caplog.at_level("DEBUG", logger="fdsml.data.readers.omniglot"):
         splits = read_retrieval_dataset("omniglot")
     assert "Omniglot: 1000 images (Greek, Latin) are in both background sets as shipped: each counted once" in caplog.text
     digests = image_digests({"train": splits.train, "test": splits.test}, "omniglot")

@@ -29,7 +29,7 @@ def assert_zero_shot(splits: RetrievalSplits) -> None:
     evaluated = splits.test.classes if splits.test is not None else np.union1d(splits.query.classes, splits.gallery.classes)
     assert np.intersect1d(splits.train.classes, evaluated).size == 0
     for part in (splits.train, splits.test, splits.query, splits.gallery):
-        if part is not None:
+        if part is not None and part.paths is not None:  # or its images in memory
             assert all(p.is_file() for p in part.paths)
 
 
@@ -240,7 +240,21 @@ def test_registry_lists_layouts_and_rejects_unknown_names():
         read_retrieval_dataset("imagenet")
 
 
+@pytest.mark.parametrize("name", available_datasets())
+def test_every_reader_without_a_folder_reads_zero_shot_splits_offline_or_asks_for_its_folder(name):
+    """Every registered reader (a new one too): zero-shot splits reported with its own Recall@K list, or one line
+    naming what to give."""
+    try:
+        splits = read_retrieval_dataset(name)
+    except DatasetLayoutError as error:
+        assert str(error) and "\n" not in str(error)
+        return
+    assert_zero_shot(splits)
+    assert splits.ks == recommended_ks(name) and len(splits.train.classes) >= 2
+
+
 def test_a_new_layout_is_one_registered_function(monkeypatch):
+    available_datasets()  # the readers found first, so the registry restored after the test holds them
     monkeypatch.setattr(retrieval_datasets, "_LAYOUTS", dict(retrieval_datasets._LAYOUTS))
 
     @register_reader("tiny", ks=(1, 3))

@@ -25,6 +25,7 @@ from fdsml.data import ImageRecords
 from fdsml.data.classification_datasets import (
     ClassificationSplits,
     available_classification_datasets,
+    classification_reader_module,
     read_classification_dataset,
 )
 from fdsml.errors import MissingInputError
@@ -134,6 +135,10 @@ class ClassificationConfig:
             if len(set(names)) != len(names):
                 raise ConfigError(f"{key}: names must be unique, got {names}")
         check_start_settings(self.starting_points, "starting_points")
+
+    def plugin_modules(self) -> tuple[str, ...]:
+        """The modules of the readers of the datasets classification fine-tunes on (:mod:`fdsml.plugins`)."""
+        return tuple(sorted({classification_reader_module(dataset.name) for dataset in self.datasets}))
 
 
 def parse_classification_params(params: dict[str, Any]) -> ClassificationConfig:
@@ -266,12 +271,13 @@ def eval_transform(image_size: int, crop_fraction: float):
     return ImageTransform(image_size, train=False, crop_fraction=crop_fraction)
 
 
-def fine_tuning(config: ClassificationConfig, name: str, num_classes: int) -> FineTuning:
+def fine_tuning(config: ClassificationConfig, name: str, num_classes: int, read_by: tuple[str, ...] = ()) -> FineTuning:
     """Classification's part of the fine-tuning assembly on dataset ``name``: a linear classifier over its
-    ``num_classes`` classes, (label-smoothed, mixed) cross-entropy, and the augmented training view."""
+    ``num_classes`` classes, (label-smoothed, mixed) cross-entropy, and the augmented training view. ``read_by``:
+    the module of the reader that read the dataset (none for splits made by hand), part of the run's code."""
     return FineTuning(
         key="classification",
-        code=__name__,
+        code=(__name__, *read_by),
         config=config,
         image_size=config.image_size,
         head={"head": "classifier", "num_classes": num_classes},
@@ -304,10 +310,11 @@ def finetune_classifier(
     ``pretrained_model``.
 
     ``dataset`` (where the splits were read from) enters the run's fingerprint, so a checkpoint
-    left by another dataset of the same name is never resumed. ``plan`` (default: planned here)
+    left by another dataset of the same name is never resumed, and so does its reader's code. ``plan`` (default: planned here)
     is the checked plan of ``splits.train``. ``live`` (main rank only) is given the history rows as they settle.
     """
-    task = fine_tuning(config, splits.name, splits.num_classes)
+    read_by = (classification_reader_module(dataset.name),) if dataset is not None else ()
+    task = fine_tuning(config, splits.name, splits.num_classes, read_by)
     run = finetune_run(config, splits.name, start, dataset)
     result, fingerprint = finetune(task, splits.train, run, pretrained=pretrained, plan=plan, live=live)
     payload = model_payload(

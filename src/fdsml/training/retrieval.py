@@ -25,6 +25,7 @@ from fdsml.data import (
     RetrievalSplits,
     available_datasets,
     read_retrieval_dataset,
+    reader_module,
 )
 from fdsml.data.retrieval_datasets import splits_by_class
 from fdsml.evaluation.embedding import model_outputs, retrieval_split_metrics
@@ -138,6 +139,10 @@ class RetrievalConfig:
         if not self.seeds:
             raise ConfigError("seeds: give at least one seed")
 
+    def plugin_modules(self) -> tuple[str, ...]:
+        """The module of the reader of the dataset retrieval fine-tunes and measures on (:mod:`fdsml.plugins`)."""
+        return (reader_module(self.data.dataset),)
+
 
 def parse_retrieval_params(params: dict[str, Any]) -> RetrievalConfig:
     """Validate ``params:retrieval``; a wrong key or value raises ``ConfigError`` naming it."""
@@ -195,7 +200,7 @@ def fine_tuning(config: RetrievalConfig, n_classes: int) -> FineTuning:
     proxy loss over ``n_classes`` training classes, and the augmented training view."""
     return FineTuning(
         key="retrieval",
-        code=__name__,
+        code=(__name__, reader_module(config.data.dataset)),
         config=config,
         image_size=config.data.image_size,
         head={"head": "embedding", "embedding_dim": config.embedding.embedding_dim},

@@ -33,7 +33,7 @@ from fdsml.data.retrieval_datasets import ImageRecords, RetrievalSplits, registe
 
 logger = logging.getLogger(__name__)
 
-EMBEDDED_ROOT = Path(__file__).parent / "embedded" / "omniglot"
+EMBEDDED_ROOT = Path(__file__).parents[1] / "embedded" / "omniglot"
 ZIPS = {
     "images_background_small1.zip": "f38eb80f801274ac2b4dff5b24289016bfaba4a7d5bb50deebf27104ad6cb8a4",
     "images_background_small2.zip": "3ccaa407515a8778e5d0861875af38b17e418f301ad5bb3b5a6b65d901a41c7f",

@@ -6,7 +6,7 @@ import pytest
 from fdsml.data import DatasetLayoutError, read_retrieval_dataset
 from fdsml.data.classification_datasets import read_classification_dataset
 
-from ..own_images import write_csv_listing, write_image_folder, write_png
+from tests.own_images import write_csv_listing, write_image_folder, write_png
 
 
 def test_a_class_folder_dataset_trains_on_the_first_half_of_its_sorted_classes(tmp_path):
