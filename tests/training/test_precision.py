@@ -1,6 +1,6 @@
-"""The precision a run trains in: bf16 autocast where the device computes bf16 natively (CUDA, a CPU with
-AVX512-BF16 or AMX), float32 elsewhere or with ``train.amp: false``; said first, recorded in the checkpoint,
-never mixed on resume, and reproducible from the seed."""
+"""The precision a run trains in: bf16 where the device computes it natively (CUDA, a CPU with AVX512-BF16 or
+AMX), in the parts the objective declares, the same on every device; float32 elsewhere or with ``train.amp: false``;
+said first, recorded in the checkpoint, never mixed on resume, and reproducible from the seed."""
 
 import logging
 
@@ -16,7 +16,8 @@ from fdsml.training.objectives import CrossEntropyObjective
 from fdsml.training.pretrain_objectives.label_triplet import LabelTripletObjective
 from fdsml.training.pretrain_objectives.pa_triplet import PATripletObjective
 from fdsml.training.pretrain_objectives.pml import PairLossObjective
-from fdsml.training.precision import cpu_flags, precision
+from fdsml.training.loop_config import LoopConfig
+from fdsml.training.precision import Precision, cpu_flags, precision
 from fdsml.training.pretrain import build_objective
 from fdsml.training.pretrain import build_batch_sampler, build_fractal_dataset, build_pretrain_model, plan_pretrain, pretrain
 
@@ -24,6 +25,8 @@ from tests.support import TINY_SPEC
 from .helpers import tiny_config
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
+BF16, FLOAT32 = Precision(torch.bfloat16, torch.bfloat16), Precision()
+AMP, NO_AMP = LoopConfig(amp=True), LoopConfig(amp=False)
 CPUINFO = "processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu sse2 avx2 avx512f {extra}\nbogomips\t: 4800\n\nprocessor\t: 1\n"
 
 
@@ -53,51 +56,74 @@ def test_cpu_flags_are_read_from_the_flags_line():
 
 
 @pytest.mark.parametrize(
-    "flags, amp, expected",
+    "flags, loop, expected",
     [
-        ("avx512_bf16", True, torch.bfloat16),
-        ("amx_bf16 amx_tile", True, torch.bfloat16),
-        ("avx512_bf16", False, torch.float32),  # amp false forces float32
-        ("avx512_vnni", True, torch.float32),  # AVX-512 without its bf16 extension emulates bf16: float32
-        ("", True, torch.float32),
+        ("avx512_bf16", AMP, BF16),
+        ("amx_bf16 amx_tile", AMP, BF16),
+        ("avx512_bf16", NO_AMP, FLOAT32),  # amp false forces float32
+        ("avx512_vnni", AMP, FLOAT32),  # AVX-512 without its bf16 extension emulates bf16: float32
+        ("", AMP, FLOAT32),
     ],
 )
-def test_a_cpu_trains_in_bf16_only_when_its_flags_say_it_computes_bf16(cpuinfo, flags, amp, expected):
+def test_a_cpu_trains_in_bf16_only_when_its_flags_say_it_computes_bf16(cpuinfo, flags, loop, expected):
     cpuinfo(flags)
-    assert precision(amp, CPU) == expected
+    assert precision(loop, CPU) == expected
 
 
 def test_cuda_trains_in_bf16_with_amp_whatever_the_cpu(cpuinfo):
     cpuinfo("")
-    assert precision(True, CUDA) == torch.bfloat16 and precision(False, CUDA) == torch.float32
+    assert precision(AMP, CUDA) == BF16 and precision(NO_AMP, CUDA) == FLOAT32
 
 
 def test_a_machine_without_cpuinfo_trains_in_float32(tmp_path, monkeypatch):
     monkeypatch.setattr(precision_module, "CPUINFO", tmp_path / "absent")
     precision_module.cpu_has_native_bf16.cache_clear()
     try:
-        assert precision(True, CPU) == torch.float32
+        assert precision(AMP, CPU) == FLOAT32
     finally:
         precision_module.cpu_has_native_bf16.cache_clear()
 
 
-def test_distance_margin_objectives_decline_bf16_on_the_cpu_not_on_cuda(cpuinfo):
+@pytest.mark.parametrize("device", [CPU, CUDA])
+def test_an_objective_declares_its_bf16_parts_and_every_device_follows_them(cpuinfo, device):
     cpuinfo("avx512_bf16")
     for objective in (PATripletObjective("same"), LabelTripletObjective(), PairLossObjective(build_pair_loss("contrastive"))):
-        assert precision(True, CPU, objective) == torch.float32 and precision(True, CUDA, objective) == torch.bfloat16
-    assert precision(True, CPU, CrossEntropyObjective()) == torch.bfloat16
+        assert precision(AMP, device, objective) == Precision(*(torch.bfloat16 if p in objective.bf16_parts else torch.float32 for p in ("trunk", "head")))
+    assert precision(AMP, device, CrossEntropyObjective()) == BF16  # declares nothing: trunk and head
+
+
+@pytest.mark.parametrize(
+    "parts, expected",
+    [((), FLOAT32), (("trunk",), Precision(torch.bfloat16, torch.float32)), (("head", "trunk"), BF16)],
+)
+def test_train_bf16_parts_overrides_the_objectives_declaration(cpuinfo, parts, expected):
+    cpuinfo("avx512_bf16")
+    loop = LoopConfig(amp=True, bf16_parts=parts)
+    assert precision(loop, CPU, PATripletObjective("same")) == precision(loop, CUDA, CrossEntropyObjective()) == expected
+    assert precision(LoopConfig(amp=False, bf16_parts=parts), CPU) == FLOAT32
+    assert str(expected).endswith(", loss float32")
+
+
+@pytest.mark.parametrize("parts, message", [(["head"], "a head in bf16 needs its trunk in bf16"), (["loss"], "unknown part")])
+def test_bf16_parts_refuses_a_head_without_its_trunk_and_unknown_parts(parts, message):
+    with pytest.raises(ConfigError, match=f"bf16_parts: {message}"):
+        LoopConfig(bf16_parts=parts)
 
 
 @pytest.mark.parametrize(
     "native, objective, said",
-    [(True, "fdsl", "bfloat16"), (False, "fdsl", "float32"), (True, "pa_triplet", "float32")],
+    [
+        (True, "fdsl", "trunk bfloat16, head bfloat16"),
+        (False, "fdsl", "trunk float32, head float32"),
+        (True, "pa_triplet", "trunk float32, head float32"),
+    ],
 )
 def test_the_first_line_says_the_precision(tiny_table, tmp_path, caplog, native_bf16, native, objective, said):
     native_bf16(native)
     with caplog.at_level(logging.INFO, logger="fdsml.training.loop"):
         pretrain(tiny_table, TINY_SPEC, tiny_config(tmp_path, objective=objective, train={"max_steps": 1}))
     first = next(record.getMessage() for record in caplog.records if record.name == "fdsml.training.loop")
-    assert first.startswith(f"Training on cpu in {said}, world size 1")
+    assert first.startswith(f"Training on cpu ({said}, loss float32), world size 1")
 
 
 def test_the_same_seed_gives_the_same_weights_in_bf16_and_bf16_differs_from_float32(tiny_table, tmp_path, native_bf16):
@@ -128,9 +154,10 @@ def test_the_checkpoint_records_its_precision_and_resume_refuses_another(tiny_ta
     checkpoint = tmp_path / "run" / "last.pt"
     _train(tiny_table, tiny_config(tmp_path, objective="fdsl", train={"max_steps": 2, "amp": first_amp}), checkpoint)
     written_in = torch.load(checkpoint, weights_only=True)["precision"]
-    assert written_in == str(torch.bfloat16 if first_amp else torch.float32)
+    assert written_in == str(BF16 if first_amp else FLOAT32)
     longer = tiny_config(tmp_path, objective="fdsl", train={"max_steps": 4, "amp": then_amp})
-    with pytest.raises(ConfigError, match=rf"last.pt: trained in {written_in[6:]}, .*pretrain.train.amp: {str(then_amp).lower()}\); .*Set pretrain.train.amp: {str(first_amp).lower()}"):
+    refusal = rf"last.pt: trained in {written_in}, .*pretrain.train.amp: {str(then_amp).lower()}, bf16_parts: null\); .*Set pretrain.train.amp: {str(first_amp).lower()}"
+    with pytest.raises(ConfigError, match=refusal):
         _train(tiny_table, longer, checkpoint)
     assert torch.load(checkpoint, weights_only=True)["step"] == 2  # untouched
     resumed = _train(tiny_table, tiny_config(tmp_path, objective="fdsl", train={"max_steps": 4, "amp": first_amp}), checkpoint)
