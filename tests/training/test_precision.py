@@ -2,14 +2,20 @@
 AMX), in the parts the objective declares, the same on every device; float32 elsewhere or with ``train.amp: false``;
 said first, recorded in the checkpoint, never mixed on resume, and reproducible from the seed."""
 
+import json
 import logging
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 import torch
 
 from fdsml import distributed
 from fdsml.config import ConfigError
-from fdsml.training import precision as precision_module
+from fdsml import native_bf16 as capability
 from fdsml.losses.pair import build_pair_loss
 from fdsml.training.loop import train
 from fdsml.training.objectives import CrossEntropyObjective
@@ -17,7 +23,8 @@ from fdsml.training.pretrain_objectives.label_triplet import LabelTripletObjecti
 from fdsml.training.pretrain_objectives.pa_triplet import PATripletObjective
 from fdsml.training.pretrain_objectives.pml import PairLossObjective
 from fdsml.training.loop_config import LoopConfig
-from fdsml.training.precision import Precision, cpu_flags, precision
+from fdsml.native_bf16 import cpu_flags
+from fdsml.training.precision import Precision, precision
 from fdsml.training.pretrain import build_objective
 from fdsml.training.pretrain import build_batch_sampler, build_fractal_dataset, build_pretrain_model, plan_pretrain, pretrain
 
@@ -37,17 +44,17 @@ def cpuinfo(tmp_path, monkeypatch):
     def write(extra: str) -> None:
         path = tmp_path / "cpuinfo"
         path.write_text(CPUINFO.format(extra=extra))
-        monkeypatch.setattr(precision_module, "CPUINFO", path)
-        precision_module.cpu_has_native_bf16.cache_clear()
+        monkeypatch.setattr(capability, "CPUINFO", path)
+        capability.cpu_has_native_bf16.cache_clear()
 
     yield write
-    precision_module.cpu_has_native_bf16.cache_clear()
+    capability.cpu_has_native_bf16.cache_clear()
 
 
 @pytest.fixture
 def native_bf16(monkeypatch):
     """Whether the CPU counts as computing bf16 natively (torch's CPU autocast runs bf16 either way)."""
-    return lambda native: monkeypatch.setattr(precision_module, "cpu_has_native_bf16", lambda: native)
+    return lambda native: monkeypatch.setattr(capability, "cpu_has_native_bf16", lambda: native)
 
 
 def test_cpu_flags_are_read_from_the_flags_line():
@@ -76,12 +83,12 @@ def test_cuda_trains_in_bf16_with_amp_whatever_the_cpu(cpuinfo):
 
 
 def test_a_machine_without_cpuinfo_trains_in_float32(tmp_path, monkeypatch):
-    monkeypatch.setattr(precision_module, "CPUINFO", tmp_path / "absent")
-    precision_module.cpu_has_native_bf16.cache_clear()
+    monkeypatch.setattr(capability, "CPUINFO", tmp_path / "absent")
+    capability.cpu_has_native_bf16.cache_clear()
     try:
         assert precision(AMP, CPU) == FLOAT32
     finally:
-        precision_module.cpu_has_native_bf16.cache_clear()
+        capability.cpu_has_native_bf16.cache_clear()
 
 
 @pytest.mark.parametrize("device", [CPU, CUDA])
@@ -162,3 +169,42 @@ def test_the_checkpoint_records_its_precision_and_resume_refuses_another(tiny_ta
     assert torch.load(checkpoint, weights_only=True)["step"] == 2  # untouched
     resumed = _train(tiny_table, tiny_config(tmp_path, objective="fdsl", train={"max_steps": 4, "amp": first_amp}), checkpoint)
     assert resumed.history["step"].tolist() == [1, 2, 3, 4]
+
+
+RUN_AND_DIGEST = textwrap.dedent(
+    """
+    import hashlib, json, sys
+    import torch
+    torch.set_num_threads({threads})
+    from fdsml import native_bf16
+    native_bf16.cpu_has_native_bf16 = lambda: True  # the bf16 path on any CPU (torch emulates it where it is not native)
+    from fdsml.families.finefractaldb import generate_finefractaldb
+    from fdsml.training.pretrain import pretrain
+    sys.path.insert(0, {tests!r})
+    from support import TINY_FRACTALS, TINY_SPEC
+    from training.helpers import tiny_config
+    table, _ = generate_finefractaldb(TINY_FRACTALS)
+    payload, _ = pretrain(table, TINY_SPEC, tiny_config({run_dir!r}, objective={objective!r}, train={train!r}))
+    weights = payload["state_dict"]
+    print(json.dumps(hashlib.sha256(b"".join(weights[name].numpy().tobytes() for name in sorted(weights))).hexdigest()))
+    """
+)
+
+
+def weights_digest(tmp_path: Path, objective: str, amp: bool, threads: int) -> str:
+    """The SHA-256 of the weights a fresh process ends on after 4 steps on ``threads`` torch threads."""
+    tests = str(Path(__file__).resolve().parents[1])
+    run_dir = tmp_path / f"{objective}-{amp}-{threads}-{len(list(tmp_path.iterdir()))}"
+    train = {"max_steps": 4, "checkpoint_every": 100, "amp": amp}
+    script = RUN_AND_DIGEST.format(threads=threads, tests=tests, run_dir=str(run_dir), objective=objective, train=train)
+    done = subprocess.run([sys.executable, "-c", script], env=os.environ | {"PYTHONPATH": "src"}, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("objective, amp", [("fdsl", True), ("pa_triplet", True)])
+def test_the_same_seed_and_thread_count_give_the_same_bytes_in_another_process(tmp_path, objective, amp):
+    """Two fresh processes, one thread each: the same weights to the byte, in bf16 (FDSL's trunk and head) and in float32
+    (PA-Triplet's declaration). A thread count of its own sums in another order: docs/reproducibility.md says how much."""
+    assert weights_digest(tmp_path, objective, amp, 1) == weights_digest(tmp_path, objective, amp, 1)

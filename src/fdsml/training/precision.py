@@ -3,10 +3,8 @@
 A step has three parts: the **trunk** (the model's input normalisation and backbone), the **head** (the
 embedding or classifier head on the trunk's pooled features) and the **loss** (with normalisation,
 distances, mining and proxies: :mod:`fdsml.losses.precision`), which is float32 always. ``train.amp``
-says "bf16 where the device computes it natively": CUDA, and a CPU with native bfloat16 arithmetic
-(AVX512-BF16 or AMX), where a ResNet-18 step runs about 1.5x faster (docs/cpu.md); a CPU without it
-emulates bf16 and would run slower than float32, so it trains in float32. The CPU's own flags
-(``/proc/cpuinfo``) decide; torch's check that its oneDNN kernels take bf16 is the complement.
+says "bf16 where the device computes it natively" (:mod:`fdsml.native_bf16`: CUDA, and a CPU with
+AVX512-BF16 or AMX, where a ResNet-18 step runs about 1.5x faster; a CPU without them trains in float32).
 ``amp: false`` forces float32 anywhere.
 
 Which parts take bf16 where the device has it is the objective's declaration, ``bf16_parts``, the same
@@ -17,48 +15,18 @@ declaration (a study's arm: the precision parity study measures each choice).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
 from fdsml.config import ConfigError
+from fdsml.native_bf16 import device_has_bf16
 
-NATIVE_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
-CPUINFO = Path("/proc/cpuinfo")
 PARTS = ("trunk", "head")
 """The parts that may compute in bf16, outermost first: a head in bf16 needs a trunk in bf16."""
 DEFAULT_BF16_PARTS = PARTS
 """What an objective that declares no ``bf16_parts`` takes: bf16 in the trunk and the head."""
-
-
-def cpu_flags(cpuinfo: str) -> frozenset[str]:
-    """The feature flags of ``/proc/cpuinfo``'s text (its first ``flags`` line; every core lists the same)."""
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "flags":
-            return frozenset(value.split())
-    return frozenset()
-
-
-@functools.cache
-def cpu_has_native_bf16() -> bool:
-    """Whether this CPU computes bfloat16 natively (AVX512-BF16 or AMX) and torch's oneDNN kernels use it.
-
-    Where ``/proc/cpuinfo`` is absent (not Linux) the answer is no: float32, the safe side.
-    """
-    try:
-        flags = cpu_flags(CPUINFO.read_text())
-    except OSError:
-        return False
-    return bool(flags & NATIVE_BF16_FLAGS) and torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
-
-
-def device_has_bf16(device: torch.device) -> bool:
-    """Whether ``device`` computes bf16 natively: CUDA, or a CPU with native bf16 (:func:`cpu_has_native_bf16`)."""
-    return device.type == "cuda" or (device.type == "cpu" and cpu_has_native_bf16())
 
 
 def check_bf16_parts(parts: Sequence[str], key: str = "bf16_parts") -> tuple[str, ...]:
