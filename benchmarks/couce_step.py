@@ -1,9 +1,8 @@
 """Extra training cost of CouCE: time per training step against the plain proxy objective, as a ratio.
 
-One model, one batch, one run: the baseline ``ProxyObjective`` and CouCE variants (+ODBA,
-+MSRCI, full) take turns, each step being forward, backward and an optimiser step on the
-model and the proxies. Reported per variant: the median step time and its ratio to the
-baseline's median.
+One model, one batch, one run: the baseline ``ProxyObjective`` and CouCE variants (+ODBA, +MSRCI, full) take turns,
+each step being forward, backward and an optimiser step on the model and the proxies. Reported per variant: the
+median step time and its ratio to the baseline's median.
 
     python benchmarks/couce_step.py [--backbone resnet18] [--img-size 64] [--batch 32] [--repeats 10] [--threads 1]
 """
@@ -22,11 +21,7 @@ from fdsml.models import build_model
 from fdsml.training.objectives import ProxyObjective
 from timing import interleaved, parser, use_threads
 
-VARIANTS = {
-    "+ ODBA": CouCESettings.baseline(odba=True),
-    "+ MSRCI": CouCESettings.baseline(msrci=True),
-    "full CouCE": CouCESettings(),
-}
+VARIANTS = {"+ ODBA": CouCESettings.baseline(odba=True), "+ MSRCI": CouCESettings.baseline(msrci=True), "full CouCE": CouCESettings()}
 
 
 def _step(model, objective, optimizer, batch) -> float:
@@ -60,10 +55,8 @@ def main() -> None:
     objectives = {"baseline": ProxyObjective(copy.deepcopy(loss))}
     objectives |= {name: CouCEObjective(copy.deepcopy(loss), args.embedding, settings) for name, settings in VARIANTS.items()}
     generator = torch.Generator().manual_seed(0)
-    batch = {
-        "image": torch.randn(args.batch, 3, args.img_size, args.img_size, generator=generator).to(device),
-        "label": (torch.arange(args.batch) % args.classes).to(device),
-    }
+    batch = {"image": torch.randn(args.batch, 3, args.img_size, args.img_size, generator=generator).to(device),
+             "label": (torch.arange(args.batch) % args.classes).to(device)}  # fmt: skip
     optimizers = {}
     for name, objective in objectives.items():
         objective.to(device)
@@ -73,10 +66,8 @@ def main() -> None:
     times = interleaved(steps, args.repeats, warmup=2)  # the warm-up fills the ODBA dictionaries
 
     base = statistics.median(times["baseline"])
-    print(
-        f"{args.backbone} at {args.img_size} px, batch {args.batch}, {args.loss}, device {device}, "
-        f"{torch.get_num_threads()} CPU threads, median of {args.repeats} interleaved steps"
-    )
+    print(f"{args.backbone} at {args.img_size} px, batch {args.batch}, {args.loss}, device {device}, "
+          f"{torch.get_num_threads()} CPU threads, median of {args.repeats} interleaved steps")  # fmt: skip
     print(f"{'objective':>12} {'ms/step':>9} {'x baseline':>11}")
     for name, measured in times.items():
         median = statistics.median(measured)

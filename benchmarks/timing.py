@@ -1,6 +1,5 @@
-"""What the scripts of benchmarks/ share: their command line, the configuration they read, the clock,
-rounds that alternate what they compare (so load on a shared machine hits every side alike), and
-the printed result."""
+"""What the scripts of benchmarks/ share: their command line, the configuration they read, the clock, rounds that
+alternate what they compare (so load on a shared machine hits every side alike), and the printed result."""
 
 from __future__ import annotations
 

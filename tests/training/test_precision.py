@@ -155,6 +155,25 @@ def _train(tiny_table, config, checkpoint):
     return train(model, build_objective(config, 3, model.output_dim), dataset, sampler, config.train, config.optimizer, checkpoint, plan=plan)
 
 
+def test_a_bf16_run_resumed_from_its_checkpoint_ends_on_the_uninterrupted_runs_weights(tiny_table, tmp_path, native_bf16, caplog):
+    """FDSL in bf16 (trunk and head), 6 steps straight against 3 steps, then a run of 6 that resumes at step 3."""
+    native_bf16(True)
+
+    def steps(count: int, folder: str):
+        torch.manual_seed(0)  # the initial model _train builds
+        config = tiny_config(tmp_path, objective="fdsl", train={"max_steps": count, "checkpoint_every": 3})
+        return _train(tiny_table, config, tmp_path / folder / "last.pt")
+
+    straight = steps(6, "straight").model.state_dict()
+    steps(3, "resumed")
+    with caplog.at_level(logging.INFO, logger="fdsml.training.loop"):
+        resumed = steps(6, "resumed")
+    assert any("at step 3 of 6" in record.getMessage() for record in caplog.records)  # it did resume
+    assert torch.load(tmp_path / "resumed" / "last.pt", weights_only=True)["precision"] == str(BF16)
+    for name, tensor in straight.items():
+        torch.testing.assert_close(resumed.model.state_dict()[name], tensor, rtol=0, atol=0, msg=name)
+
+
 @pytest.mark.parametrize("first_amp, then_amp", [(False, True), (True, False)])
 def test_the_checkpoint_records_its_precision_and_resume_refuses_another(tiny_table, tmp_path, native_bf16, first_amp, then_amp):
     native_bf16(True)

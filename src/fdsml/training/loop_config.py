@@ -65,7 +65,7 @@ class LoopConfig:
     forces float32. The loss is float32 either way.
     ``compile`` runs the model through ``torch.compile`` (worth it on GPUs for long runs; off by
     default, as compiling costs minutes and fused kernels round differently; on the CPU conf/cpu's
-    step ran slower compiled than eager: benchmarks/cpu_compile.py).
+    step ran slower compiled than eager: benchmarks/pretrain_step.py --compile).
     ``sync_batchnorm`` normalises over the global batch under DDP (CUDA only: torch's
     SyncBatchNorm has no CPU kernel); otherwise each replica uses its own batch's statistics.
     """
