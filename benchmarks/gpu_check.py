@@ -105,9 +105,11 @@ class SyntheticImages(torch.utils.data.Dataset):
 
 
 def run_training(model, objective, sizes: Sizes, device: str, folder: Path, *, compile_model=False, optimizer="sgd"):
-    """``train`` on synthetic batches; the history (per-step device time in ``step_s``)."""
+    """``train`` on synthetic batches, trunk and head in bf16 whatever the objective declares (these rows time the bf16
+    path, like for like); the history (per-step device time in ``step_s``)."""
     batches = [list(range(step * sizes.batch, (step + 1) * sizes.batch)) for step in range(sizes.steps)]
-    loop = LoopConfig(max_steps=sizes.steps, device=device, compile=compile_model, checkpoint_every=100, log_every=sizes.steps)
+    loop = LoopConfig(max_steps=sizes.steps, device=device, compile=compile_model, checkpoint_every=100, log_every=sizes.steps,
+                      bf16_parts=("trunk", "head"))
     config = OptimizerConfig(name=optimizer, base_lr=0.01, schedule="constant")
     plan = plan_training("gpu_check", images=sizes.batch * sizes.steps, batch_per_replica=sizes.batch, world_size=1,
                          optimizer=config, loop=loop, keys=PlanKeys(batch="--quick", warmup="-"))
@@ -133,10 +135,8 @@ def check_pretraining(device, sizes, folder, backbone, compile_model):
 def check_triplet_against_cross_entropy(device, sizes, folder, backbone):
     """PA-Triplet (batch mode) images/s as a share of cross-entropy's on the same backbone and batch."""
     speeds = {}
-    for name, objective, head in (
-        ("triplet", PATripletObjective("all", "batch", max_triplets=65536), {"embedding_dim": 64}),
-        ("ce", CrossEntropyObjective(), {"head": "classifier", "num_classes": sizes.classes}),
-    ):
+    for name, objective, head in (("triplet", PATripletObjective("all", "batch", max_triplets=65536), {"embedding_dim": 64}),
+                                  ("ce", CrossEntropyObjective(), {"head": "classifier", "num_classes": sizes.classes})):  # fmt: skip
         model = build_model(backbone, img_size=sizes.image, **head)
         speeds[name] = images_per_second(run_training(model, objective, sizes, device, folder / name), sizes)
     ratio = speeds["triplet"] / speeds["ce"]

@@ -62,7 +62,7 @@ from fdsml.training.resume import Resumable
 from timing import interleaved, parameters, parser, print_result, use_threads
 
 OBJECTIVES = {  # the name printed -> pretrain overrides on top of the environment's
-    "pa_triplet (as configured)": {},
+    "pa_triplet (as configured)": {"objective": "pa_triplet"},
     "pa_triplet all (every triplet of the batch)": {"objective": "pa_triplet", "pa_triplet": {"filter": "all", "mode": "batch"}},
     "fdsl": {"objective": "fdsl"},
 }

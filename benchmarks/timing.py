@@ -35,10 +35,10 @@ def use_threads(count: int | None) -> None:
 
 
 def parameters(env: str) -> dict:
-    """conf/base's parameters overlaid with ``env``'s, as ``kedro run --env`` reads them."""
-    from kedro.config import OmegaConfigLoader
+    """conf/base's parameters overlaid key by key with ``env``'s, as ``kedro run --env`` reads them."""
+    from fdsml.config import env_parameters
 
-    return OmegaConfigLoader("conf", base_env="base", default_run_env=env)["parameters"]
+    return env_parameters("conf", env)
 
 
 def seconds(work: Callable[[], object], device: torch.device | str = "cpu") -> float:
