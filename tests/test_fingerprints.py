@@ -122,7 +122,9 @@ def test_every_key_and_the_clean_images_of_the_corrupted_test_set():
 
 
 def test_the_declared_non_defining_keys():
-    """What may change without redoing work: paths, log and checkpoint intervals, workers, evaluation-only keys, sweeps."""
+    """What may change without redoing work: paths, log and checkpoint intervals, workers, evaluation-only keys, sweeps;
+    a fine-tuning's rate search and demonstration cap enter its runs as the start's base_lr and the resolved max_steps,
+    and its baselines are scored beside the runs, never in them."""
     declared = {
         name: sorted(".".join(path) for path, defining in leaves(config) if not defining)
         for name, config in {
@@ -139,10 +141,12 @@ def test_the_declared_non_defining_keys():
         # validation reads the model, never changes it; a transformer's optimizer enters as the `optimizer` it replaces
         "pretrain": ["live_dir", "run_dir", *loop, "transformer_optimizer", "validation"],
         "retrieval": [
-            "data.eval_batch_size", "data.eval_workers", "data.faiss_threads", "data.ks", "data.root",
-            "live_dir", "n_example_queries", "run_dir", "seeds", "starts", *loop,
+            "baselines", "data.eval_batch_size", "data.eval_workers", "data.faiss_threads", "data.ks", "data.root",
+            "demo_max_steps", "live_dir", "n_example_queries", "rate_search", "run_dir", "seeds", "starts", *loop,
         ],
-        "classification": ["datasets", "eval_batch_size", "eval_workers", "live_dir", "run_dir", "starting_points", *loop],
+        "classification": [
+            "baselines", "datasets", "eval_batch_size", "eval_workers", "live_dir", "rate_search", "run_dir", "starting_points", *loop,
+        ],
         "robustness": ["batch_size", "device", "example_index", "released_root", "workers"],
     }
 
