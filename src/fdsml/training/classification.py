@@ -1,7 +1,8 @@
 """Classification fine-tuning (docs/method.md §5.4): settings, objectives, and its part of the fine-tuning assembly.
 
-Every starting point (scratch, FDSL or FDSML checkpoints) gets the same recipe: the trunk from
-its checkpoint, a fresh linear classifier, cross-entropy with label smoothing, optionally mixup
+Every starting point (scratch, FDSL or FDSML checkpoints) gets the same recipe, at its own rate when
+it has one (its ``base_lr``, or the rate search's: :mod:`fdsml.training.classification_comparison`): the
+trunk from its checkpoint, a fresh linear classifier, cross-entropy with label smoothing, optionally mixup
 or cutmix, AdamW with warm-up and cosine decay by default. Training runs a fixed number of
 steps and the last weights are scored once on the test split: no model selection on it.
 """
@@ -348,25 +349,6 @@ def evaluate_classifier_scores(
     dataset = ImageRecordsDataset(records, eval_transform(config.image_size, config.augment.crop_fraction))
     device = distributed.resolve_device(config.train.device, distributed.current().local_rank)
     return classification_scores(model, dataset, batch_size=config.eval_batch_size, device=device, workers=config.eval_workers)
-
-
-def score_records(
-    model: nn.Module,
-    records: ImageRecords,
-    image_size: int,
-    crop_fraction: float,
-    batch_size: int,
-    device: str = "auto",
-    *,
-    workers: int = 0,
-) -> dict[str, float]:
-    """``{"top1", "top5"}`` of ``model`` on ``records`` seen at ``image_size`` through the test view."""
-    from fdsml.data import ImageRecordsDataset
-    from fdsml.evaluation.classification import classification_metrics
-
-    dataset = ImageRecordsDataset(records, eval_transform(image_size, crop_fraction))
-    device = distributed.resolve_device(device, distributed.current().local_rank)
-    return classification_metrics(model, dataset, batch_size=batch_size, device=device, workers=workers)
 
 
 def rate_source(config: ClassificationConfig, start: StartingPoint) -> str:

@@ -1,9 +1,11 @@
 """Retrieval fine-tuning with proxy losses and its evaluation (docs/method.md §5.1 and §8).
 
-Each starting point (scratch, or a pre-trained checkpoint's trunk) gets the same recipe: a
-fresh embedding head, a proxy loss whose proxies train at a multiple of the model's rate, a
-warm-up with the trunk frozen, then a fixed schedule. There is no model selection: the test
-classes are used once, for the final numbers.
+Each starting point (scratch, or a pre-trained checkpoint's trunk) gets the same recipe, at its
+own rate when it has one (its ``base_lr``, or the rate search's: :mod:`fdsml.training.retrieval_comparison`):
+a fresh embedding head, a proxy loss whose proxies train at a multiple of the model's rate, a
+warm-up with the trunk frozen, then a fixed schedule whose length follows the data's epochs
+(:func:`sized_to_data`: the embedded datasets keep their demonstration's step cap). There is no
+model selection: the test classes are used once, for the final numbers.
 """
 
 from __future__ import annotations
