@@ -29,6 +29,7 @@ CPU = DistContext(torch.device("cpu"))
 
 
 def retrieval_fingerprint(config, start, seed, start_weights, context, training_images):
+    config = finetune.at_start_rate(config, start)  # a start's own rate, as the comparison fine-tunes it
     task, run = retrieval.fine_tuning(config, n_classes=2), retrieval.finetune_run(config.data.dataset, start, seed)
     return run_fingerprint(finetune.defining_run(task, run, start_weights, training_images), config.train, context)
 
@@ -158,6 +159,10 @@ def test_a_run_is_redone_for_another_start_seed_dataset_or_world_size(fingerprin
     assert retrieval_fingerprint(config, StartingPoint("fdsml", "other.pt"), 0, "w", CPU, "images") != base
     assert retrieval_fingerprint(config, start, 0, "w", DistContext(torch.device("cpu"), world_size=8), "images") != base
     assert retrieval_fingerprint(config, start, 0, "w", CPU, "other images") != base
+    # a start's own rate defines its run by its value: the shared rate set by hand (or chosen) is the same run
+    shared = StartingPoint("fdsml", "pretrained_model", base_lr=config.optimizer.base_lr)
+    assert retrieval_fingerprint(config, shared, 0, "w", CPU, "images") == base
+    assert retrieval_fingerprint(config, dataclasses.replace(shared, base_lr=3e-4), 0, "w", CPU, "images") != base
     cls = classification.ClassificationConfig()
     assert classification_fingerprint(cls, classification.DatasetSettings("cifar10"), start, "w", CPU, "images") != (
         classification_fingerprint(cls, classification.DatasetSettings("digits"), start, "w", CPU, "images")

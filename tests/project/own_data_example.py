@@ -23,7 +23,7 @@ from tests.support import ROOT
 PAGE = ROOT / "docs" / "own-data.md"
 FOLDER, CLASSES, PER_CLASS = "data/01_raw/drawings", 48, 2
 """The example's folder: 48 Omniglot characters of two drawings each, as the page says."""
-TABLE = re.compile(r"(<!-- the worked example's retrieval_table.md -->\n)(.*?)(\n<!-- end of the table -->)", re.S)
+TABLE = re.compile(r"(<!-- the worked example's retrieval_table.md -->\n)(.*?)(<!-- end of the table -->)", re.S)
 
 
 def section() -> str:
@@ -41,7 +41,7 @@ def example() -> tuple[str, str, list[str]]:
 
 def shown_table() -> str:
     """The table the page shows."""
-    return TABLE.search(section()).group(2)
+    return TABLE.search(section()).group(2).rstrip("\n")
 
 
 def run_example(folder: Path) -> tuple[Path, list[str]]:
@@ -66,7 +66,7 @@ def write_table() -> None:
         project, _ = run_example(Path(scratch) / "project")
         table = (project / "data/08_reporting/retrieval_table.md").read_text().rstrip("\n")
     text = PAGE.read_text()
-    PAGE.write_text(TABLE.sub(lambda found: found[1] + table + found[3], text))
+    PAGE.write_text(TABLE.sub(lambda found: f"{found[1]}{table}\n{found[3]}", text))
 
 
 if __name__ == "__main__":

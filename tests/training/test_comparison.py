@@ -37,22 +37,24 @@ def test_the_knob_at_fault_is_read_off_the_runs_own_losses():
     falling = likely_fault(_history(np.linspace(3.0, 1.0, 40) + noise), _plan(), 2.0, task="retrieval", searched=False)
     assert falling.startswith("too few steps (the loss 2.9") and "raise retrieval.train.epochs or max_steps" in falling
     settled = likely_fault(_history(np.r_[np.linspace(3.0, 1.0, 20), np.ones(20)] + noise), _plan(), 2.0, task="retrieval", searched=True)
-    assert settled.startswith("the rate or the batch (the loss") and "retrieval.data.batch_size" in settled
+    assert settled.startswith("the rate or the batch (the loss") and "more steps would not move it" in settled
+    assert "retrieval.data.batch_size" in settled
     assert "widen retrieval.rate_search.rates" in settled  # the search ran: its list held no better rate
     assert likely_fault(_history([1.0, 0.9]), _plan(2), 2.0, task="classification", searched=False).startswith("too few steps")
 
 
 def test_a_verdict_names_the_baselines_a_start_did_not_beat_and_none_when_it_beat_them_all():
     beaten = {"raw pixels": (0.30, Difference(0.10, 0.02)), "its frozen trunk": (0.35, Difference(0.05, 0.01))}
-    assert verdict("fdsml", "Recall@1", 0.40, beaten, 2.0, "the rate") is None
+    assert verdict("fdsml", "Recall@1", 0.40, beaten, 2.0, "the rate", "200 queries") is None
     within = beaten | {"its frozen trunk": (0.38, Difference(0.02, 0.015))}
-    line = verdict("fdsml", "Recall@1", 0.40, within, 2.0, "too few steps")
+    line = verdict("fdsml", "Recall@1", 0.40, within, 2.0, "too few steps", "200 queries")
     assert line == (
         "fine-tuning did not help: fdsml fine-tuned reaches Recall@1 40.0 %, against its frozen trunk at 38.0 % (+2.0 ± 1.5): "
-        "within 2 standard errors or below; most likely at fault: too few steps"
+        "within 2 standard errors or below (on these 200 queries a gain under 3.0 points cannot be told from noise); most "
+        "likely at fault: too few steps"
     )
-    below = verdict("scratch", "top-1", 0.2, {"raw pixels": (0.5, Difference(-0.3, 0.05))}, 2.0, "the rate")
-    assert "raw pixels at 50.0 % (-30.0 ± 5.0)" in below
+    below = verdict("scratch", "top-1", 0.2, {"raw pixels": (0.5, Difference(-0.3, 0.05))}, 2.0, "the rate", "40 test images")
+    assert "raw pixels at 50.0 % (-30.0 ± 5.0)" in below and "a gain under 10.0 points" in below
 
 
 @pytest.mark.parametrize("noise_ses", [0.0, -1.0])

@@ -35,7 +35,7 @@ from fdsml.models.backbones import require_backbone
 from fdsml.models.starting_points import PRETRAINED, StartingPoint
 from fdsml import distributed
 from fdsml.training.comparison import BaselineSettings, rate_record
-from fdsml.training.finetune import FineTuneRun, FineTuning, at_start_rate, finetune
+from fdsml.training.finetune import FineTuneRun, FineTuning, at_start_rate, defining_start, finetune
 from fdsml.training.live import LiveRun, live_metrics
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
 from fdsml.training.objectives import CrossEntropyObjective, soft_target_cross_entropy
@@ -291,8 +291,9 @@ def fine_tuning(config: ClassificationConfig, name: str, num_classes: int) -> Fi
 
 def finetune_run(config: ClassificationConfig, name: str, start: StartingPoint, dataset: Any = None) -> FineTuneRun:
     """The run of ``start`` on dataset ``name`` (``dataset``: where it was read from; default its name alone),
-    with the training seed: its folder ``<dataset>/<start>``; its dataset and start define it."""
-    defines = {"dataset": dataset or {"name": name}, "start": start}
+    with the training seed: its folder ``<dataset>/<start>``; its dataset and start (its rate is the configuration's)
+    define it."""
+    defines = {"dataset": dataset or {"name": name}, "start": defining_start(start)}
     return FineTuneRun(start, config.train.seed, f"{name}/{start.name}", defines)
 
 

@@ -56,7 +56,7 @@ from fdsml.training.comparison import (
     verdict_paragraphs,
     versus_record,
 )
-from fdsml.training.finetune import FineTuneRun, at_start_rate, starting_model
+from fdsml.training.finetune import FineTuneRun, at_start_rate, defining_start, starting_model
 from fdsml.training.live import live_metrics
 from fdsml.training.rate_search import RateChoice, choose_rate, hold_out_images
 from fdsml.training.training_plan import check_plans
@@ -114,7 +114,7 @@ def search_rate(
 
     def score(rate: float) -> dict[str, float]:
         rated = replace(start, base_lr=rate)
-        defines = {"dataset": dataset, "start": rated}
+        defines = {"dataset": dataset, "start": defining_start(rated)}
         run = FineTuneRun(rated, config.train.seed, f"{dataset.name}/rate_search/{start.name}_lr{rate:g}", defines)
         payload, _ = finetune_classifier(held_out, rated, config, dataset=dataset, pretrained=pretrained, run=run)
         return evaluate_classifier(model_from_payload(payload), validation, config)
@@ -189,7 +189,8 @@ def classification_comparison(
                 FROZEN: (frozen[COMPARED], paired_difference([result.hits], [frozen_hits])),
             }
             fault = likely_fault(result.history, plan, noise, task="classification", searched=choice is not None)
-            line = verdict(f"{start.name} on {dataset.name}", "top-1", result.scores[COMPARED], versus, noise, fault)
+            scored = f"{len(result.hits):,} test images"
+            line = verdict(f"{start.name} on {dataset.name}", "top-1", result.scores[COMPARED], versus, noise, fault, scored)
             if line:
                 logger.warning("%s", line)
             source = "chosen on validation" if choice is not None else rate_source(config, start)

@@ -126,24 +126,26 @@ def likely_fault(history: pd.DataFrame, plan: TrainingPlan, noise_ses: float, *,
             f"last two tenths of {steps}); raise {task}.train.epochs or max_steps"
         )
     return (
-        f"the rate or the batch (the {trend} settled over {steps} without a gain on the test split: the start fit its "
-        f"training classes and lost what transferred); a lower rate keeps more of the trunk ({rate_fix}), a larger "
-        f"batch ({plan.keys.batch}) steadies each step"
+        f"the rate or the batch (the {trend} settled over {steps}: more steps would not move it); a lower rate keeps "
+        f"more of the trunk ({rate_fix}), a larger batch ({plan.keys.batch}) steadies each step"
     )
 
 
 def verdict(
-    start: str, metric: str, value: float, versus: dict[str, tuple[float, Difference]], noise_ses: float, fault: str
+    start: str, metric: str, value: float, versus: dict[str, tuple[float, Difference]], noise_ses: float, fault: str, scored: str
 ) -> str | None:
     """``fine-tuning did not help: ...`` when ``value`` (``metric`` of the fine-tuned ``start``) is not more than
-    ``noise_ses`` standard errors above every baseline of ``versus`` (name -> (its value, the difference)); else None."""
+    ``noise_ses`` standard errors above every baseline of ``versus`` (name -> (its value, the difference)); else None.
+    ``scored`` names the items (``48 queries``): the smallest gain they could tell from noise is said too."""
     failed = {name: found for name, found in versus.items() if not found[1].helped(noise_ses)}
     if not failed:
         return None
     against = " and ".join(f"{name} at {100 * base:.1f} % ({difference.describe()})" for name, (base, difference) in failed.items())
+    resolution = 100 * noise_ses * max(difference.se for _, difference in failed.values())
     return (
         f"fine-tuning did not help: {start} fine-tuned reaches {metric} {100 * value:.1f} %, against {against}: within "
-        f"{noise_ses:g} standard errors or below; most likely at fault: {fault}"
+        f"{noise_ses:g} standard errors or below (on these {scored} a gain under {resolution:.1f} points cannot be told "
+        f"from noise); most likely at fault: {fault}"
     )
 
 

@@ -68,6 +68,12 @@ def defining_run(task: FineTuning, run: FineTuneRun, start_weights: str, trainin
     return RunDefinition({task.key: task.config, **run.defines}, code=task.code, inputs=inputs)
 
 
+def defining_start(start: StartingPoint) -> StartingPoint:
+    """``start`` as it defines a run: without its ``base_lr``, which the run's configuration holds already
+    (:func:`at_start_rate`), so that one rate defines one run whether it was set by hand, chosen or shared."""
+    return replace(start, base_lr=None)
+
+
 def at_start_rate(config: Any, start: StartingPoint) -> Any:
     """A task's configuration with ``start``'s own fine-tuning rate (``start.base_lr``) when it has one."""
     if start.base_lr is None:

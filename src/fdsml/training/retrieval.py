@@ -39,7 +39,7 @@ from fdsml.models.network import EmbeddingModel
 from fdsml.models.starting_points import StartingPoint
 from fdsml import distributed
 from fdsml.training.comparison import BaselineSettings, rate_record, seed_summary
-from fdsml.training.finetune import FineTuneRun, FineTuning, at_start_rate, finetune
+from fdsml.training.finetune import FineTuneRun, FineTuning, at_start_rate, defining_start, finetune
 from fdsml.training.live import live_metrics
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
 from fdsml.training.objectives import ProxyObjective
@@ -241,8 +241,9 @@ def fine_tuning(config: RetrievalConfig, n_classes: int) -> FineTuning:
 
 def finetune_run(dataset: str, start: StartingPoint, seed: int) -> FineTuneRun:
     """The run of ``start`` with ``seed`` on ``dataset`` (the splits' name): its folder ``<dataset>/<start>_seed<seed>``,
-    so that two datasets' runs live side by side and each resumes; its start and seed define it."""
-    return FineTuneRun(start, seed, f"{dataset}/{start.name}_seed{seed}", {"start": start, "seed": seed})
+    so that two datasets' runs live side by side and each resumes; its start (its rate is the configuration's) and seed
+    define it."""
+    return FineTuneRun(start, seed, f"{dataset}/{start.name}_seed{seed}", {"start": defining_start(start), "seed": seed})
 
 
 def build_objective(config: RetrievalConfig, n_classes: int, seed: int):

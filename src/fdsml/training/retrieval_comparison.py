@@ -44,7 +44,7 @@ from fdsml.training.comparison import (
     verdict_paragraphs,
     versus_record,
 )
-from fdsml.training.finetune import FineTuneRun, at_start_rate, finetune, starting_model
+from fdsml.training.finetune import FineTuneRun, at_start_rate, defining_start, finetune, starting_model
 from fdsml.training.live import live_metrics
 from fdsml.training.rate_search import RateChoice, choose_rate, hold_out_classes
 from fdsml.training.retrieval import (
@@ -130,7 +130,7 @@ def search_rate(config: RetrievalConfig, splits: RetrievalSplits, start: Startin
         rated = replace(start, base_lr=rate)
         task = fine_tuning(at_start_rate(config, rated), int(train.labels.max()) + 1)
         folder = f"{splits.name}/rate_search/{start.name}_lr{rate:g}_seed{seed}"
-        result, _ = finetune(task, train, FineTuneRun(rated, seed, folder, {"start": rated, "seed": seed}), pretrained=pretrained)
+        result, _ = finetune(task, train, FineTuneRun(rated, seed, folder, {"start": defining_start(rated), "seed": seed}), pretrained=pretrained)
         return evaluate(result.model, held_out, config, seed)
 
     classes = len(np.unique(validation.labels))
@@ -201,7 +201,8 @@ def retrieval_comparison(config: RetrievalConfig, pretrained: dict | None = None
         }
         first_seed = result.history[result.history["seed"] == config.seeds[0]]
         fault = likely_fault(first_seed, result.plan, noise, task="retrieval", searched=choice is not None)
-        line = verdict(name, "Recall@1", float(np.mean([found[COMPARED] for found in result.per_seed.values()])), versus, noise, fault)
+        value = float(np.mean([found[COMPARED] for found in result.per_seed.values()]))
+        line = verdict(name, "Recall@1", value, versus, noise, fault, f"{len(pixel_hits):,} queries")
         if line:
             logger.warning("%s", line)
         source = "chosen on validation" if choice is not None else rate_source(config, result.start)
