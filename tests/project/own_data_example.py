@@ -44,6 +44,12 @@ def shown_table() -> str:
     return TABLE.search(section()).group(2).rstrip("\n")
 
 
+def without_seconds(table: str) -> str:
+    """``table`` with the rate searches' seconds (the last cell of their rows: wall time, the one figure a rerun
+    does not repeat) left out."""
+    return re.sub(r"^(\| \S+ \|(?: [0-9.]* \|)+ [0-9.e-]+ \|) \d+ \|$", r"\1 (seconds) |", table, flags=re.M)
+
+
 def run_example(folder: Path) -> tuple[Path, list[str]]:
     """The example run in a fresh copy of the project in ``folder`` (one thread: the same bytes on any machine's core
     count); the project's path and each command's output. Raises when a command fails."""
