@@ -64,7 +64,7 @@ def viz_url(tmp_path_factory):
     log_path = tmp_path_factory.mktemp("viz") / "server.log"
     with log_path.open("w") as log:
         server = subprocess.Popen(
-            [str(BIN / "kedro"), "viz", "run", "--no-browser", "--host", "127.0.0.1", "--port", str(port)],
+            [str(BIN / "kedro"), "viz", "run", "--env", "base", "--no-browser", "--host", "127.0.0.1", "--port", str(port)],  # `make viz`
             cwd=ROOT,
             env=_environment(),
             stdout=log,

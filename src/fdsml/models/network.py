@@ -6,13 +6,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 import torch
 from torch import nn
 
-from fdsml.models.backbones import backbone_recipe, create_trunk
+from fdsml.models.backbones import architecture_arguments, backbone_recipe, create_trunk
 from fdsml.models.heads import PROJECTIONS, classifier
 from fdsml.models.normalisation import INPUT_MEAN, INPUT_STD, Normalise, channel_values
 
@@ -60,6 +60,12 @@ class ModelSpec:
         recipe = backbone_recipe(name)
         if head not in HEADS:
             raise ValueError(f"unknown head {head!r}; choose one of {', '.join(HEADS)}")
+        unknown = sorted(set(overrides or {}) - architecture_arguments(name))
+        if unknown:
+            raise ValueError(
+                f"{unknown[0]!r} is no architecture argument of backbone {name!r}; its overrides may set "
+                f"{', '.join(sorted(architecture_arguments(name)))}"
+            )
         img_size = recipe.default_img_size if img_size is None else img_size
         if img_size < 1 or in_chans < 1:
             raise ValueError(f"img_size and in_chans must be positive, got {img_size} and {in_chans}")
@@ -115,6 +121,12 @@ class EmbeddingModel(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """The embedding (embedding head) or the class logits (classifier head) of images in [0, 1]."""
         return self.head(self.features(x))
+
+
+def model_setting_keys(name: str) -> frozenset[str]:
+    """The keys a model's settings (``model.config``, a model file's ``model``) may hold for backbone ``name``: the
+    specification's fields and the backbone's architecture arguments (:func:`~fdsml.models.backbones.architecture_arguments`)."""
+    return frozenset(spec.name for spec in fields(ModelSpec) if spec.name != "overrides") | architecture_arguments(name)
 
 
 def build_model(

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from fdsml.config import require_name
 from fdsml.errors import CheckpointError
 from fdsml.models.checkpoint import load_checkpoint_file, recorded_model_config
 from fdsml.models.network import EmbeddingModel, build_model
@@ -29,6 +30,9 @@ class StartingPoint:
     checkpoint: str | None = None
     backbone: str = "resnet18"
     overrides: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        require_name("starts.name", self.name)  # it names the start's run folders
 
 
 def start_payload(start: StartingPoint, pretrained: dict | None = None) -> dict | None:
