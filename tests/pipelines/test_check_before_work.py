@@ -7,9 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.fresh_clone import fresh_clone, run
 from tests.own_images import tiny_sop
+from tests.tuning.study_files import TINY_STUDY
 
 
 def _lines(output: str) -> list[str]:
@@ -90,3 +92,10 @@ def test_kedro_check_names_an_image_that_does_not_decode_then_passes_once_it_is_
     code, output = run(command, clone)
     assert code == 0 and "nothing wrong found" in output, output[-3000:]
     assert len((clone / "data/02_intermediate/decoded_images.txt").read_text().split()) == 12
+
+
+def test_a_study_name_that_leaves_conf_studies_is_refused_before_its_file_is_read(tmp_path):
+    clone = fresh_clone(tmp_path / "clone")
+    (tmp_path / "outside.yml").write_text(yaml.safe_dump(TINY_STUDY))  # a valid study file, outside the project
+    code, output = run("kedro check --pipelines=study --params=study.name=../../../outside", clone)
+    _assert_one_message(code, output, "study.name: '../../../outside' names files and folders and must stay inside their folder")

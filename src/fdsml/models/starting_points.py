@@ -32,7 +32,7 @@ class StartingPoint:
     overrides: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
-        require_name("starts.name", self.name)  # it names the start's run folders
+        require_name("starting point name", self.name)  # it names the start's run folders
 
 
 def start_payload(start: StartingPoint, pretrained: dict | None = None) -> dict | None:
