@@ -1,9 +1,10 @@
 """Where a study's trials live: Optuna's RDB storage (SQLite by default, PostgreSQL for a team) or its journal file.
 
 ``tune.storage`` is ``null`` (an SQLite file ``<storage_dir>/<study>.db``), an SQLAlchemy URL
-(``sqlite:///path.db``, ``postgresql://user:password@host/db``), or Optuna's journal file:
+(``sqlite:///path.db``, ``postgresql://user@host/db`` with the password in ``~/.pgpass``), or Optuna's journal file:
 ``journal:PATH`` or a path ending ``.log`` / ``.jsonl`` (processes on machines sharing a file system).
-A storage that cannot be opened stops the study before any trial, naming ``tune.storage``.
+A storage that cannot be opened stops the study before any trial, naming ``tune.storage`` (a server that
+never answers: after :data:`CONNECT_TIMEOUT_S`), its password masked.
 
 A worker killed mid-trial leaves its trial RUNNING in the storage. Each trial records its worker
 (host and PID); a worker starting on that host marks the trials of workers that are gone FAIL
