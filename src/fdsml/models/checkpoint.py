@@ -60,10 +60,11 @@ def load_checkpoint_file(path: str | os.PathLike, map_location: str | torch.devi
 
 def _check_model_settings(path: Path, settings: Any) -> None:
     """A model file's settings hold only what fdsml writes there (:func:`~fdsml.models.network.model_setting_keys`):
-    they go to timm, which must never be told to read a file or build elsewhere."""
-    if settings is None:
+    they go to timm, which must never be told to read a file or build elsewhere. Settings without a backbone
+    ``name`` build nothing (a training state of a model that is no :func:`build_model`'s)."""
+    if not isinstance(settings, dict) or "name" not in settings:
         return
-    name = settings.get("name") if isinstance(settings, dict) else None
+    name = settings["name"]
     try:
         allowed = model_setting_keys(str(name))
     except ValueError as error:
