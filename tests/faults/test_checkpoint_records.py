@@ -98,14 +98,13 @@ def test_a_checkpoint_nothing_records_is_used_with_a_warning(tmp_path, caplog):
     assert "from_elsewhere.pt: no digest of it is recorded" in caplog.text
 
 
-def test_model_settings_fdsml_never_writes_never_reach_timm(tmp_path):
+@pytest.mark.parametrize("setting", ["checkpoint_path", "pretrained_cfg_overlay", "device"])
+def test_model_settings_fdsml_never_writes_never_reach_timm(tmp_path, setting):
     """``checkpoint_path`` once made timm open a file of the checkpoint's choosing."""
     bait = tmp_path / "chosen_by_the_checkpoint.pth"
     torch.save({}, bait)
     payload = model_payload(build_model("resnet18", embedding_dim=8, img_size=32))
-    payload["model"]["checkpoint_path"] = str(bait)
+    payload["model"][setting] = {"file": str(bait)} if setting == "pretrained_cfg_overlay" else str(bait)
     save_checkpoint(tmp_path / "model.pt", payload)  # its record is intact: the settings, not the bytes, are the fault
-    with pytest.raises(CheckpointError, match="model.pt: its model settings hold 'checkpoint_path', which fdsml never writes"):
+    with pytest.raises(CheckpointError, match=f"model.pt: its model settings hold '{setting}', which fdsml never writes"):
         build_from_start(StartingPoint("fdsml", str(tmp_path / "model.pt")), seed=0, embedding_dim=8)
-    with pytest.raises(ValueError, match="'pretrained_cfg_overlay' is no architecture argument of backbone 'resnet18'"):
-        build_model("resnet18", pretrained_cfg_overlay={"file": str(bait)})

@@ -106,30 +106,31 @@ def _timm_names() -> frozenset[str]:
 
 
 @functools.cache
-def _meta_model(timm_name: str) -> nn.Module:
-    """timm's model ``timm_name`` built on the meta device (no memory, no weights): what its shape is read from."""
-    with torch.device("meta"):
-        return timm.create_model(timm_name, pretrained=False, num_classes=0)
-
-
 def _timm_shape(timm_name: str) -> tuple[Family, bool, int]:
-    """(family, whether the model takes ``img_size`` at creation, its usual input size), read from its meta model."""
+    """(family, whether the model takes ``img_size`` at creation, its usual input size), read from the model built on
+    the meta device (no memory, no weights)."""
     model = _meta_model(timm_name)
     family: Family = "transformer" if any("Attention" in type(m).__name__ for m in model.modules()) else "convolutional"
     takes_img_size = "img_size" in inspect.signature(type(model).__init__).parameters
     return family, takes_img_size, int(model.pretrained_cfg.get("input_size", (3, 224, 224))[-1])
 
 
-SET_BY_FDSML = frozenset({"self", "num_classes", "in_chans", "img_size", "device", "dtype"})
+@functools.cache
+def _meta_model(timm_name: str) -> nn.Module:
+    """timm's model ``timm_name`` built on the meta device (no memory, no weights), once."""
+    with torch.device("meta"):
+        return timm.create_model(timm_name, pretrained=False, num_classes=0)
+
+
+PLACED_BY_FDSML = frozenset({"self", "num_classes", "in_chans", "img_size", "device", "dtype"})
 """Parameters of a timm architecture that fdsml sets itself (the head, the input, where the model lives)."""
 
 
 def architecture_arguments(name: str) -> frozenset[str]:
-    """The timm arguments backbone ``name``'s overrides may set: its architecture class's own parameters (depth,
-    patch_size, drop_path_rate...), less :data:`SET_BY_FDSML`. Never ``timm.create_model``'s loading arguments
-    (``checkpoint_path``, ``pretrained_cfg``...): no model setting, however stored, makes timm read a file."""
+    """What backbone ``name``'s architecture class itself takes (depth, patch_size, drop_path_rate...), less
+    :data:`PLACED_BY_FDSML`: never ``timm.create_model``'s loading arguments (``checkpoint_path``, ``pretrained_cfg``...)."""
     architecture = type(_meta_model(backbone_recipe(name).timm_name))
-    return frozenset(inspect.signature(architecture.__init__).parameters) - SET_BY_FDSML
+    return frozenset(inspect.signature(architecture.__init__).parameters) - PLACED_BY_FDSML
 
 
 def create_trunk(recipe: BackboneRecipe, *, img_size: int, in_chans: int, overrides: Mapping[str, Any]) -> nn.Module:

@@ -60,12 +60,6 @@ class ModelSpec:
         recipe = backbone_recipe(name)
         if head not in HEADS:
             raise ValueError(f"unknown head {head!r}; choose one of {', '.join(HEADS)}")
-        unknown = sorted(set(overrides or {}) - architecture_arguments(name))
-        if unknown:
-            raise ValueError(
-                f"{unknown[0]!r} is no architecture argument of backbone {name!r}; its overrides may set "
-                f"{', '.join(sorted(architecture_arguments(name)))}"
-            )
         img_size = recipe.default_img_size if img_size is None else img_size
         if img_size < 1 or in_chans < 1:
             raise ValueError(f"img_size and in_chans must be positive, got {img_size} and {in_chans}")
