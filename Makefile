@@ -41,7 +41,7 @@ lock: $(STAMP)
 	$(BIN)/python -m pytest -q tests/project/test_dvc_lock.py
 
 viz: $(STAMP)
-	$(BIN)/kedro viz run --no-browser --host 127.0.0.1 --port 4141
+	$(BIN)/kedro viz run --env base --no-browser --host 127.0.0.1 --port 4141
 
 # the static lineage site on the default DVC remote (docs/lineage-site.md)
 lineage-site: $(STAMP)

@@ -1,4 +1,5 @@
-"""Servers a team runs, started for real by the tests on 127.0.0.1: a throw-away PostgreSQL cluster, an SSH server.
+"""Servers a team runs, started for real by the tests on 127.0.0.1: a throw-away PostgreSQL cluster, an SSH server,
+kedro-viz (as ``make viz`` starts it).
 
 Each lives in its own temporary folder and is stopped (and the folder removed) by its owner. Debian's
 packages provide them (`.ci/run` installs them); without one a test is skipped, or fails in CI
@@ -7,13 +8,20 @@ packages provide them (`.ci/run` installs them); without one a test is skipped, 
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 from tests.dependencies import require_program
@@ -172,3 +180,55 @@ class SshServer:
             except ProcessLookupError:
                 pass
         self.process.wait()
+
+
+VIZ_MAX_PORT = 49151
+VIZ_STARTUP_TIMEOUT_S = 120
+VIZ_COMMAND = ("viz", "run", "--env", "base", "--no-browser", "--host", "127.0.0.1")
+"""``make viz`` (the Makefile's target) without its port."""
+
+
+def viz_port() -> int:
+    """A free loopback port that kedro-viz accepts: it refuses ports above 49151."""
+    for _ in range(100):
+        port = free_port()
+        if port <= VIZ_MAX_PORT:
+            return port
+    raise RuntimeError(f"no free loopback port at or below {VIZ_MAX_PORT}")
+
+
+def _viz_address(log_text: str) -> str | None:
+    """The address kedro-viz announces: it moves to the next port when the one asked for is taken."""
+    match = re.search(r"running at\s+(http://127\.0\.0\.1:\d+)", log_text)
+    return match.group(1) if match else None
+
+
+def get_json(url: str):
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.load(response)
+
+
+@contextlib.contextmanager
+def viz_server(project: Path, log_path: Path, env: dict[str, str]) -> Iterator[str]:
+    """``make viz``'s server on ``project``, in a process group of its own (its web server is a child): its address."""
+    port = viz_port()
+    with log_path.open("w") as log:
+        kedro = str(Path(sys.executable).parent / "kedro")
+        server = subprocess.Popen([kedro, *VIZ_COMMAND, "--port", str(port)], cwd=project, env=env, stdout=log,
+                                  stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + VIZ_STARTUP_TIMEOUT_S
+        while True:
+            url = _viz_address(log_path.read_text())
+            try:
+                if url is not None:
+                    get_json(f"{url}/api/main")
+                    break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"kedro viz (asked for port {port}) did not answer:\n{log_path.read_text()[-3000:]}")
+            time.sleep(1)
+        yield url
+    finally:
+        stop_group(server)

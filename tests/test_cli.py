@@ -10,8 +10,10 @@ from .fresh_clone import fresh_clone, run
 
 
 @pytest.fixture
-def handed_to_kedro(monkeypatch):
-    """The options the project's ``run`` hands to Kedro's (which is not run)."""
+def handed_to_kedro(monkeypatch, tmp_path):
+    """The options the project's ``run`` hands to Kedro's (which is not run), from a folder of the test's own: the
+    run lock is taken there, not in a checkout where a real run may hold it."""
+    monkeypatch.chdir(tmp_path)
     received = {}
     monkeypatch.setattr(cli.kedro_run, "callback", lambda **options: received.update(options))
     return received

@@ -3,7 +3,9 @@
 A temporary is written beside the target (same filesystem), flushed to disk, then renamed over it.
 A folder is swapped with the kernel's atomic exchange (Linux ``renameat2(RENAME_EXCHANGE)``), so
 there is no moment where neither the old folder nor the new one exists. Temporaries carry the
-writer's PID; those of a dead writer (a run killed mid-write) are removed by the next write.
+writer's PID and host; those of a dead writer on this host (a run killed mid-write) are removed by the
+next write. Another machine's temporary in a shared folder is left alone: its PID means nothing here,
+and its writer may still be writing.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import errno
 import os
 import re
 import shutil
+import socket
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,7 +44,7 @@ def atomic_path(target: str | os.PathLike, *, directory: bool = False) -> Iterat
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(target)
-    prefix = f".{target.name}.tmp-{os.getpid()}-"
+    prefix = f".{target.name}.tmp-{os.getpid()}@{socket.gethostname()}~"
     if directory:
         temporary = Path(tempfile.mkdtemp(prefix=prefix, dir=target.parent))
     else:
@@ -90,11 +93,12 @@ def _readable_as_umask_allows(folder: Path) -> None:
 
 
 def remove_stale_temporaries(target: Path) -> None:
-    """Delete the temporaries of ``target`` left by writers that no longer run (a killed run)."""
-    pattern = re.compile(rf"\.{re.escape(target.name)}\.tmp-(\d+)-")
+    """Delete the temporaries of ``target`` left by writers of this host that no longer run (a killed run)."""
+    pattern = re.compile(rf"\.{re.escape(target.name)}\.tmp-(\d+)@([^~]+)~")
+    host = socket.gethostname()
     for sibling in target.parent.iterdir():
         match = pattern.match(sibling.name)
-        if match and not pid_alive(int(match.group(1))):
+        if match and match.group(2) == host and not pid_alive(int(match.group(1))):
             _remove(sibling)
 
 

@@ -24,7 +24,6 @@ from kedro.io import DataCatalog, DatasetError, MemoryDataset
 from fdsml.atomic import atomic_path
 from fdsml.config import ConfigError
 from fdsml.errors import find_user_error
-from fdsml import distributed
 
 
 class UnreadableArtefactError(ConfigError):
@@ -54,6 +53,8 @@ class RankAwareDataCatalog(DataCatalog):
         if hasattr(dataset, "verify_reload"):
             if main:
                 super().save(ds_name, data)
+            from fdsml import distributed  # here: torch loads with the first save, not with the command line
+
             distributed.await_main_rank()
             if not main:
                 dataset.verify_reload(data)

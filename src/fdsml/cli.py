@@ -7,7 +7,8 @@ Kedro 1.7 prints for it. And only when the run fails with a
 :class:`~fdsml.errors.UserFixableError` (anywhere in the exception chain) does it end with the
 error's message, which names the key or file and the fix, and exit code 1. The full traceback
 then goes to the log file of ``conf/logging.yml`` instead of the console. Any other exception,
-a real bug, shows its traceback as usual.
+a real bug, shows its traceback as usual. Before anything else it takes the project's run lock
+(:mod:`fdsml.run_lock`), so a second run in the same folder is refused at once, before it imports torch.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from kedro.framework.cli.project import run as kedro_run
 from kedro.framework.cli.utils import split_string
 
 from fdsml.config import ConfigError, require_each_key_once
+from fdsml.credentials import masked
 from fdsml.errors import find_user_error
+from fdsml.run_lock import holding_the_project
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +80,7 @@ def _resolve_pipeline_alias(context: click.Context, options: dict) -> None:
 @click.pass_context
 def run(context: click.Context, **options) -> dict:
     _resolve_pipeline_alias(context, options)
-    with short_answers_to_user_errors():
+    with short_answers_to_user_errors(), holding_the_project():  # before the run imports torch: a refusal is at once
         return kedro_run.callback(**options)
 
 
@@ -177,7 +180,8 @@ def remove_run_folders(run_dir: str, keep: int | None, names: tuple[str, ...]) -
     from fdsml.training.run_folders import remove_runs
 
     try:
-        removed = remove_runs(run_dir, keep=keep, names=names)
+        with holding_the_project():  # never under a run writing to them
+            removed = remove_runs(run_dir, keep=keep, names=names)
     except ConfigError as error:
         raise click.ClickException(str(error)) from None
     for run in removed:
@@ -218,7 +222,7 @@ def short_answers_to_user_errors() -> Iterator[None]:
             raise
         logger.error("The run stopped: %s", user_error, exc_info=error)
         kind = getattr(user_error, "kind", type(user_error).__name__)  # a check before the first node names what it found
-        click.secho(f"{kind}: {user_error}", fg="red", err=True)
+        click.secho(f"{kind}: {masked(str(user_error))}", fg="red", err=True)
         click.echo(f"(the full traceback is in {files[0]})", err=True)
         raise SystemExit(1) from None
     finally:

@@ -193,6 +193,14 @@ def require_range(name: str, bounds: tuple[float, float], *, within: tuple[float
         raise ConfigError(f"{name}: range [{low}, {high}] must lie inside [{within[0]}, {within[1]}]")
 
 
+def require_name(name: str, value: str) -> None:
+    """Raise unless ``value``, which names a file or folder, stays inside its folder: one path component, not ``..``."""
+    if not value or value in (".", "..") or any(separator in value for separator in ("/", "\\", "\0")):
+        raise ConfigError(
+            f"{name}: {value!r} names files and folders and must stay inside their folder; give a name without '/', '\\' or '..'"
+        )
+
+
 def require_seed(name: str, value: int) -> None:
     """Raise unless ``value`` is a seed every consumer accepts (NumPy, torch, the renderer): in [0, 2**63)."""
     if not 0 <= value < SEED_LIMIT:

@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from fdsml.config import digest
+from fdsml.integrity import file_digest
 
 PACKAGE = "fdsml"
 DEFINES_RESULT = "defines_result"
@@ -127,9 +128,7 @@ def content_digest(artefact: Any) -> str:
     elif isinstance(artefact, np.ndarray):
         hasher.update(_array_bytes(artefact))
     elif isinstance(artefact, (str, Path)):
-        with open(artefact, "rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                hasher.update(chunk)
+        return file_digest(artefact)
     else:
         raise TypeError(f"no content digest for {type(artefact).__name__}")
     return hasher.hexdigest()

@@ -3,7 +3,8 @@
 * :class:`UpstreamInputs`: a pipeline whose input files another pipeline writes stops at once,
   naming the command that writes them, instead of failing on a missing file mid-run.
 * :class:`ChecksBeforeWork`: every replica checks the run's parameters (every key known), dataset
-  folders, images and starting checkpoints before the first node, and all stop together with one message.
+  folders, images and starting checkpoints before the first node, and all stop together with one message;
+  a DVC remote that does not verify what it pulls is named in a warning.
 * :class:`RunSummary`: a finished run says what it wrote and where, what it reused, and what to
   try next; when every step reused stored work, it says so and how to redo it.
 """
@@ -20,7 +21,7 @@ from kedro.framework.project import pipelines as registered_pipelines
 from kedro.pipeline import Pipeline
 
 from fdsml.errors import MissingInputError
-from fdsml.pipelines.run_checks import check_run
+from fdsml.integrity import unverified_remotes
 from fdsml.run_events import StepReport, start_recording, stop_recording
 
 logger = logging.getLogger(__name__)
@@ -79,10 +80,24 @@ class UpstreamInputs:
 def check_before_work(pipeline: Pipeline, catalog) -> None:
     """Every parameter of the run, and in full the sections ``pipeline`` reads (:mod:`fdsml.pipelines.run_checks`);
     a starting point's pre-trained model is the catalog's file unless this run writes it."""
+    from fdsml.pipelines.run_checks import check_run  # here: torch loads when a run starts, not with the command line
+
     reads = {name.removeprefix("params:").split(".")[0] for name in pipeline.inputs() if name.startswith("params:")}
     writes = "pretrained_model" in pipeline.all_outputs()
     pretrained = catalog_files(catalog).get("pretrained_model") if not writes and catalog.exists("pretrained_model") else None
     check_run(catalog.load("parameters"), reads=reads, pretrained_model=pretrained)
+    warn_of_unverified_remotes(Path.cwd())
+
+
+def warn_of_unverified_remotes(project: Path) -> None:
+    """A warning (rank 0's) per DVC remote of the project that takes pulled files without checking them against dvc.lock."""
+    if int(os.environ.get("RANK", "0")) != 0:
+        return
+    for name in unverified_remotes(project):
+        logger.warning(
+            "DVC remote %r does not verify what it pulls: a file swapped on it would be used as is; "
+            "`dvc remote modify %s verify true` (docs/teams.md#security)", name, name,
+        )
 
 
 class ChecksBeforeWork:

@@ -3,6 +3,9 @@
 from kedro.config import OmegaConfigLoader
 
 from fdsml.config import CONFIG_LOADER_ARGS  # noqa: F401 (Kedro reads it here)
+from fdsml.credentials import mask_log_records
+
+mask_log_records()  # every Kedro process of the project: no log record shows a password
 
 CONFIG_LOADER_CLASS = OmegaConfigLoader
 

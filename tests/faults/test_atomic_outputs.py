@@ -2,6 +2,7 @@
 
 import json
 import os
+import socket
 import threading
 
 import pandas as pd
@@ -65,13 +66,17 @@ def test_a_folder_swap_has_no_moment_without_a_folder(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["shards"]
 
 
-def test_temporaries_of_a_dead_writer_are_removed(tmp_path):
-    dead = 2**22 + 12345  # above the default pid_max: no such process
-    stale = tmp_path / f".table.parquet.tmp-{dead}-abc.parquet"
-    stale.write_bytes(b"half")
+def test_temporaries_of_a_dead_writer_of_this_host_are_removed_another_hosts_are_left(tmp_path):
+    dead = 2**22 + 12345  # above the default pid_max: no such process here
+    stale = tmp_path / f".table.parquet.tmp-{dead}@{socket.gethostname()}~abc.parquet"
+    elsewhere = tmp_path / f".table.parquet.tmp-{dead}@{socket.gethostname()}-2~abc.parquet"  # a live writer on a machine sharing the folder
+    for temporary in (stale, elsewhere):
+        temporary.write_bytes(b"half")
     with atomic_path(tmp_path / "table.parquet") as temporary:
+        assert temporary.name.startswith(f".table.parquet.tmp-{os.getpid()}@{socket.gethostname()}~")
         temporary.write_bytes(b"whole")
     assert not stale.exists() and (tmp_path / "table.parquet").read_bytes() == b"whole"
+    assert elsewhere.read_bytes() == b"half"
 
 
 def _umask():

@@ -1,8 +1,13 @@
 import pytest
 import torch
+import yaml
 
+from fdsml.config import ConfigError
 from fdsml.models import build_model, model_payload, save_checkpoint
 from fdsml.models.starting_points import StartingPoint, build_from_start
+from fdsml.training.classification import parse_classification_params
+from fdsml.training.retrieval import parse_retrieval_params
+from tests.support import ROOT
 
 
 @pytest.fixture(scope="module")
@@ -38,3 +43,13 @@ def test_a_checkpoint_of_another_backbone_is_refused(fdsl_checkpoint):
 def test_a_missing_checkpoint_names_the_pipeline_to_run(tmp_path):
     with pytest.raises(FileNotFoundError, match="kedro run --pipelines=pretrain"):
         build_from_start(StartingPoint("fdsml", str(tmp_path / "none.pt")), seed=0, embedding_dim=8)
+
+
+@pytest.mark.parametrize(
+    "parse, section, key", [(parse_retrieval_params, "retrieval", "starts"), (parse_classification_params, "classification", "starting_points")]
+)
+def test_a_start_whose_name_would_leave_its_run_folder_is_refused(parse, section, key):
+    """A start's name names its run folders (``<dataset>/<start>_seed<seed>``): ``../..`` would write elsewhere."""
+    params = yaml.safe_load((ROOT / f"conf/base/parameters_{section}.yml").read_text())[section]
+    with pytest.raises(ConfigError, match=r"starting point name: '../../elsewhere' names files and folders and must stay inside"):
+        parse(params | {key: [{"name": "../../elsewhere"}]})

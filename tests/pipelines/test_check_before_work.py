@@ -7,9 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.fresh_clone import fresh_clone, run
 from tests.own_images import tiny_sop, write_csv_listing
+from tests.tuning.study_files import TINY_STUDY
 
 
 def _lines(output: str) -> list[str]:
@@ -120,3 +122,10 @@ def test_a_csv_listing_its_images_twice_or_a_copied_test_image_stops_kedro_check
     listing.write_text("\n".join([header, *rows]) + "\n")  # each line once, but 3_0.png is 2_1.png under another name
     code, output = run(command, clone)
     _assert_one_message(code, output, "csv-birds: pixel-identical copies among the scored images or of a training image (1: test 2_1.png = test 3_0.png)")
+
+
+def test_a_study_name_that_leaves_conf_studies_is_refused_before_its_file_is_read(tmp_path):
+    clone = fresh_clone(tmp_path / "clone")
+    (tmp_path / "outside.yml").write_text(yaml.safe_dump(TINY_STUDY))  # a valid study file, outside the project
+    code, output = run("kedro check --pipelines=study --params=study.name=../../../outside", clone)
+    _assert_one_message(code, output, "study.name: '../../../outside' names files and folders and must stay inside their folder")

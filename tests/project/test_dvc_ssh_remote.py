@@ -3,7 +3,8 @@ sshd started with its own configuration) and dvc-ssh, over the project's chain (
 
 One clone pushes every output, the server going down half-way through the first push; the push run
 again completes, nothing in the cache or on the remote is corrupt; a second clone pulls, finds
-nothing out of date and has nothing to reproduce.
+nothing out of date and has nothing to reproduce. A checkpoint swapped on the remote is refused by the
+pull (a remote with DVC's ``verify``) or, pulled from one without it, by the run that would use it.
 """
 
 import hashlib
@@ -14,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.dependencies import require_module
 from tests.dvc_chain import dvc_env, output_paths, run_checked, stages_ran, tiny_chain
@@ -22,6 +24,7 @@ from tests.servers import SshServer
 
 pytestmark = pytest.mark.slow
 PUSH_TIMEOUT_S = 600
+MODEL = "data/06_models/pretrained_model.pt"
 
 
 OBJECT_NAME = re.compile(r"[0-9a-f]{30}(\.dir)?")
@@ -106,3 +109,52 @@ def test_a_second_clone_pulls_every_output_and_has_nothing_to_reproduce(pushed, 
     assert "Data and pipelines are up to date" in run_checked(["dvc", "status"], bob, env)
     assert stages_ran(run_checked(["dvc", "repro"], bob, env)) == set()
     assert _corrupt(bob / ".dvc/cache") == []
+
+
+def _swapped_remote(remote: Path, folder: Path, alice: Path) -> Path:
+    """A copy of the team's remote in which the pre-trained model's object holds another, well-formed checkpoint
+    (other weights, the same format and metadata): what someone with write access to the remote could leave there."""
+    import torch
+
+    swapped = folder / "swapped-remote"
+    shutil.copytree(remote, swapped)
+    (locked,) = [out["md5"] for stage in yaml.safe_load((alice / "dvc.lock").read_text())["stages"].values()
+                 for out in stage.get("outs", []) if out["path"] == MODEL]
+    payload = torch.load(alice / MODEL, weights_only=True)
+    payload["state_dict"] = {name: tensor + 1 if tensor.is_floating_point() else tensor for name, tensor in payload["state_dict"].items()}
+    forged = folder / "forged.pt"
+    torch.save(payload, forged)
+    target = swapped / "files/md5" / locked[:2] / locked[2:]
+    target.chmod(0o644)
+    shutil.copyfile(forged, target)
+    return swapped
+
+
+@pytest.mark.parametrize("verify", [True, False], ids=["the-pull-refuses", "the-run-refuses"])
+def test_a_checkpoint_swapped_on_the_remote_is_refused_by_the_pull_or_by_the_run(pushed, ssh, tmp_path, verify):
+    alice, remote, _ = pushed
+    server, env = ssh
+    swapped = _swapped_remote(remote, tmp_path, alice)
+    bob = tmp_path / "bob"
+    run_checked(["git", "clone", "-q", str(alice), str(bob)], tmp_path)
+    run_checked(["dvc", "remote", "add", "--local", "-d", "swapped", f"ssh://{server.user}@127.0.0.1:{server.port}{swapped}"], bob, env)
+    run_checked(["dvc", "remote", "modify", "--local", "swapped", "keyfile", str(server.user_key)], bob, env)
+    if verify:  # as docs/teams.md sets every remote up
+        run_checked(["dvc", "remote", "modify", "--local", "swapped", "verify", "true"], bob, env)
+    pulled = subprocess.run([str(BIN / "dvc"), "pull"], cwd=bob, env=dvc_env(env), capture_output=True, text=True)
+    if verify:
+        assert pulled.returncode != 0 and MODEL in pulled.stdout + pulled.stderr, pulled.stdout[-3000:]
+        assert not (bob / MODEL).exists(), "the swapped file never reaches the workspace"
+        return
+    assert pulled.returncode == 0 and (bob / MODEL).read_bytes() == (tmp_path / "forged.pt").read_bytes()  # DVC took it as is
+    pulled_files = _stamps(bob / "data")
+    used = subprocess.run([str(BIN / "kedro"), "run", "--pipelines=export"], cwd=bob, env=dvc_env(env), capture_output=True, text=True)
+    output = " ".join((used.stdout + used.stderr).split())  # the console wraps its warnings
+    assert used.returncode == 1 and f"{MODEL}: its bytes are not the ones recorded when it was written (dvc.lock)" in output, output[-3000:]
+    assert "DVC remote 'swapped' does not verify what it pulls" in output
+    assert _stamps(bob / "data") == pulled_files, "the run wrote nothing"
+
+
+def _stamps(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``folder`` with its size and modification time."""
+    return {str(path): (path.stat().st_size, path.stat().st_mtime_ns) for path in folder.rglob("*") if path.is_file()}

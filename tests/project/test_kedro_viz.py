@@ -1,17 +1,10 @@
 """kedro-viz serves the lineage of every registered pipeline, and a real browser draws it.
 
-One `kedro viz run` server is started for the module, on a free loopback port, in its own process
-group: the web server runs in a child process, so teardown stops the whole group.
+One `make viz` server (`kedro viz run --env base`) is started for the module, on a free loopback port, in its
+own process group: the web server runs in a child process, so teardown stops the whole group.
 """
 
-import json
 import os
-import re
-import socket
-import subprocess
-import time
-import urllib.error
-import urllib.request
 
 import numpy as np
 import pytest
@@ -20,11 +13,8 @@ from kedro.framework.startup import bootstrap_project
 
 from tests.browser import WINDOW, lineage_graph_drawn, screenshot
 from tests.fresh_clone import BIN
-from tests.servers import stop_group
+from tests.servers import VIZ_COMMAND, get_json, viz_port, viz_server
 from tests.support import ROOT
-
-STARTUP_TIMEOUT_S = 120
-VIZ_MAX_PORT = 49151
 
 
 def _environment() -> dict[str, str]:
@@ -36,57 +26,14 @@ def _environment() -> dict[str, str]:
     }
 
 
-def _free_port() -> int:
-    """A free loopback port that kedro-viz accepts: it refuses ports above 49151."""
-    for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        if port <= VIZ_MAX_PORT:
-            return port
-    raise RuntimeError(f"no free loopback port at or below {VIZ_MAX_PORT}")
-
-
-def _served_url(log_text: str) -> str | None:
-    """The address kedro-viz announces: it moves to the next port when the one asked for is taken."""
-    match = re.search(r"running at\s+(http://127\.0\.0\.1:\d+)", log_text)
-    return match.group(1) if match else None
-
-
-def _get_json(url: str) -> dict:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return json.load(response)
-
-
 @pytest.fixture(scope="module")
 def viz_url(tmp_path_factory):
-    port = _free_port()
-    log_path = tmp_path_factory.mktemp("viz") / "server.log"
-    with log_path.open("w") as log:
-        server = subprocess.Popen(
-            [str(BIN / "kedro"), "viz", "run", "--no-browser", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=ROOT,
-            env=_environment(),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while True:
-            url = _served_url(log_path.read_text())
-            try:
-                if url is not None:
-                    _get_json(f"{url}/api/main")
-                    break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"kedro viz (asked for port {port}) did not answer:\n{log_path.read_text()[-3000:]}")
-            time.sleep(1)
+    with viz_server(ROOT, tmp_path_factory.mktemp("viz") / "server.log", _environment()) as url:
         yield url
-    finally:
-        stop_group(server)
+
+
+def test_the_server_here_is_the_one_make_viz_starts():
+    assert f"$(BIN)/kedro {' '.join(VIZ_COMMAND)} --port 4141" in (ROOT / "Makefile").read_text()
 
 
 @pytest.fixture(scope="module")
@@ -106,14 +53,14 @@ def _label(api_node: dict) -> str:
 
 
 def test_api_lists_every_pipeline(viz_url, registered):
-    listed = {entry["id"] for entry in _get_json(f"{viz_url}/api/main")["pipelines"]}
+    listed = {entry["id"] for entry in get_json(f"{viz_url}/api/main")["pipelines"]}
     assert set(registered) <= listed, f"pipelines missing from kedro-viz: {set(registered) - listed}"
 
 
 def test_api_shows_every_node_dataset_and_edge_of_every_pipeline(viz_url, registered):
     problems = []
     for name, pipeline in registered.items():
-        graph = _get_json(f"{viz_url}/api/pipelines/{name}")
+        graph = get_json(f"{viz_url}/api/pipelines/{name}")
         label = {node["id"]: _label(node) for node in graph["nodes"]}
         tasks = {_label(node) for node in graph["nodes"] if node["type"] == "task"}
         datasets = {node["name"] for node in graph["nodes"] if node["type"] in ("data", "parameters")}
@@ -150,7 +97,7 @@ def test_a_blank_page_that_renders_does_not_pass_the_screenshot_check(tmp_path):
 
 def test_a_page_that_fails_to_load_does_not_pass_the_screenshot_check(tmp_path):
     """Older Chromium draws a white error page here, Chromium 156 writes no file: neither is a graph."""
-    drawn, measured = lineage_graph_drawn(screenshot(f"http://127.0.0.1:{_free_port()}/", tmp_path))
+    drawn, measured = lineage_graph_drawn(screenshot(f"http://127.0.0.1:{viz_port()}/", tmp_path))
     assert not drawn, f"a refused connection passed as a drawn graph: {measured}"
 
 

@@ -30,7 +30,8 @@ def test_a_changed_setting_trains_beside_the_old_run_and_going_back_resumes_it(t
     assert history["step"].tolist() == [1, 2]
 
 
-def test_old_runs_are_listed_and_removed(tiny_table, tmp_path):
+def test_old_runs_are_listed_and_removed(tiny_table, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # `kedro runs remove` takes the run lock of the project around it: the test's own folder
     for steps in (1, 2):
         pretrain(tiny_table, TINY_SPEC, tiny_config(tmp_path, train={"max_steps": steps}))
     newest, oldest = list_runs(tmp_path)

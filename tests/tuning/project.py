@@ -41,13 +41,18 @@ def tune_project(folder: Path, tune: dict | None = None, pretrain: dict | None =
 def kedro_tune(project: Path, *extra: str, wait: bool = True):
     """``kedro run --pipelines=tune`` in ``project``: the finished process, or the running one (``wait=False``,
     its output in ``project/tune.log``: a pipe nobody reads could fill and stop it)."""
+    return kedro(project, "run", "--pipelines=tune", *extra, wait=wait)
+
+
+def kedro(project: Path, *arguments: str, wait: bool = True):
+    """``kedro ARGUMENTS`` in ``project`` with the repository's code (see :func:`kedro_tune`)."""
     env = os.environ | {
         "KEDRO_DISABLE_TELEMETRY": "1",
         "PYTHONPATH": str(ROOT / "src") + os.pathsep + str(ROOT),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         "OMP_NUM_THREADS": "1",
     }
-    command = ["kedro", "run", "--pipelines=tune", *extra]
+    command = ["kedro", *arguments]
     if not wait:
         with open(project / "tune.log", "a") as log:
             return subprocess.Popen(command, cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT)

@@ -47,6 +47,8 @@ def test_the_shipped_study_passes_its_checks_and_opens_its_sqlite_file(tmp_path)
         ({"storage": "journal:/no/such/folder/study.log"}, "tune.storage: the journal file's folder /no/such/folder does not exist"),
         ({"space": [LR_SPACE | {"low": 0.05, "high": 0.2}]}, "tune.baseline: the configuration's pretrain.optimizer.base_lr (1.31) lies outside tune.space"),
         ({"storage": "studies.txt"}, "tune.storage: 'studies.txt' is neither a database URL"),
+        ({"study": ".."}, "tune.study: '..' names files and folders and must stay inside their folder"),
+        ({"arms": {"../../x": {"method": "fdsml"}}, "arm": "../../x"}, "tune.arms.../../x: '../../x' names files and folders"),
         ({"space": [{"keys": [PK[0]], "choices": [[4]]}]}, "tune.space[0].keys: a list of two or more dotted keys"),
         ({"space": [{"keys": PK, "choices": [[4, 10], [20]]}]}, f"tune.space.{'+'.join(PK)}: each choice lists one value per key (2), got [20]"),
         ({"space": [{"keys": PK, "choices": [[8, 5]], "log": True}]}, f"tune.space.{'+'.join(PK)}: a joint entry is {{keys: [...], choices: [[...], ...]}} and nothing else"),

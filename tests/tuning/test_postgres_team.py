@@ -1,16 +1,28 @@
 """A team's study on a real PostgreSQL server (Debian's, a throw-away cluster on 127.0.0.1 started by the
 test): two workers in two project folders share it, a killed worker's trial is failed by the heartbeat
 and run again by the other, a server stopped mid-study loses nothing and the study resumes, and wrong
-credentials stop the run before any trial with one line."""
+credentials stop the run before any trial with one line. The password is found nowhere but where the
+team keeps it, and a URL without it opens the storage from the password file, the environment or a
+service file."""
+
+import json
+import os
+import shutil
+import urllib.error
 
 import optuna
 import pytest
+import yaml
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
+from fdsml.lineage_site import build_site
+from fdsml.tuning.storage import open_storage
 from tests.dependencies import require_module
-from tests.servers import PostgresServer
-from tests.tuning.project import kedro_tune, tune_project
+from tests.fresh_clone import ENV
+from tests.servers import PostgresServer, get_json, viz_server
+from tests.tuning.project import kedro, kedro_tune, tune_project
+from tests.tuning.study_files import TINY_STUDY
 from tests.tuning.workers import start_workers, trial_table, two_workers_share_one_study, wait_for, worker_pid
 
 HEARTBEAT = {"interval_s": 1, "grace_s": 4}
@@ -116,3 +128,92 @@ def test_wrong_credentials_stop_the_run_before_any_trial_with_one_line(postgres,
     assert not (project / "data/06_models/tune").exists(), "no trial ran"
     if wrong == "password":
         assert optuna.get_all_study_names(storage=postgres.url("credentials")) == []
+
+
+ONE_UNIT = TINY_STUDY | {"arms": {"fdsl": {"pretrain.objective": "fdsl"}}, "seeds": {"pretrain.train.seed": [0], "retrieval.seeds": [[0]]},
+                         "table": {"metrics": ["finetuned.recall@1"]}}
+
+
+def _served(url: str) -> dict | None:
+    """What kedro-viz serves at ``url``; None when it fails (12.5 cannot serialise some data nodes' NumPy statistics)."""
+    try:
+        return get_json(url)
+    except urllib.error.HTTPError:
+        return None
+
+
+def _holding(folder, secret: str) -> list[str]:
+    """Every file under ``folder`` whose bytes hold ``secret``."""
+    return sorted(str(path) for path in folder.rglob("*") if path.is_file() and secret.encode() in path.read_bytes())
+
+
+def _studies_holding(url: str, secret: str) -> list[str]:
+    """Every study in the storage whose attributes, or whose trials' attributes and parameters, hold ``secret``."""
+    storage, found = RDBStorage(url), []
+    for name in optuna.get_all_study_names(storage=storage):
+        study = storage.get_study_id_from_name(name)
+        kept = [storage.get_study_user_attrs(study), storage.get_study_system_attrs(study)]
+        kept += [[trial.user_attrs, trial.system_attrs, trial.params] for trial in storage.get_all_trials(study)]
+        if secret in json.dumps(kept, default=str):
+            found.append(name)
+    return found
+
+
+@pytest.mark.slow  # a tune, a study and a refused run, two site builds and `make viz`: about 2 minutes on 2 busy cores
+def test_the_password_is_found_nowhere_under_the_project_the_site_the_viz_server_or_the_logs(postgres, tmp_path):
+    tune_url, study_url = postgres.create_database("secret_tune"), postgres.create_database("secret_study")
+    tune = {"storage": tune_url, "budget": {"n_trials": 1}, "baseline": False, "pruner": {"name": "none"}}
+    project = tune_project(tmp_path / "project", tune=tune)  # conf/local holds the password, as docs/tuning.md once said
+    (project / "conf/studies/tiny.yml").write_text(yaml.safe_dump(ONE_UNIT, sort_keys=False))
+    (project / "conf/team").mkdir()
+    (project / "conf/team/parameters_team.yml").write_text(yaml.safe_dump({"tune": {"storage": tune_url}}))  # an environment holding it
+    said = []
+    for arguments in (["--pipelines=tune"], ["--pipelines=study", f"--params=study.name=tiny,study.storage={study_url}"],
+                      ["--pipelines=tune", "--params=tune.metric=pretrain.val_unseen_agreement_all"]):  # refused: another metric
+        done = kedro(project, "run", *arguments)
+        said.append((done.returncode, done.stdout + done.stderr))
+    assert [code for code, _ in said] == [0, 0, 1], said[-1][1][-3000:]
+    assert "tune.metric: study 'tiny' in 'postgresql://tuner:***@127.0.0.1" in said[2][1]
+    sites = tmp_path / "sites"
+    for env in ("base", "team"):  # the site's default, and an environment holding the password
+        shutil.copytree(build_site(project, env), sites / env)
+    team_pages = [path.read_text() for path in (sites / "team/api").rglob("*") if path.is_file()]
+    assert any(f"postgresql://tuner:***@127.0.0.1:{postgres.port}/secret_tune" in page for page in team_pages)
+    with viz_server(project, tmp_path / "viz.log", ENV | {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}) as url:  # `make viz`
+        graphs = [get_json(f"{url}/api/pipelines/{name}") for name in ("tune", "study")]
+        nodes = {node["id"]: _served(f"{url}/api/nodes/{node['id']}") for graph in graphs for node in graph["nodes"]}
+    parameters = [node["id"] for graph in graphs for node in graph["nodes"] if node["type"] == "parameters"]
+    assert parameters and all(nodes[node] is not None for node in parameters), "every parameters node was served"
+    served = graphs + list(nodes.values())
+
+    secret = postgres.password
+    homes = (str(project / "conf/local"), str(project / "conf/team"))  # where the team keeps it
+    leaks = [path for path in _holding(project, secret) + _holding(sites, secret) if not path.startswith(homes)]
+    leaks += [f"the output of kedro run {index}" for index, (_, output) in enumerate(said) if secret in output]
+    leaks += ["make viz's API"] if secret in json.dumps(served) else []
+    leaks += [f"study {name}" for storage in (tune_url, study_url) for name in _studies_holding(storage, secret)]
+    assert leaks == []
+    assert (project / "info.log").is_file() and (project / ".viz").is_dir() and (project / "data/08_reporting/tune_study.md").is_file()
+
+
+@pytest.mark.parametrize("way", ["PGPASSFILE", "PGPASSWORD", "PGSERVICEFILE"])
+def test_a_url_without_its_password_opens_the_storage_from_the_password_file_the_environment_or_a_service_file(postgres, tmp_path, monkeypatch, way):
+    postgres.create_database(f"no_password_{way.lower()}")
+    database = f"no_password_{way.lower()}"
+    url = f"postgresql://{postgres.user}@127.0.0.1:{postgres.port}/{database}"
+    passwords = tmp_path / "pgpass"  # ~/.pgpass by default: host:port:database:user:password, mode 0600
+    passwords.write_text(f"127.0.0.1:{postgres.port}:{database}:{postgres.user}:{postgres.password}\n")
+    passwords.chmod(0o600)
+    monkeypatch.setenv("PGPASSFILE", str(tmp_path / "none"))
+    if way == "PGPASSFILE":
+        monkeypatch.setenv("PGPASSFILE", str(passwords))
+    elif way == "PGPASSWORD":
+        monkeypatch.setenv("PGPASSWORD", postgres.password)
+    else:
+        services = tmp_path / "pg_service.conf"  # ~/.pg_service.conf by default
+        services.write_text(f"[studies]\nhost=127.0.0.1\nport={postgres.port}\ndbname={database}\nuser={postgres.user}\n")
+        monkeypatch.setenv("PGSERVICEFILE", str(services))
+        monkeypatch.setenv("PGPASSFILE", str(passwords))
+        url = "postgresql:///?service=studies"
+    optuna.create_study(storage=open_storage(url), study_name="opened")
+    assert optuna.get_all_study_names(storage=open_storage(url)) == ["opened"]

@@ -1,10 +1,17 @@
-"""Opening a study's storage: a schema another worker is creating at the same moment is waited for, a lasting fault is not."""
+"""Opening a study's storage: a schema another worker is creating at the same moment is waited for, a lasting fault is not,
+and a server that never answers stops the study after its connection time-out."""
+
+import socket
+import threading
 
 import pytest
 import sqlalchemy.exc
 
 from fdsml.config import ConfigError
 from fdsml.tuning import storage
+from tests.dependencies import require_module
+
+SECRET = "storage-secret-71ae"
 
 
 def test_a_storage_whose_schema_another_process_is_creating_opens_on_a_later_try(tmp_path, monkeypatch):
@@ -52,3 +59,40 @@ def test_a_database_lost_mid_study_is_one_error_naming_the_storage_without_its_p
     with pytest.raises(ZeroDivisionError):  # not a database fault: untouched
         with storage.storage_answering(location):
             1 / 0
+
+
+@pytest.fixture
+def silent_server():
+    """A PostgreSQL address whose server never answers: the kernel accepts the connection, nothing replies."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    yield f"postgresql://tuner:{SECRET}@127.0.0.1:{listener.getsockname()[1]}/studies"
+    listener.close()
+
+
+def _opened_within(location: str, seconds: float) -> BaseException:
+    """What opening ``location`` raised, failing the test when it had not returned after ``seconds``."""
+    outcome: list[BaseException] = []
+
+    def open_it():
+        try:
+            storage.open_storage(location)
+        except BaseException as error:  # noqa: BLE001 (handed to the test)
+            outcome.append(error)
+
+    opener = threading.Thread(target=open_it, daemon=True)
+    opener.start()
+    opener.join(seconds)
+    assert outcome, f"opening a storage whose server never answers still waits after {seconds} s"
+    return outcome[0]
+
+
+@pytest.mark.parametrize("timeout, query", [(1, ""), (30, "?connect_timeout=1")], ids=["default", "the-url's-own"])
+def test_a_server_that_never_answers_stops_the_study_after_the_connect_timeout_naming_the_key(silent_server, monkeypatch, timeout, query):
+    require_module("psycopg", "PostgreSQL's driver is not installed: pip install -e '.[team]'")
+    monkeypatch.setattr(storage, "CONNECT_TIMEOUT_S", timeout)
+    error = _opened_within(silent_server + query, 20)
+    assert isinstance(error, ConfigError) and SECRET not in str(error)
+    assert str(error).startswith(f"tune.storage: cannot open '{silent_server.replace(SECRET, '***')}{query}'")
+    assert "(no answer within 1 s: is the server up and reachable? a URL's ?connect_timeout=N waits N s)" in str(error)

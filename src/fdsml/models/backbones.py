@@ -146,14 +146,25 @@ def _meta_model(timm_name: str) -> nn.Module:
         return timm.create_model(timm_name, pretrained=False, num_classes=0)
 
 
+NEVER_FROM_SETTINGS = frozenset({"device", "dtype"})
+"""Keywords a timm architecture takes that settings must never carry: where the model lives is the run's."""
+
+
 @functools.cache
 def _timm_keywords(timm_name: str) -> frozenset[str]:
-    """The keywords ``timm.create_model(timm_name, ...)`` names: the model class's, the entrypoint's, the factory's and
-    the builder's (``pretrained`` and the model's name are fdsml's)."""
+    """The keywords that shape ``timm_name``'s architecture: the model class's (and its bases' while each passes
+    ``**kwargs`` on) and its entrypoint's; never ``timm.create_model``'s or its builder's loading arguments
+    (``checkpoint_path``, ``pretrained_cfg``: a file to read), nor what fdsml sets itself or where the model lives."""
     named = set(constructor_keywords(type(_meta_model(timm_name))))
-    for function in (timm.create_model, timm.models.build_model_with_cfg, timm.models.model_entrypoint(timm_name)):
-        named |= {p.name for p in inspect.signature(function).parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    return frozenset(named - {"model_name", "model_cls", "variant", "kwargs"} - SET_BY_FDSML)
+    entrypoint = inspect.signature(timm.models.model_entrypoint(timm_name)).parameters.values()
+    named |= {p.name for p in entrypoint if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return frozenset(named - {"model_name", "model_cls", "variant", "kwargs"} - SET_BY_FDSML - NEVER_FROM_SETTINGS)
+
+
+def architecture_arguments(name: str) -> frozenset[str]:
+    """What backbone ``name``'s architecture takes from settings (depth, patch_size, drop_path_rate...): the keys a model
+    file's settings may hold beside fdsml's own, and an override may set."""
+    return _timm_keywords(backbone_recipe(name).timm_name)
 
 
 def _takes_on_meta(recipe: BackboneRecipe, name: str, value: Any) -> bool:

@@ -6,14 +6,14 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 import torch
 from torch import nn
 
 from fdsml.losses.precision import full_precision
-from fdsml.models.backbones import backbone_recipe, create_trunk
+from fdsml.models.backbones import architecture_arguments, backbone_recipe, create_trunk
 from fdsml.models.heads import PROJECTIONS, classifier
 from fdsml.models.normalisation import INPUT_MEAN, INPUT_STD, Normalise, channel_values
 
@@ -122,6 +122,12 @@ class EmbeddingModel(nn.Module):
         """The embedding (embedding head) or the class logits (classifier head) of images in [0, 1]."""
         head = full_precision(self.head) if self.float32_head else self.head
         return head(self.features(x))
+
+
+def model_setting_keys(name: str) -> frozenset[str]:
+    """The keys a model's settings (``model.config``, a model file's ``model``) may hold for backbone ``name``: the
+    specification's fields and the backbone's architecture arguments (:func:`~fdsml.models.backbones.architecture_arguments`)."""
+    return frozenset(spec.name for spec in fields(ModelSpec) if spec.name != "overrides") | architecture_arguments(name)
 
 
 def build_model(

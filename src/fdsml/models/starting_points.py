@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from fdsml.config import ConfigError
+from fdsml.config import ConfigError, require_name
 from fdsml.errors import CheckpointError
 from fdsml.models.backbones import check_overrides
 from fdsml.models.backbones import require_backbone as require_known_backbone
@@ -39,6 +39,7 @@ class StartingPoint:
     base_lr: float | None = None
 
     def __post_init__(self):
+        require_name("starting point name", self.name)  # it names the start's run folders
         if self.base_lr is not None and not self.base_lr > 0:
             raise ConfigError(f"base_lr: must be a positive learning rate (or null: the task's optimizer.base_lr), got {self.base_lr!r}")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from fdsml.config import ConfigError, closest_key, parse, require_positive, require_seed
+from fdsml.config import ConfigError, closest_key, parse, require_name, require_positive, require_seed
 from fdsml.tuning.space import SearchParameter, parse_space
 from fdsml.tuning.storage import storage_location
 
@@ -113,8 +113,9 @@ class TuneConfig:
     arms: dict[str, TuneArm] = field(default_factory=dict)
 
     def __post_init__(self):
-        if not self.study or "/" in self.study:
-            raise ConfigError(f"tune.study: a name without '/' (it names files and folders), got {self.study!r}")
+        require_name("tune.study", self.study)
+        for arm in self.arms:
+            require_name(f"tune.arms.{arm}", arm)  # an arm's study is <study>_<arm>
         if self.validation_dataset in TEST_DATASETS:
             raise ConfigError(
                 f"tune.validation_dataset: {self.validation_dataset!r} is a test split; choose settings on a validation "

@@ -1,9 +1,10 @@
 """Where a study's trials live: Optuna's RDB storage (SQLite by default, PostgreSQL for a team) or its journal file.
 
 ``tune.storage`` is ``null`` (an SQLite file ``<storage_dir>/<study>.db``), an SQLAlchemy URL
-(``sqlite:///path.db``, ``postgresql://user:password@host/db``), or Optuna's journal file:
+(``sqlite:///path.db``, ``postgresql://user@host/db`` with the password in ``~/.pgpass``), or Optuna's journal file:
 ``journal:PATH`` or a path ending ``.log`` / ``.jsonl`` (processes on machines sharing a file system).
-A storage that cannot be opened stops the study before any trial, naming ``tune.storage``.
+A storage that cannot be opened stops the study before any trial, naming ``tune.storage`` (a server that
+never answers: after :data:`CONNECT_TIMEOUT_S`), its password masked.
 
 A worker killed mid-trial leaves its trial RUNNING in the storage. Each trial records its worker
 (host and PID); a worker starting on that host marks the trials of workers that are gone FAIL
@@ -32,6 +33,7 @@ from optuna.trial import TrialState
 
 from fdsml.atomic import pid_alive
 from fdsml.config import ConfigError
+from fdsml.credentials import masked
 from fdsml.errors import UserFixableError
 
 HEARTBEAT_S = 60
@@ -41,6 +43,10 @@ OPEN_ATTEMPTS = 5
 """Tries at opening an RDB storage: workers (or a reader) started at once on a new database race to
 create its schema, and the losers' inserts of the same schema version fail; a later try finds it made."""
 JOURNAL_SUFFIXES = (".log", ".jsonl")
+CONNECT_TIMEOUT_S = 30
+"""How long opening a connection waits for a database server (PostgreSQL's and MySQL's ``connect_timeout``) unless the
+URL sets its own (``?connect_timeout=N``): a server that never answers stops the run instead of hanging it."""
+TIMED_DIALECTS = ("postgresql", "mysql")
 
 
 def storage_location(storage: str | None, storage_dir: str, study: str) -> str:
@@ -52,7 +58,7 @@ def storage_location(storage: str | None, storage_dir: str, study: str) -> str:
     if storage.endswith(JOURNAL_SUFFIXES):
         return f"journal:{storage}"
     raise ConfigError(
-        f"tune.storage: {storage!r} is neither a database URL (sqlite:///path.db, postgresql://user@host/db) nor a "
+        f"tune.storage: {shown(storage)} is neither a database URL (sqlite:///path.db, postgresql://user@host/db) nor a "
         f"journal file (journal:PATH or a path ending {' or '.join(JOURNAL_SUFFIXES)})"
     )
 
@@ -76,7 +82,11 @@ def open_storage(
     except ConfigError:
         raise
     except Exception as error:  # SQLAlchemy, a missing driver, an unreachable server: all mean "cannot open"
-        raise ConfigError(f"tune.storage: cannot open {shown(location)}: {fault(error)}") from error
+        waited = "" if "timeout" not in fault(error).lower() else (
+            f" (no answer within {_connect_timeout(location)} s: is the server up and reachable? a URL's "
+            "?connect_timeout=N waits N s)"
+        )
+        raise ConfigError(f"tune.storage: cannot open {shown(location)}: {fault(error)}{waited}") from error
 
 
 class StorageLostError(UserFixableError, ConnectionError):
@@ -111,10 +121,8 @@ def _database_fault(error: BaseException | None) -> sqlalchemy.exc.SQLAlchemyErr
 
 
 def shown(location: str) -> str:
-    """``location`` as a message may show it: a database URL's password hidden."""
-    if "://" not in location:
-        return repr(location)
-    return repr(sqlalchemy.engine.make_url(location).render_as_string(hide_password=True))
+    """``location`` as a message may show it, quoted: a database URL's password hidden."""
+    return repr(masked(location))
 
 
 def fault(error: Exception) -> str:
@@ -137,7 +145,23 @@ def _new_rdb_storage(location: str, heartbeat_s: int, grace_s: int, retry_stale:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # the heartbeat: in Optuna since 2.9
         retry = RetryHeartbeatStaleTrialCallback(max_retry=STALE_RETRIES) if retry_stale else None
-        return RDBStorage(location, heartbeat_interval=heartbeat_s, grace_period=grace_s, heartbeat_stale_trial_callback=retry)
+        return RDBStorage(
+            location, engine_kwargs=_engine_options(location), heartbeat_interval=heartbeat_s, grace_period=grace_s,
+            heartbeat_stale_trial_callback=retry,
+        )
+
+
+def _engine_options(location: str) -> dict:
+    """SQLAlchemy's engine options for ``location``: a server's connection time-out (:data:`CONNECT_TIMEOUT_S`)."""
+    url = sqlalchemy.engine.make_url(location)
+    if url.get_backend_name() not in TIMED_DIALECTS or "connect_timeout" in url.query:
+        return {}
+    return {"connect_args": {"connect_timeout": CONNECT_TIMEOUT_S}}
+
+
+def _connect_timeout(location: str) -> str:
+    """The seconds opening ``location`` waits for its server: the URL's ``connect_timeout``, else :data:`CONNECT_TIMEOUT_S`."""
+    return str(sqlalchemy.engine.make_url(location).query.get("connect_timeout", CONNECT_TIMEOUT_S))
 
 
 def _rdb_storage(location: str, *heartbeat) -> RDBStorage:

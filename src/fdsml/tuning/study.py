@@ -33,7 +33,7 @@ from fdsml.training.retrieval import parse_retrieval_params
 from fdsml.tuning.config import TuneConfig
 from fdsml.tuning.objective import DIVERGED, PRETRAINED, SET_BY_THE_STUDY, TrialObjective
 from fdsml.tuning.space import SearchParameter, joint_value
-from fdsml.tuning.storage import fail_trials_of_dead_workers, open_storage, storage_answering
+from fdsml.tuning.storage import fail_trials_of_dead_workers, open_storage, shown, storage_answering
 
 logger = logging.getLogger(__name__)
 COUNTED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
@@ -159,7 +159,7 @@ def load_study(config: TuneConfig) -> optuna.Study:
     if recorded is None:
         study.set_user_attr("metric", config.metric)
     elif recorded != config.metric:
-        raise ConfigError(f"tune.metric: study {config.study!r} in {location} maximises {recorded}; name a new tune.study for {config.metric}")
+        raise ConfigError(f"tune.metric: study {config.study!r} in {shown(location)} maximises {recorded}; name a new tune.study for {config.metric}")
     return study
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from fdsml import fingerprints, plugins
-from fdsml.config import ConfigError, closest_key, parse, with_overlay
+from fdsml.config import ConfigError, closest_key, parse, require_name, with_overlay
 from fdsml.tuning.arms import STUDIES_DIR, arm_results, open_arms_study, run_arms
 from fdsml.tuning.study_file import NamedStep, StudyDefinition, Unit, arm_steps, arm_study_keys, parameter_overlay, scaled, tables, units
 from fdsml.tuning.study_steps import STEPS, Metrics, Step
@@ -54,6 +54,10 @@ class StudySettings:
     storage_dir: str = STUDIES_DIR
     run_dir: str = "data/06_models/studies"  # <run_dir>/pretrain: the pre-training runs every study shares; <run_dir>/<name>/units: its fine-tunings
     conf_source: str = "conf"  # the configuration folder holding studies/ and the environments
+
+    def __post_init__(self):
+        if self.name is not None:
+            require_name("study.name", self.name)  # it names the study file, its storage, runs, page and figure
 
 
 @dataclass(frozen=True)
