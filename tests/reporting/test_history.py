@@ -73,3 +73,10 @@ def test_the_validation_rows_without_a_loss_never_make_the_trend_nan():
     assert loss_trend(history) == (4.0, 2.0)
     assert describe_loss_trend(history) == "loss 4.0000 (first tenth) -> 2.0000 (last tenth) over 3 steps"
     assert "nan" not in describe_loss_trend(pd.DataFrame({"loss": [nan]}))
+
+
+def test_the_report_reads_the_standard_error_columns_under_the_prefix_the_validation_writes():
+    from fdsml.evaluation import pretrain_validation
+    from fdsml.reporting import history
+
+    assert history.SE_PREFIX == pretrain_validation.SE_PREFIX

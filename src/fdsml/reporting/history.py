@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pandas as pd
 
-from fdsml.evaluation.pretrain_validation import SE_PREFIX
 
 
 def loss_trend(history: pd.DataFrame) -> tuple[float, float] | None:
@@ -30,6 +29,9 @@ def describe_loss_trend(history: pd.DataFrame) -> str:
 
 
 VALIDATION_PREFIX = "val_"
+SE_PREFIX = "se_"
+"""A held-out metric's standard-error column is its name under this prefix, as the validation writes it
+(:data:`fdsml.evaluation.pretrain_validation.SE_PREFIX`; the report reads histories without importing what wrote them)."""
 
 
 def validation_metrics(history: pd.DataFrame) -> pd.DataFrame:
