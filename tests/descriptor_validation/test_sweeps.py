@@ -1,5 +1,7 @@
 """Perturbation sweeps: the factor grid, per-point bookkeeping, monotonicity and the summary."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,6 +12,7 @@ from fdsml.ifs.descriptor import psi
 from fdsml.descriptor_validation.sweeps import (
     base_codes,
     is_monotone,
+    noise_floor,
     run_sweeps,
     summarise_sweeps,
     sweep,
@@ -67,6 +70,20 @@ def test_fresh_seeds_put_noise_at_s_equal_one():
     factors = sweep_factors((0.6, 1.4), 5)
     fresh = sweep(base, 4, factors, UNFILTERED_SPEC, seed=7, point_seeds=np.arange(100, 105))
     assert fresh.loc[fresh["factor"] == 1.0, "chamfer"].iloc[0] > 0.0
+
+
+@pytest.mark.parametrize("distances, median", [([0.5, 3.0, 9.0, 1.0, 40.0], 3.0), ([10.0, 1.0, 4.0, 2.0], 3.0)])
+def test_the_noise_floor_is_the_median_of_the_re_rendering_distances(monkeypatch, distances, median):
+    """Hand-made distances between the base rendering and its re-renderings: the floor is their median, not their
+    minimum (which would call sampling noise structure) nor their mean (which one wild rendering would drag)."""
+    import fdsml.descriptor_validation.sweeps as sweeps
+
+    renders = []
+    family = SimpleNamespace(rescaled=lambda base, position, factor, settings: (base, True))
+    spec = SimpleNamespace(family=family, settings=None, foreground=lambda image: image, render=lambda code, seed: renders.append(seed) or np.zeros(2))
+    monkeypatch.setattr(sweeps, "chamfer_distances", lambda reference, others: np.array(distances[: len(others)]))
+    assert noise_floor("base", spec, 7, np.arange(100, 100 + len(distances))) == median
+    assert renders == [7, *range(100, 100 + len(distances))]
 
 
 def test_monotone_reads_against_the_running_maximum():

@@ -29,6 +29,21 @@ def test_scratch_is_seeded(fdsl_checkpoint):
         torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
 
 
+def test_scratch_starts_differ_by_seed_head_and_trunk_alike():
+    first = build_from_start(StartingPoint("scratch"), seed=3, embedding_dim=8)
+    second = build_from_start(StartingPoint("scratch"), seed=4, embedding_dim=8)
+    for part in ("backbone", "head"):
+        weights = [(a, b) for a, b in zip(getattr(first, part).parameters(), getattr(second, part).parameters()) if a.ndim > 1]
+        assert weights and all(not torch.equal(a, b) for a, b in weights), part
+
+
+def test_a_checkpoint_start_differs_by_seed_only_in_its_fresh_head(fdsl_checkpoint):
+    path, _ = fdsl_checkpoint
+    first, second = (build_from_start(StartingPoint("fdsl", str(path)), seed=s, embedding_dim=8) for s in (3, 4))
+    assert all(torch.equal(a, b) for a, b in zip(first.backbone.parameters(), second.backbone.parameters()))
+    assert not torch.equal(first.head.weight, second.head.weight)
+
+
 def test_a_checkpoint_of_another_backbone_is_refused(fdsl_checkpoint):
     path, _ = fdsl_checkpoint
     with pytest.raises(ValueError, match="holds a resnet18 backbone, but backbone: resnet50 was asked for"):
