@@ -29,7 +29,7 @@ UNITS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # unit: (modules to mutate, as mutmut's only_mutate globs; the test paths whose tests may kill them)
     "seeds": (("src/fdsml/seeds.py",), ("tests/test_seeds.py", "tests/data/test_random_streams.py")),
     "fingerprints": (("src/fdsml/fingerprints.py",), ("tests/test_fingerprints.py", "tests/test_fingerprints_scope.py")),
-    "atomic": (("src/fdsml/atomic.py",), ("tests/faults/test_atomic_outputs.py", "tests/faults/test_disk_full.py")),
+    "atomic": (("src/fdsml/atomic.py",), ("tests/test_atomic.py", "tests/faults/test_atomic_outputs.py", "tests/faults/test_disk_full.py")),
     "losses": (("src/fdsml/losses/*",), ("tests/losses",)),
     "ifs": (("src/fdsml/ifs/*",), ("tests/ifs",)),
     "families": (("src/fdsml/families/*",), ("tests/families",)),
