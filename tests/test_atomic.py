@@ -95,3 +95,17 @@ def test_another_renameat2_error_is_raised_naming_the_target(tmp_path, monkeypat
 def test_without_renameat2_in_the_libc_there_is_no_exchange(tmp_path, monkeypatch):
     monkeypatch.setattr(atomic, "_LIBC", object())
     assert atomic._exchange(tmp_path / "a", tmp_path / "b") is False
+
+
+def test_only_a_full_disk_reads_as_one(tmp_path):
+    full = OSError(errno.ENOSPC, "No space left on device")
+    wrapped = RuntimeError("the writer's own error")
+    wrapped.__cause__ = full
+    assert atomic._is_disk_full(full, tmp_path) and atomic._is_disk_full(wrapped, tmp_path)
+    short_write = OSError("short write")  # no errno: a full disk only when under 1 MiB is left, and this one has more
+    assert not atomic._is_disk_full(short_write, tmp_path)
+    assert not atomic._is_disk_full(ValueError("bad value"), tmp_path) and not atomic._is_disk_full(None, tmp_path)
+
+
+def test_no_pid_is_no_process_and_this_one_is_alive():
+    assert atomic.pid_alive(os.getpid()) and not atomic.pid_alive(None)
