@@ -76,7 +76,9 @@ def run(unit: str) -> dict:
     folder = WORK / unit
     configure(unit, folder)
     mutmut = [str(Path(sys.executable).with_name("mutmut"))]
-    environment = os.environ | {"OMP_NUM_THREADS": "1"}
+    # mutmut forks each mutant's test run from one process: Numba's default OpenMP layer aborts a forked child that
+    # runs a parallel kernel again (the Chamfer distance), and "workqueue" does not; the kernels' results are the same.
+    environment = os.environ | {"OMP_NUM_THREADS": "1", "NUMBA_THREADING_LAYER": "workqueue"}
     started = time.monotonic()
     with (folder / "run.log").open("w") as log:
         subprocess.run([*mutmut, "run", "--max-children", "1"], cwd=folder, env=environment, stdout=log, stderr=subprocess.STDOUT, check=True)
