@@ -13,6 +13,7 @@ from fdsml.descriptor_validation.sweeps import (
     base_codes,
     is_monotone,
     noise_floor,
+    spearman,
     run_sweeps,
     summarise_sweeps,
     sweep,
@@ -129,6 +130,37 @@ def test_statistics_and_summary_on_synthetic_sweeps():
     assert summary["monotone_within_noise_fraction_contractive"] == 1.0
     assert summary["monotone_fraction_noncontractive"] == 0.0
     assert summary["n_empty"] == 0 and summary["noise_floor_px_median"] == pytest.approx(0.1)
+
+
+def test_the_whole_summary_of_two_base_codes_by_hand():
+    from scipy.stats import spearmanr
+
+    rising = synthetic_points(lambda s: abs(s - 1.0))
+    dipping = synthetic_points(lambda s: {1.2: 0.05}.get(round(s, 3), abs(s - 1.0)), position=1)  # upper Spearman 0.9
+    falling = synthetic_points(lambda s: 1.0 - abs(s - 1.0) if s != 1.0 else 0.0, contractive=False, base=1, noise=0.2)
+    falling.loc[0, "empty"] = True  # s = 0.6 rendered empty
+    points = pd.concat([rising, dipping, falling], ignore_index=True)
+    pooled = [spearmanr(p["psi_distance"], p["chamfer"]).statistic for _, p in points.groupby("base")]
+    assert summarise_sweeps(points) == {
+        "seeding": "common", "n_base_codes": 2, "n_factors": 9, "n_sweeps": 3, "n_contractive": 2,
+        "contractive_fraction": pytest.approx(2 / 3), "monotone_fraction_contractive": 0.5,
+        "monotone_within_noise_fraction_contractive": 1.0, "median_spearman_contractive": pytest.approx(1.0),
+        "n_noncontractive": 1, "monotone_fraction_noncontractive": 0.0, "monotone_within_noise_fraction_noncontractive": 0.0,
+        "median_spearman_noncontractive": pytest.approx(0.0, abs=1e-12), "median_spearman_pooled": pytest.approx(np.median(pooled)),
+        "n_empty": 1, "n_empty_renderings": 1, "noise_floor_px_median": pytest.approx(0.15),
+    }  # fmt: skip
+    upper = sweep_statistics(points).set_index(["base", "position"])["spearman_upper"]
+    assert upper[(0, 1)] == pytest.approx(0.9) and upper[(1, 0)] == pytest.approx(0.0, abs=1e-12)
+    alone = summarise_sweeps(rising)
+    assert alone["n_noncontractive"] == 0 and alone["monotone_fraction_noncontractive"] is None
+    assert alone["median_spearman_noncontractive"] is None and alone["median_spearman_contractive"] == pytest.approx(1.0)
+
+
+def test_spearman_is_undefined_on_a_constant_side_or_under_three_finite_pairs():
+    assert spearman([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(0.8)
+    assert np.isnan(spearman([1, 2, 3], [5, 5, 5])) and np.isnan(spearman([7, 7, 7], [1, 2, 3]))
+    assert np.isnan(spearman([1, 2, np.nan, 4], [1, 2, 3, np.nan]))
+    assert spearman([1, 2, np.nan, 4, 5], [1, 2, 3, 4, 3]) == pytest.approx(spearman([1, 2, 4, 5], [1, 2, 4, 3]))
 
 
 def test_run_sweeps_covers_six_coefficients_of_distinct_classes(tiny_unfiltered_table):
