@@ -176,3 +176,20 @@ def test_run_sweeps_covers_six_coefficients_of_distinct_classes(tiny_unfiltered_
     assert summary["n_sweeps"] == 12
     with pytest.raises(ValueError, match="classes"):
         base_codes(tiny_unfiltered_table, UNFILTERED_SPEC, 99, np.random.default_rng(0))
+
+
+def test_fresh_run_sweeps_draw_each_point_its_own_seed_and_keep_each_base_class(tiny_unfiltered_table, monkeypatch):
+    import fdsml.descriptor_validation.sweeps as sweeps
+
+    bases, classes = base_codes(tiny_unfiltered_table, UNFILTERED_SPEC, 2, np.random.default_rng(0))
+    factors = sweep_factors((0.6, 1.4), 3)
+    floors, point_seeds = [], []
+    monkeypatch.setattr(sweeps, "noise_floor", lambda base, spec, seed, others: floors.append((seed, list(others))) or 0.5)
+    sweep_of = sweeps.sweep
+    monkeypatch.setattr(sweeps, "sweep", lambda *args: point_seeds.append(args[5]) or sweep_of(*args))
+    points = run_sweeps(bases, classes, factors, UNFILTERED_SPEC, np.random.default_rng(1), n_noise_seeds=2, common_random_numbers=False)
+    drawn = np.random.default_rng(1).integers(sweeps.SEED_LIMIT, size=(2, 1 + 2 + 6 * 3))
+    assert floors == [(int(row[0]), list(row[1:3])) for row in drawn]
+    assert [list(seeds) for seeds in point_seeds] == [list(row[3 + 3 * p : 6 + 3 * p]) for row in drawn for p in range(6)]
+    assert (points["seeding"] == "fresh").all() and points.index.tolist() == list(range(2 * 6 * 3))
+    assert points.groupby("base")["class_id"].first().tolist() == classes.tolist() and (points["noise_floor"] == 0.5).all()
