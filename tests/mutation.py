@@ -31,7 +31,8 @@ UNITS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "fingerprints": (("src/fdsml/fingerprints.py",), ("tests/test_fingerprints.py", "tests/test_fingerprints_scope.py")),
     "atomic": (("src/fdsml/atomic.py",), ("tests/test_atomic.py", "tests/faults/test_atomic_outputs.py", "tests/faults/test_disk_full.py")),
     "losses": (("src/fdsml/losses/*",), ("tests/losses",)),
-    "ifs": (("src/fdsml/ifs/*",), ("tests/ifs",)),
+    # the fuzz test's child process reads a family attribute that mutmut's copy of the family lacks: it fails unmutated
+    "ifs": (("src/fdsml/ifs/*",), ("tests/ifs", "--deselect", "tests/ifs/test_render.py::test_no_code_crashes_the_renderer")),
     "families": (("src/fdsml/families/*",), ("tests/families",)),
     "evaluation": (("src/fdsml/evaluation/*",), ("tests/evaluation",)),
     "descriptor_validation": (("src/fdsml/descriptor_validation/sweeps.py",), ("tests/descriptor_validation",)),
