@@ -193,3 +193,17 @@ def test_fresh_run_sweeps_draw_each_point_its_own_seed_and_keep_each_base_class(
     assert [list(seeds) for seeds in point_seeds] == [list(row[3 + 3 * p : 6 + 3 * p]) for row in drawn for p in range(6)]
     assert (points["seeding"] == "fresh").all() and points.index.tolist() == list(range(2 * 6 * 3))
     assert points.groupby("base")["class_id"].first().tolist() == classes.tolist() and (points["noise_floor"] == 0.5).all()
+
+
+def test_a_sweep_is_monotone_within_noise_only_when_both_sides_are():
+    one_sided = synthetic_points(lambda s: abs(s - 1.0) if s <= 1.0 else 0.5 - abs(s - 1.0), noise=0.05)
+    row = sweep_statistics(one_sided).iloc[0]
+    assert row["monotone_within_noise_lower"] and not row["monotone_within_noise_upper"] and not row["monotone_within_noise"]
+    assert row["monotone_lower"] and not row["monotone"]
+
+
+def test_the_smallest_cases_of_monotone_spearman_and_base_codes(tiny_unfiltered_table):
+    assert is_monotone([5.0]) and is_monotone([0.0, 1.0]) and not is_monotone([1.0, 0.0])
+    assert spearman([0.0, 0.5, 1.0], [0.0, 1.0, 0.5]) == pytest.approx(0.5)  # three pairs, each side spanning exactly 1
+    _, classes = base_codes(tiny_unfiltered_table, UNFILTERED_SPEC, 4, np.random.default_rng(0))
+    assert classes.tolist() == sorted(set(tiny_unfiltered_table["class_id"]))  # every class once
