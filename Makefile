@@ -10,7 +10,7 @@ export DO_NOT_TRACK := 1
 export DVC_NO_ANALYTICS := 1
 export HF_HUB_OFFLINE := 1
 
-.PHONY: run test test-slow install fractals benchmarks viz lineage-site lock clean
+.PHONY: run test test-slow install fractals benchmarks viz lineage-site lock mutation clean
 
 run: $(STAMP)
 	$(BIN)/kedro run --pipelines=pretrain
@@ -39,6 +39,11 @@ lock: $(STAMP)
 	$(BIN)/python -m fdsml.stage_code --write
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/dvc repro
 	$(BIN)/python -m pytest -q tests/project/test_dvc_lock.py
+
+# Mutation testing of the modules that decide the numbers (docs/mutation.md), outside CI: minutes to an hour
+# per unit on 2 cores, at low priority; UNIT=seeds (a unit of tests/mutation.py) runs one.
+mutation: $(STAMP)
+	nice -n 15 $(BIN)/python -m tests.mutation $(UNIT)
 
 viz: $(STAMP)
 	$(BIN)/kedro viz run --env base --no-browser --host 127.0.0.1 --port 4141

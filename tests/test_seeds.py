@@ -53,3 +53,36 @@ def test_no_draw_within_a_step_replays_the_global_generator_the_loop_seeds(monke
         couce = CouCEObjective(ProxyAnchorLoss(num_classes=4, embedding_size=8), 8, seed=11)._generator(torch.device("cpu"), 5)
         states = [torch.Generator().manual_seed(step_seed(11, 5, rank)).get_state(), generators[-1].get_state(), couce.get_state()]
         assert not any(torch.equal(a, b) for a, b in combinations(states, 2)), rank
+
+
+def test_a_purposes_step_seed_is_the_first_64_bit_word_of_its_seed_sequence():
+    """Hand-computed from NumPy's SeedSequence: key (tag, step, 0) in one process, (tag, step, rank + 1) for a replica."""
+    import numpy as np
+
+    from fdsml.seeds import STREAMS
+
+    def word(*key):
+        return int(np.random.SeedSequence(5, spawn_key=(STREAMS["nuisance"], *key)).generate_state(1, np.uint64)[0]) % SEED_LIMIT
+
+    assert step_seed(5, 3, purpose="nuisance") == word(3, 0)
+    assert [step_seed(5, 3, rank, purpose="nuisance") for rank in (0, 1)] == [word(3, 1), word(3, 2)]
+
+
+def test_a_generator_depends_on_its_seed_purpose_and_key():
+    from fdsml.seeds import generator
+
+    draws = {args: tuple(generator(*args).integers(1 << 62, size=2)) for args in [(1, "augmentation", 0, 1), (2, "augmentation", 0, 1), (1, "analysis", 0, 1), (1, "augmentation", 0, 2)]}
+    assert len(set(draws.values())) == 4
+    assert tuple(generator(1, "augmentation", 0, 1).integers(1 << 62, size=2)) == draws[(1, "augmentation", 0, 1)]
+
+
+def test_a_single_process_group_is_no_replica(tmp_path):
+    import torch.distributed as dist
+
+    from fdsml.seeds import replica_rank
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        assert replica_rank() is None
+    finally:
+        dist.destroy_process_group()

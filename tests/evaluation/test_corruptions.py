@@ -103,6 +103,28 @@ def test_every_corruption_and_severity_is_seeded_and_leaves_global_state_alone(t
     np.testing.assert_array_equal(np.random.get_state()[1], before)
 
 
+@pytest.mark.parametrize("corruption", ["gaussian_noise", "gaussian_blur", "contrast", "pixelate"])
+def test_distortion_grows_with_severity(tiny_images, corruption):
+    distortion = [
+        np.abs(corrupt_image(tiny_images[0], corruption, severity, seed=3).astype(float) - tiny_images[0]).mean()
+        for severity in SEVERITIES
+    ]
+    assert all(later > earlier for earlier, later in zip(distortion, distortion[1:])), distortion
+
+
+@pytest.mark.parametrize("corruption", ["shot_noise", "impulse_noise", "motion_blur"])
+@pytest.mark.parametrize("severity", [1, 5])
+def test_a_corruption_is_the_packages_own_output_at_that_severity_and_seed(tiny_images, corruption, severity):
+    from imagecorruptions import corrupt
+
+    state = np.random.get_state()
+    np.random.seed(11)
+    extra = {"seed": 11} if corruption == "impulse_noise" else {}
+    expected = corrupt(tiny_images[1], severity=severity, corruption_name=corruption, **extra)
+    np.random.set_state(state)
+    np.testing.assert_array_equal(corrupt_image(tiny_images[1], corruption, severity, seed=11), expected)
+
+
 def test_each_image_has_its_own_seed(tiny_images):
     """Image i of a batch is rebuilt alone from its own seed; another seed gives another draw."""
     for corruption in ("gaussian_noise", "glass_blur", "impulse_noise", "frost"):

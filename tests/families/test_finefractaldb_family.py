@@ -50,3 +50,15 @@ def test_instances_round_trip_through_the_table_and_class_codes_are_recovered():
             np.testing.assert_array_equal(spec.descriptor(instance), psi(instance.coefficients, instance.probabilities))
             undone = spec.family.rescaled(code, instance.position, instance.factor, spec.settings)[0]
             np.testing.assert_allclose(undone.coefficients, instance.coefficients, rtol=1e-12)
+
+
+def class_codes(seed: int) -> list[np.ndarray]:
+    spec = family_spec(default_params() | {"n_classes": 2, "instances_per_class": 2, "seed": seed})
+    table, _ = generate_table(spec)
+    return [spec.family.class_code(rows, spec.settings).code for _, rows in table.groupby("class_id")]
+
+
+def test_the_seed_draws_the_class_codes():
+    first, again, other = class_codes(1), class_codes(1), class_codes(2)
+    assert all(np.array_equal(a, b) for a, b in zip(first, again))
+    assert all(a.shape != b.shape or not np.allclose(a, b) for a, b in zip(first, other))

@@ -3,7 +3,10 @@
 import json
 import os
 import socket
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -82,3 +85,58 @@ def test_temporaries_of_a_dead_writer_of_this_host_are_removed_another_hosts_are
 def _umask():
     with open("/proc/self/status") as status:
         return next(int(line.split()[1], 8) for line in status if line.startswith("Umask:"))
+
+
+def test_a_reader_polling_during_repeated_large_writes_sees_only_whole_files(tmp_path):
+    """Each version is 8 MiB of one byte value: a reader sees no file yet, or one whole version, never a mix or a part."""
+    target, size, versions = tmp_path / "table.bin", 8 << 20, 12
+    done, seen, broken = threading.Event(), set(), []
+
+    def poll():
+        while not done.is_set():
+            try:
+                data = target.read_bytes()
+            except FileNotFoundError:
+                continue
+            if len(data) != size or data.count(data[:1]) != size:
+                broken.append((len(data), data[:1], data[-1:]))
+            seen.add(data[:1])
+
+    reader = threading.Thread(target=poll)
+    reader.start()
+    for version in range(versions):
+        with atomic_path(target) as temporary:
+            with temporary.open("wb") as handle:
+                for _ in range(8):  # written in parts, as a library writes a large file
+                    handle.write(bytes([version]) * (size // 8))
+    done.set()
+    reader.join()
+    assert not broken, broken[:3]
+    assert len(seen) >= 2 and target.read_bytes() == bytes([versions - 1]) * size  # the reader did overlap the writes
+
+
+LIVE_WRITER = """
+import sys
+from fdsml.atomic import atomic_path
+with atomic_path(sys.argv[1]) as temporary:
+    temporary.write_bytes(b"theirs")
+    print(temporary, flush=True)
+    sys.stdin.readline()  # holds its temporary until told to finish
+"""
+
+
+def test_a_live_writers_temporary_file_survives_another_write(tmp_path):
+    target = tmp_path / "table.parquet"
+    writer = subprocess.Popen(
+        [sys.executable, "-c", LIVE_WRITER, str(target)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env=os.environ | {"PYTHONPATH": "src"},
+    )
+    try:
+        theirs = Path(writer.stdout.readline().strip())
+        assert theirs.read_bytes() == b"theirs"
+        with atomic_path(target) as temporary:
+            temporary.write_bytes(b"ours")
+        assert theirs.read_bytes() == b"theirs" and target.read_bytes() == b"ours"
+    finally:
+        writer.communicate("go\n", timeout=60)
+    assert writer.returncode == 0 and target.read_bytes() == b"theirs" and not theirs.exists()

@@ -33,6 +33,14 @@ def test_contraction_uses_largest_singular_value():
     assert is_contractive(np.array([[0.6, 0.0, 0.0, -0.99, 5, 5]]))
 
 
+def test_a_map_whose_largest_singular_value_is_exactly_one_is_not_strictly_contractive():
+    stretch = np.array([[1.0, 0.0, 0.0, 0.5, 0, 0]])  # singular values 1 and 0.5, exactly
+    rotation_by_a_quarter_turn = np.array([[0.0, -1.0, 1.0, 0.0, 0, 0]])
+    assert largest_singular_values(stretch)[0] == 1.0 and largest_singular_values(rotation_by_a_quarter_turn)[0] == 1.0
+    assert not is_contractive(stretch) and not is_contractive(rotation_by_a_quarter_turn)
+    assert is_contractive(np.array([[1.0 - 1e-12, 0.0, 0.0, 0.5, 0, 0]]))
+
+
 def test_psi_matches_hand_computation():
     code = np.array([[1.0, 2, 3, 4, 5, 6], [-1.0, 0, 1, 2, 3, 4]])
     probabilities = np.array([0.25, 0.75])

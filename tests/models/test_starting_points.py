@@ -34,9 +34,24 @@ def test_scratch_is_seeded(fdsl_checkpoint):
         torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
 
 
+def test_scratch_starts_differ_by_seed_head_and_trunk_alike():
+    first = build_from_start(StartingPoint("scratch"), seed=3, embedding_dim=8)
+    second = build_from_start(StartingPoint("scratch"), seed=4, embedding_dim=8)
+    for part in ("backbone", "head"):
+        weights = [(a, b) for a, b in zip(getattr(first, part).parameters(), getattr(second, part).parameters()) if a.ndim > 1]
+        assert weights and all(not torch.equal(a, b) for a, b in weights), part
+
+
+def test_a_checkpoint_start_differs_by_seed_only_in_its_fresh_head(fdsl_checkpoint):
+    path, _ = fdsl_checkpoint
+    first, second = (build_from_start(StartingPoint("fdsl", str(path)), seed=s, embedding_dim=8) for s in (3, 4))
+    assert all(torch.equal(a, b) for a, b in zip(first.backbone.parameters(), second.backbone.parameters()))
+    assert not torch.equal(first.head.weight, second.head.weight)
+
+
 def test_a_checkpoint_of_another_backbone_is_refused(fdsl_checkpoint):
     path, _ = fdsl_checkpoint
-    with pytest.raises(ValueError, match="holds a resnet18 backbone, but backbone: resnet50 was asked for"):
+    with pytest.raises(ValueError, match=rf"{path} holds a resnet18 backbone, but backbone: resnet50 was asked for"):
         build_from_start(StartingPoint("fdsl", str(path), "resnet50"), seed=0, embedding_dim=8)
 
 
@@ -53,3 +68,34 @@ def test_a_start_whose_name_would_leave_its_run_folder_is_refused(parse, section
     params = yaml.safe_load((ROOT / f"conf/base/parameters_{section}.yml").read_text())[section]
     with pytest.raises(ConfigError, match=r"starting point name: '../../elsewhere' names files and folders and must stay inside"):
         parse(params | {key: [{"name": "../../elsewhere"}]})
+
+
+def test_the_pretrained_start_needs_the_pipelines_model_file():
+    from fdsml.models.starting_points import PRETRAINED, start_payload
+
+    start = StartingPoint("fdsml", PRETRAINED)
+    with pytest.raises(ValueError, match=r"'fdsml': checkpoint pretrained_model .* run `kedro run --pipelines=pretrain` first"):
+        start_payload(start)
+    payload = {"state_dict": {}}
+    assert start_payload(start, payload) is payload and start_payload(StartingPoint("scratch")) is None
+
+
+def test_the_trunk_digest_is_the_trunks_content_and_empty_from_scratch(fdsl_checkpoint):
+    from fdsml.fingerprints import content_digest
+    from fdsml.models.checkpoint import load_checkpoint_file
+    from fdsml.models.starting_points import trunk_digest, trunk_state_dict
+
+    payload = load_checkpoint_file(fdsl_checkpoint[0])
+    assert trunk_digest(None) == ""
+    assert trunk_digest(payload) == content_digest(trunk_state_dict(payload)) != content_digest(payload["state_dict"])
+
+
+def test_a_checkpoint_start_keeps_its_image_size_and_normalisation_unless_told(tmp_path):
+    torch.manual_seed(0)
+    model = build_model("resnet18", embedding_dim=4, img_size=48, input_mean=(0.5, 0.5, 0.5), input_std=(0.25, 0.25, 0.25))
+    save_checkpoint(tmp_path / "m.pt", model_payload(model))
+    start = StartingPoint("m", str(tmp_path / "m.pt"))
+    kept = build_from_start(start, seed=0, embedding_dim=4)
+    assert kept.spec.img_size == 48 and tuple(kept.spec.input_mean) == (0.5, 0.5, 0.5) and tuple(kept.spec.input_std) == (0.25, 0.25, 0.25)
+    assert build_from_start(start, seed=0, img_size=32, embedding_dim=4).spec.img_size == 32
+    assert build_from_start(StartingPoint("scratch"), seed=0, img_size=40, embedding_dim=4).spec.img_size == 40

@@ -187,7 +187,8 @@ def check(command: str) -> None:
     elif program == "dvc":
         _check_dvc(args[1:])
     elif program == "make":
-        assert set(args[1:]) <= _make_targets(), f"make {args[1:]}: no such target"
+        targets = {arg for arg in args[1:] if "=" not in arg}  # NAME=value sets a variable
+        assert targets <= _make_targets(), f"make {args[1:]}: no such target"
     elif args[:3] == ["python", "-m", "fdsml.plan"]:
         _check_plan(args[3:])
     else:

@@ -3,6 +3,8 @@ DDP across replicas and compiled when asked (:func:`fdsml.training.loop.train` c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
@@ -37,12 +39,55 @@ def synchronised_batchnorm(model: nn.Module, loop: LoopConfig, context: distribu
     return nn.SyncBatchNorm.convert_sync_batchnorm(model)
 
 
+def narrower_than_stride(image_size: Sequence[int], stride: Sequence[int]) -> bool:
+    """Whether a convolution's input is smaller than its stride along a strided axis (it has one output there)."""
+    return any(step > 1 and size < step for size, step in zip(image_size, stride))
+
+
+class Float32WhereCpuBf16Fails:
+    """Forward hooks that compute a strided convolution narrower than its stride in float32 under CPU bf16 autocast.
+
+    torch 2.14's oneDNN (3.12, ``jit_bf16:avx512_core_bf16``) returns uninitialised memory as the weight
+    gradient of a bf16 convolution whose input is narrower than its stride: a ResNet-18 at 16 px, whose
+    ``layer4.0.conv1`` (3 x 3, stride 2) sees a 1 x 1 map, got gradients up to 1e36 where 1e-16 is right, in
+    about one step in five (the forward, the input's gradient and float32 are right). Such a convolution has one
+    output per row or column, so float32 there costs nothing; every other convolution keeps bf16.
+    """
+
+    def __init__(self):
+        self.paused: dict[nn.Module, torch.autocast] = {}
+
+    def before(self, module: nn.Conv2d, args: tuple) -> tuple | None:
+        image = args[0]
+        if not (torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16):
+            return None
+        if not narrower_than_stride(image.shape[-2:], module.stride):
+            return None
+        self.paused[module] = torch.autocast("cpu", enabled=False)
+        self.paused[module].__enter__()
+        return (image.float(), *args[1:])
+
+    def after(self, module: nn.Conv2d, args: tuple, output: torch.Tensor) -> None:
+        if module in self.paused:
+            self.paused.pop(module).__exit__(None, None, None)
+
+    def install(self, model: nn.Module) -> nn.Module:
+        for module in model.modules():
+            if isinstance(module, nn.Conv2d):
+                module.register_forward_pre_hook(self.before)
+                module.register_forward_hook(self.after)
+        return model
+
+
 def prepare_model(model: nn.Module, loop: LoopConfig, context: distributed.DistContext) -> nn.Module:
-    """``model`` ready to wrap: BatchNorm synchronised if asked, on the context's device, channels-last on CUDA."""
+    """``model`` ready to wrap: BatchNorm synchronised if asked, on the context's device, channels-last on CUDA;
+    on a CPU, the convolutions its bf16 kernels get wrong in float32 (:class:`Float32WhereCpuBf16Fails`)."""
     model = synchronised_batchnorm(model, loop, context)
     model.to(context.device)
     if loop.channels_last and context.device.type == "cuda":
         model.to(memory_format=torch.channels_last)
+    if context.device.type == "cpu":
+        Float32WhereCpuBf16Fails().install(model)
     return model
 
 
