@@ -108,9 +108,12 @@ def _scale(table: TableSettings, metric: str) -> float:
     return 100.0 if table.percent and not counted else 1.0
 
 
-def _cell(value: tuple[float, float], scale: float, digits: int, sign: str = "") -> str:
+def _cell(value: tuple[float, float], scale: float, digits: int, sign: str = "", n: int = 2) -> str:
+    """``mean ± std``; the value alone over a single run (``n`` 1), whose spread was never measured."""
     mean, spread = value
-    return "n/a" if math.isnan(mean) else f"{scale * mean:{sign}.{digits}f} ± {scale * spread:.{digits}f}"
+    if math.isnan(mean):
+        return "n/a"
+    return f"{scale * mean:{sign}.{digits}f}" + (f" ± {scale * spread:.{digits}f}" if n > 1 else "")
 
 
 def _difference_cell(row: Mapping[str, Any], metric: str, table: TableSettings) -> str:
@@ -131,7 +134,7 @@ def markdown_table(rows: Sequence[Mapping[str, Any]], study: StudyDefinition) ->
     lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
     for row in rows:
         cells = [row["arm"], str(row["runs"]), str(row["spread_n"])]
-        cells += [_cell(row[metric], _scale(table, metric), table.digits) for metric in table.metrics]
+        cells += [_cell(row[metric], _scale(table, metric), table.digits, n=row["spread_n"]) for metric in table.metrics]
         cells += [_difference_cell(row, metric, table) for metric in shown]
         cells += _added_cells(row, table)
         lines.append("| " + " | ".join(cells) + " |")
