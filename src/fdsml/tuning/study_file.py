@@ -135,6 +135,7 @@ class StudyDefinition:
     more_tables: dict[str, TableSettings] = field(default_factory=dict)  # further tables of the page over the same units, by heading
     named_steps: dict[str, NamedStep] = field(default_factory=dict)  # steps run again with an overlay, by the name ``steps`` gives them
     trend: TrendSettings | None = None  # the gaps between starts along axes of the regime (its figure replaces ``figure``'s)
+    first: tuple[str, ...] = ()  # arms whose units complete before any other starts (a machine check); one failing stops the study
 
 
 def tables(study: StudyDefinition) -> dict[str, TableSettings]:
@@ -189,6 +190,8 @@ def _check_arms(study: StudyDefinition, path: Path) -> None:
             raise ConfigError(f"{path}: {where}.reference: {_none_of(table.reference, 'arm', study.arms)}")
         if table.spread is not None and table.spread not in study.seeds:
             raise ConfigError(f"{path}: {where}.spread: {_none_of(table.spread, 'seed key', study.seeds)}")
+    for arm in (arm for arm in study.first if arm not in study.arms):
+        raise ConfigError(f"{path}: first: {_none_of(arm, 'arm', study.arms)}")
     if study.trend is not None:
         _check_trend(study, path)
     for name, scale in study.scales.items():

@@ -52,6 +52,7 @@ class StudySettings:
     jobs: int = 1  # units run in parallel, one process each
     threads: int = 1  # torch threads of each process
     storage: str | None = None  # the units' Optuna storage (null: <storage_dir>/<name>.db); a URL or journal file several machines share
+    devices: tuple[int, ...] = ()  # the GPUs of the workers, one each (CUDA_VISIBLE_DEVICES of worker k: devices[k]); empty: as the machine has them
     storage_dir: str = STUDIES_DIR
     run_dir: str = "data/06_models/studies"  # <run_dir>/pretrain: the pre-training runs every study shares; <run_dir>/<name>/units: its fine-tunings
     conf_source: str = "conf"  # the configuration folder holding studies/ and the environments
@@ -88,7 +89,10 @@ def step_metrics(study: StudyDefinition, name: str) -> tuple[str, ...]:
 
 def parse_study_settings(params: dict[str, Any]) -> StudySettings:
     """Validate ``params:study``; a wrong key or value raises ConfigError naming it."""
-    return parse(StudySettings, params, "study")
+    settings = parse(StudySettings, params, "study")
+    if settings.devices and len(settings.devices) != settings.jobs:
+        raise ConfigError(f"study.devices: {len(settings.devices)} device(s) for {settings.jobs} worker(s) (study.jobs); give one per worker, e.g. study.jobs={len(settings.devices)}")
+    return settings
 
 
 def study_path(settings: StudySettings) -> Path:
@@ -220,7 +224,11 @@ def run_study(study: StudyDefinition, settings: StudySettings, base: dict[str, A
     plans = plan_units(study, settings, base)
     fingerprints = {name: plan.fingerprint for name, plan in plans.items()}
     run = partial(run_unit, plans, settings.threads, study.table.metrics[0])
-    failed = run_arms(str(settings.name), fingerprints, run, settings.jobs, settings.storage, settings.storage_dir)
+    first = {name: fingerprint for name, fingerprint in fingerprints.items() if plans[name].unit.arm in study.first}
+    failed = run_arms(str(settings.name), first, run, 1, settings.storage, settings.storage_dir) if first else []
+    if not failed:  # the first arms (a machine check) passed: the rest may spend their hours
+        rest = {name: fingerprint for name, fingerprint in fingerprints.items() if name not in first}
+        failed = run_arms(str(settings.name), rest, run, settings.jobs, settings.storage, settings.storage_dir, tuple(map(str, settings.devices)))
     complete = arm_results(open_arms_study(str(settings.name), settings.storage, settings.storage_dir), fingerprints)
     results = complete["result"].tolist()
     keys = {table.trials for table in tables(study).values() if table.trials is not None}
