@@ -19,21 +19,22 @@ FILE = {
     "table": {"metrics": ["frozen.recall@1"]},
     "trend": {
         "metrics": ["frozen.recall@1"], "reference": "fdsl", "rivals": ["same", "paper"], "baseline": "pixels", "floor": "scratch",
+        "baseline_metrics": {"frozen.recall@1": "pixels.recall@1"},
         "axes": {"images seen": {"label": "steps", "points": {"base": 1, "s4": 4}}},
     },
 }
 STUDY = parse(StudyDefinition, FILE, "study")
 
 
-def unit(arm, seed, value):
-    return {"arm": arm, "seeds": {"pretrain.train.seed": seed} if seed is not None else {}, "metrics": {"frozen.recall@1": value}}
+def unit(arm, seed, value, metric="frozen.recall@1"):
+    return {"arm": arm, "seeds": {"pretrain.train.seed": seed} if seed is not None else {}, "metrics": {metric: value}}
 
 
 RESULTS = [
     unit("fdsl", 1, 0.50), unit("fdsl", 2, 0.54), unit("fdsl_s4", 1, 0.60), unit("fdsl_s4", 2, 0.62),
     unit("same", 1, 0.30), unit("same", 2, 0.34), unit("same_s4", 1, 0.50), unit("same_s4", 2, 0.54),
     unit("paper", 1, 0.40), unit("paper", 2, 0.40), unit("paper_s4", 1, 0.20), unit("paper_s4", 2, 0.20),
-    unit("scratch", 1, 0.10), unit("scratch", 2, 0.12), unit("pixels", None, 0.31),
+    unit("scratch", 1, 0.10), unit("scratch", 2, 0.12), unit("pixels", None, 0.31, "pixels.recall@1"),
 ]
 
 
@@ -79,6 +80,7 @@ def test_each_point_compares_the_reference_with_the_best_rival_there_and_with_th
     assert base.gaps["reference - best rival"][1] == pytest.approx(math.sqrt(0.0008 / 2))
     assert far.gaps["reference - best rival"][0] == pytest.approx(0.61 - 0.52)
     assert base.gaps["best rival - baseline"][0] == pytest.approx(0.40 - 0.31)  # pixels ran once: the base arm at every point
+    assert far.gaps["reference - baseline"][0] == pytest.approx(0.61 - 0.31)  # its own metric (baseline_metrics) set against frozen.recall@1
     assert far.floor[0] == pytest.approx(0.11)  # scratch does not change with the steps: its base arm
     fit = found["fits"]["reference - best rival"]
     assert fit.slope == pytest.approx((0.09 - 0.12) / 2)  # two points, two doublings apart

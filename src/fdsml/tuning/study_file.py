@@ -96,6 +96,7 @@ class TrendSettings:
     rivals: tuple[str, ...]
     axes: dict[str, TrendAxis]
     baseline: str | None = None  # an arm every start is also compared to (raw-pixel k-NN)
+    baseline_metrics: dict[str, str] = field(default_factory=dict)  # the baseline's metric set against each of ``metrics`` (its own name when absent)
     floor: str | None = None  # an arm shown beside them (scratch)
 
 
@@ -115,6 +116,7 @@ class Scale:
     arms: tuple[str, ...] | None = None  # null: every arm
     seeds: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # replaces these keys' values in the grid
     overlay: dict[str, Any] = field(default_factory=dict)
+    named_steps: dict[str, dict[str, Any]] = field(default_factory=dict)  # laid over a named step's own overlay (a converged fine-tuning made short)
 
 
 @dataclass(frozen=True)
@@ -199,6 +201,8 @@ def _check_arms(study: StudyDefinition, path: Path) -> None:
             raise ConfigError(f"{path}: scales.{name}.arms: {_none_of(arm, 'arm', study.arms)}")
         for key in (key for key in scale.seeds if key not in study.seeds):
             raise ConfigError(f"{path}: scales.{name}.seeds: {_none_of(key, 'seed key', study.seeds)}")
+        for step in (step for step in scale.named_steps if step not in study.named_steps):
+            raise ConfigError(f"{path}: scales.{name}.named_steps: {_none_of(step, 'named step', study.named_steps or ['(none)'])}")
 
 
 def _check_trend(study: StudyDefinition, path: Path) -> None:
@@ -267,7 +271,8 @@ def scaled(study: StudyDefinition, scale: str | None) -> tuple[StudyDefinition, 
     chosen = study.scales[scale]
     arms = {arm: overlay for arm, overlay in study.arms.items() if chosen.arms is None or arm in chosen.arms}
     seeds = {key: tuple(chosen.seeds.get(key, values)) for key, values in study.seeds.items()}
-    return replace(study, arms=arms, seeds=seeds), dict(chosen.overlay)
+    named = {name: replace(step, overlay={**step.overlay, **chosen.named_steps.get(name, {})}) for name, step in study.named_steps.items()}
+    return replace(study, arms=arms, seeds=seeds, named_steps=named), dict(chosen.overlay)
 
 
 def units(study: StudyDefinition) -> list[Unit]:

@@ -152,7 +152,7 @@ def plan_units(study: StudyDefinition, settings: StudySettings, base: dict[str, 
     for unit in units(chosen):
         params = unit_parameters(study, settings, base, recipes, unit, last)
         steps = arm_steps(study, unit.arm)
-        named = {name: study.named_steps[name] for name in steps if name in study.named_steps}
+        named = {name: chosen.named_steps[name] for name in steps if name in chosen.named_steps}
         sections = defining_sections(params, tuple(resolved_step(study, name)[0] for name in steps))
         definition = {"steps": list(steps), "seeds": unit.seeds, "sections": sections}
         if named:

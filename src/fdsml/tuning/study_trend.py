@@ -105,6 +105,8 @@ def trend_points(results: Sequence[Mapping[str, Any]], study: StudyDefinition, a
     """The axis's points (in the order of their values) that the reference ran at, for ``metric``."""
     trend = study.trend
     values = arm_values(results, TableSettings(metrics=(metric,)))
+    baseline_metric = trend.baseline_metrics.get(metric, metric)
+    baselines = arm_values(results, TableSettings(metrics=(baseline_metric,)))
     found = []
     for point, x in sorted(axis.points.items(), key=lambda item: item[1]):
         reference = values.get(_arm_at(study.arms, trend.reference, point), {}).get(metric)
@@ -112,7 +114,7 @@ def trend_points(results: Sequence[Mapping[str, Any]], study: StudyDefinition, a
         if not reference or not rivals:
             continue
         best = max(rivals, key=lambda rival: _nan_low(mean_std(rivals[rival])[0]))
-        baseline = values.get(_arm_at(study.arms, trend.baseline, point), {}).get(metric) if trend.baseline else None
+        baseline = baselines.get(_arm_at(study.arms, trend.baseline, point), {}).get(baseline_metric) if trend.baseline else None
         floor = values.get(_arm_at(study.arms, trend.floor, point), {}).get(metric) if trend.floor else None
         gaps = {GAPS[0]: difference(reference, rivals[best])}
         if baseline:
