@@ -125,7 +125,7 @@ class StudyDefinition:
 
     title: str
     question: str
-    env: Literal["base", "cpu", "fair", "faithful"]
+    env: Literal["base", "cpu", "fair", "faithful", "paper"]
     steps: tuple[str, ...]
     arms: dict[str, dict[str, Any]]
     table: TableSettings
