@@ -68,3 +68,16 @@ def test_kedro_plugins_lists_every_registered_name_with_the_module_registering_i
     assert sections["objectives (pretrain.objective)"]["pa_triplet"] == "fdsml.training.pretrain_objectives.pa_triplet"
     assert sections["retrieval datasets (retrieval.data.dataset)"]["imagefolder"] == "fdsml.data.readers.own_data"
     assert sections["classification datasets (classification.datasets[].name)"]["imagenet100"] == "fdsml.data.readers.image_folder"
+@pytest.mark.parametrize(
+    ("params", "refusal"),
+    [
+        ("retrieval.train.max_steps=4,retrieval.train.max_steps=8", "retrieval.train.max_steps is given twice"),
+        ("retrieval.train={},retrieval.train.max_steps=8", "retrieval.train and retrieval.train.max_steps are both given"),
+    ],
+)
+def test_a_key_given_twice_in_params_is_refused_naming_it(handed_to_kedro, params, refusal):
+    result = CliRunner().invoke(cli.cli, ["run", f"--params={params}"])
+    assert result.exit_code == 2 and refusal in result.output, result.output
+    assert not handed_to_kedro
+    once = CliRunner().invoke(cli.cli, ["run", "--params=retrieval.train.max_steps=4,retrieval.seeds=[0]"])
+    assert once.exit_code == 0 and handed_to_kedro["params"] == {"retrieval": {"train": {"max_steps": 4}, "seeds": [0]}}

@@ -22,6 +22,7 @@ import click
 from kedro.framework.cli.project import run as kedro_run
 from kedro.framework.cli.utils import split_string
 
+from fdsml.config import ConfigError, require_each_key_once
 from fdsml.errors import find_user_error
 
 logger = logging.getLogger(__name__)
@@ -36,14 +37,32 @@ PIPELINE_ALIAS_HELP = "Alias of --pipelines: a registered pipeline's name, or co
 
 
 def _options_with_the_pipeline_alias() -> list[click.Parameter]:
-    """Kedro's ``run`` options, with ``--pipeline`` documented as the alias it is here."""
+    """Kedro's ``run`` options, with ``--pipeline`` documented as the alias it is here and ``--params`` refusing a
+    key given twice (Kedro keeps the last one silently)."""
     options = []
     for option in kedro_run.params:
         if option.name == "pipeline":
             option = copy.copy(option)
             option.help = PIPELINE_ALIAS_HELP
+        elif option.name == "params":
+            option = copy.copy(option)
+            option.callback = _each_key_once(option.callback)
         options.append(option)
     return options
+
+
+def _each_key_once(split_params):
+    """Kedro's ``--params`` callback, refusing first a key the string gives twice."""
+
+    def callback(context: click.Context, param: click.Parameter, value):
+        if isinstance(value, str):
+            try:
+                require_each_key_once(split_string(context, param, value))
+            except ConfigError as error:
+                raise click.BadParameter(str(error).removeprefix("--params: "), context, param) from None
+        return split_params(context, param, value)
+
+    return callback
 
 
 def _resolve_pipeline_alias(context: click.Context, options: dict) -> None:

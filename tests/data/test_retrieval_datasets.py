@@ -279,3 +279,20 @@ def test_records_contiguous_labels_and_validation():
         ImageRecords(labels=np.array([1]), paths=["a", "b"])
     with pytest.raises(ValueError, match="uint8"):
         ImageRecords(labels=np.array([1]), images=np.zeros((1, 4, 4), dtype=np.float32))
+
+
+def test_queries_with_nothing_of_their_class_to_find_are_counted_and_said():
+    images = np.zeros((7, 2, 2), dtype=np.uint8)
+    train = ImageRecords(labels=np.array([0]), images=images[:1])
+    test = RetrievalSplits("mine", train, (1,), test=ImageRecords(labels=np.array([1, 1, 2, 3, 3, 3, 4]), images=images))
+    assert test.lone_queries == 2  # classes 2 and 4 hold one image each
+    assert test.lone_queries_note() == (
+        "mine: 2 of 7 queries have no other image of their class to find (their test class holds that image alone): "
+        "Recall@K, MAP@R and R-Precision leave them out (NMI counts them); add images to those classes, or remove them"
+    )
+    query = ImageRecords(labels=np.array([1, 2, 5]), images=images[:3])
+    gallery = ImageRecords(labels=np.array([1, 2, 2]), images=images[:3])
+    shop = RetrievalSplits("shop", train, (1,), query=query, gallery=gallery)
+    assert shop.lone_queries == 1 and "1 of 3 queries" in shop.lone_queries_note() and "not in the gallery" in shop.lone_queries_note()
+    whole = RetrievalSplits("whole", train, (1,), test=ImageRecords(labels=np.array([1, 1]), images=images[:2]))
+    assert whole.lone_queries == 0 and whole.lone_queries_note() is None

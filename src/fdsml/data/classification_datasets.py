@@ -51,15 +51,19 @@ class ClassificationSplits:
 
 ClassificationReader = Callable[[Path | None, int], ClassificationSplits]
 _READERS: dict[str, ClassificationReader] = {}
+_KEEP_COPIES: set[str] = set()
 
 
-def register_classification_reader(name: str) -> Callable[[ClassificationReader], ClassificationReader]:
-    """Register ``reader(root, seed) -> ClassificationSplits`` under ``name``."""
+def register_classification_reader(name: str, *, protocol_keeps_copies: bool = False) -> Callable[[ClassificationReader], ClassificationReader]:
+    """Register ``reader(root, seed) -> ClassificationSplits`` under ``name``. ``protocol_keeps_copies``: a standard
+    benchmark scored on its files as shipped, so pixel-identical copies are counted and kept, not refused."""
 
     def decorate(reader: ClassificationReader) -> ClassificationReader:
         if name in _READERS:
             raise ValueError(f"a classification dataset reader named {name!r} is already registered")
         _READERS[name] = reader
+        if protocol_keeps_copies:
+            _KEEP_COPIES.add(name)
         return reader
 
     return decorate
@@ -68,6 +72,12 @@ def register_classification_reader(name: str) -> Callable[[ClassificationReader]
 def _readers() -> dict[str, ClassificationReader]:
     plugins.discover(READERS_PACKAGE, ENTRY_POINTS)
     return _READERS
+
+
+def classification_keeps_copies(name: str) -> bool:
+    """Whether classification dataset ``name`` is a benchmark scored on its files as shipped, copies and all."""
+    _readers()
+    return name in _KEEP_COPIES
 
 
 def available_classification_datasets() -> list[str]:

@@ -121,6 +121,27 @@ class RetrievalSplits:
     def has_query_set(self) -> bool:
         return self.query is not None
 
+    @property
+    def lone_queries(self) -> int:
+        """The queries with no other image of their class to find (a test class of one image; a query whose item the
+        gallery lacks): they can neither succeed nor fail, so Recall@K, MAP@R and R-Precision leave them out."""
+        if self.has_query_set:
+            return int((~np.isin(self.query.labels, self.gallery.labels)).sum())
+        _, counts = np.unique(self.test.labels, return_counts=True)
+        return int((counts == 1).sum())
+
+    def lone_queries_note(self) -> str | None:
+        """One line saying how many queries the metrics leave out and why (None when every query has a match)."""
+        lone = self.lone_queries
+        if not lone:
+            return None
+        queries = len(self.query if self.has_query_set else self.test)
+        why = "their item is not in the gallery" if self.has_query_set else "their test class holds that image alone"
+        return (
+            f"{self.name}: {lone} of {queries} queries have no other image of their class to find ({why}): Recall@K, "
+            "MAP@R and R-Precision leave them out (NMI counts them); add images to those classes, or remove them"
+        )
+
 
 Reader = Callable[..., RetrievalSplits]
 """``reader(root) -> RetrievalSplits``; a layout that splits by class: ``reader(root, train_classes)``."""
@@ -132,6 +153,7 @@ class _Layout:
     ks: tuple[int, ...]
     named_by_root: bool
     class_split: bool
+    protocol_keeps_copies: bool
 
 
 _LAYOUTS: dict[str, _Layout] = {}
@@ -146,19 +168,21 @@ def _layouts() -> dict[str, _Layout]:
 
 
 def register_reader(
-    name: str, *, ks: Sequence[int], named_by_root: bool = False, class_split: bool = False
+    name: str, *, ks: Sequence[int], named_by_root: bool = False, class_split: bool = False, protocol_keeps_copies: bool = False
 ) -> Callable[[Reader], Reader]:
     """Register ``reader`` under ``name``, with its recommended Recall@K list.
 
     ``class_split``: the layout splits by class and its reader takes the number of training classes
     (None: its protocol's) after the root. ``named_by_root``: the dataset is named ``<name>-<root's
     stem>`` (your own layouts: two folders are two datasets, in their metrics and run folders).
+    ``protocol_keeps_copies``: a standard benchmark scored on its files as shipped, so pixel-identical copies
+    among them are counted and kept, not refused (:mod:`fdsml.data.leaks`).
     """
 
     def decorate(reader: Reader) -> Reader:
         if name in _LAYOUTS:
             raise ValueError(f"a dataset reader named {name!r} is already registered")
-        _LAYOUTS[name] = _Layout(read=reader, ks=tuple(ks), named_by_root=named_by_root, class_split=class_split)
+        _LAYOUTS[name] = _Layout(reader, tuple(ks), named_by_root, class_split, protocol_keeps_copies)
         return reader
 
     return decorate
@@ -167,6 +191,11 @@ def register_reader(
 def splits_by_class(name: str) -> bool:
     """Whether dataset ``name``'s split is by class rank (``train_classes`` applies) rather than given."""
     return _layout(name).class_split
+
+
+def protocol_keeps_copies(name: str) -> bool:
+    """Whether dataset ``name`` is a benchmark scored on its files as shipped, copies and all."""
+    return _layout(name).protocol_keeps_copies
 
 
 def available_datasets() -> list[str]:

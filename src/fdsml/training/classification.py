@@ -31,8 +31,7 @@ from fdsml.data.classification_datasets import (
 from fdsml.errors import MissingInputError
 from fdsml.models import model_from_payload, model_payload
 from fdsml.seeds import replica_rank, step_seed
-from fdsml.models.backbones import require_backbone
-from fdsml.models.starting_points import PRETRAINED, StartingPoint
+from fdsml.models.starting_points import PRETRAINED, StartingPoint, check_start_settings, recorded_start, start_payload, trunk_digest
 from fdsml import distributed
 from fdsml.training.finetune import FineTuneRun, FineTuning, finetune
 from fdsml.training.live import LiveRun, live_metrics
@@ -135,8 +134,7 @@ class ClassificationConfig:
         for key, names in names_of.items():
             if len(set(names)) != len(names):
                 raise ConfigError(f"{key}: names must be unique, got {names}")
-        for index, start in enumerate(self.starting_points):
-            require_backbone(f"starting_points[{index}].backbone", start.backbone)
+        check_start_settings(self.starting_points, "starting_points")
 
     def plugin_modules(self) -> tuple[str, ...]:
         """The modules of the readers of the datasets classification fine-tunes on (:mod:`fdsml.plugins`)."""
@@ -324,6 +322,7 @@ def finetune_classifier(
         dataset=splits.name,
         start=start.name,
         start_checkpoint=start.checkpoint,
+        start_trunk_digest=trunk_digest(start_payload(start, pretrained)),  # which trunk its scores belong to
         num_classes=splits.num_classes,
         image_size=config.image_size,
         crop_fraction=config.augment.crop_fraction,
@@ -397,7 +396,7 @@ def run_classification(
                 live.final(scores, run)
             logger.info("%s on %s: top-1 %.4f, top-5 %.4f", start.name, dataset.name, scores["top1"], scores["top5"])
             models[f"{dataset.name}/{start.name}"] = payload
-            metrics[dataset.name][start.name] = {**scores, "steps": payload["metadata"]["steps"]}
+            metrics[dataset.name][start.name] = {**scores, "steps": payload["metadata"]["steps"], **recorded_start(payload)}
             histories.append(history)
     return models, metrics, pd.concat(histories, ignore_index=True)
 

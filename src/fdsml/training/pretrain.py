@@ -31,7 +31,7 @@ from fdsml.families import FamilySpec, family_spec
 from fdsml.families.generation import shards_fingerprint
 from fdsml.losses.pa_triplet import mined_triplets
 from fdsml.models import build_model, model_payload
-from fdsml.models.backbones import backbone_family, require_backbone
+from fdsml.models.backbones import backbone_family, check_overrides, require_backbone
 from fdsml import distributed
 from fdsml.distributed import DistContext
 from fdsml.training.live import live_metrics
@@ -61,6 +61,7 @@ class ModelSettings:
 
     def __post_init__(self):
         require_backbone("pretrain.model.backbone", self.backbone)
+        check_overrides(self.backbone, self.overrides, "overrides")
 
 
 @dataclass(frozen=True)

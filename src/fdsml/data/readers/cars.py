@@ -15,7 +15,7 @@ _CARS_FILES = "cars_annos.mat (struct array 'annotations' with fields relative_i
 CARS_TRAIN_CLASSES = 98  # the protocol's zero-shot split
 
 
-@register_reader("cars", ks=(1, 4, 16), class_split=True)
+@register_reader("cars", ks=(1, 4, 16), class_split=True, protocol_keeps_copies=True)
 def _read_cars(root: Path | None, train_classes: int | None) -> RetrievalSplits:
     from scipy.io import loadmat
 

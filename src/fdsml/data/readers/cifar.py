@@ -26,11 +26,11 @@ _CIFAR10_FILES = "cifar-10-batches-py/ (data_batch_1..5, test_batch, batches.met
 _CIFAR100_FILES = "cifar-100-python/ (train, test, meta: the unpacked python version)"
 
 
-@register_classification_reader("cifar10")
+@register_classification_reader("cifar10", protocol_keeps_copies=True)
 def _read_cifar10(root: Path | None, seed: int) -> ClassificationSplits:
     return _cifar(root, "CIFAR10", "CIFAR-10", _CIFAR10_FILES, 10, "cifar10")
 
 
-@register_classification_reader("cifar100")
+@register_classification_reader("cifar100", protocol_keeps_copies=True)
 def _read_cifar100(root: Path | None, seed: int) -> ClassificationSplits:
     return _cifar(root, "CIFAR100", "CIFAR-100", _CIFAR100_FILES, 100, "cifar100")

@@ -16,7 +16,7 @@ _CUB_FILES = "images.txt, image_class_labels.txt and images/"
 CUB_TRAIN_CLASSES = 100  # the protocol's zero-shot split
 
 
-@register_reader("cub", ks=(1, 2, 4, 8), class_split=True)
+@register_reader("cub", ks=(1, 2, 4, 8), class_split=True, protocol_keeps_copies=True)
 def _read_cub(root: Path | None, train_classes: int | None) -> RetrievalSplits:
     root = require_folder(root, _CUB, _CUB_FILES)
     images_txt = require_file(root / "images.txt", _CUB, _CUB_FILES)

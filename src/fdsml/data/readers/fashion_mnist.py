@@ -32,7 +32,7 @@ def read_idx(path: Path) -> np.ndarray:
     return values.reshape(shape)
 
 
-@register_classification_reader("fashion_mnist")
+@register_classification_reader("fashion_mnist", protocol_keeps_copies=True)
 def _read_fashion_mnist(root: Path | None, seed: int) -> ClassificationSplits:
     """Fashion-MNIST's own train / test split, from ``root`` or :data:`FASHION_MNIST_ROOT` (Debian's package)."""
     root = FASHION_MNIST_ROOT if root is None else root

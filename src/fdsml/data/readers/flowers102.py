@@ -15,7 +15,7 @@ _FLOWERS = "Flowers-102"
 _FLOWERS_FILES = "flowers-102/ with jpg/, imagelabels.mat and setid.mat"
 
 
-@register_classification_reader("flowers102")
+@register_classification_reader("flowers102", protocol_keeps_copies=True)
 def _read_flowers102(root: Path | None, seed: int) -> ClassificationSplits:
     from torchvision.datasets import Flowers102
 

@@ -35,16 +35,16 @@ def _image_folder(root: Path | None, title: str, name: str) -> ClassificationSpl
     return ClassificationSplits(name, records[0], records[1], len(train.classes), tuple(train.classes))
 
 
-@register_classification_reader("imagenet1k")
+@register_classification_reader("imagenet1k", protocol_keeps_copies=True)
 def _read_imagenet1k(root: Path | None, seed: int) -> ClassificationSplits:
     return _image_folder(root, "ImageNet-1k", "imagenet1k")
 
 
-@register_classification_reader("imagenet100")
+@register_classification_reader("imagenet100", protocol_keeps_copies=True)
 def _read_imagenet100(root: Path | None, seed: int) -> ClassificationSplits:
     return _image_folder(root, "ImageNet-100", "imagenet100")
 
 
-@register_classification_reader("places30")
+@register_classification_reader("places30", protocol_keeps_copies=True)
 def _read_places30(root: Path | None, seed: int) -> ClassificationSplits:
     return _image_folder(root, "Places-30", "places30")

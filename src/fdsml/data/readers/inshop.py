@@ -17,7 +17,7 @@ _INSHOP_FILES = (
 _INSHOP_STATUSES = ("train", "query", "gallery")
 
 
-@register_reader("inshop", ks=(1, 10, 20))
+@register_reader("inshop", ks=(1, 10, 20), protocol_keeps_copies=True)
 def _read_inshop(root: Path | None) -> RetrievalSplits:
     root = require_folder(root, _INSHOP, _INSHOP_FILES)
     candidates = [root / "list_eval_partition.txt", root / "Eval" / "list_eval_partition.txt"]

@@ -14,7 +14,7 @@ _SOP_FILES = "Ebay_train.txt and Ebay_test.txt (columns image_id class_id super_
 _SOP_HEADER = ["image_id", "class_id", "super_class_id", "path"]
 
 
-@register_reader("sop", ks=(1, 10, 100))
+@register_reader("sop", ks=(1, 10, 100), protocol_keeps_copies=True)
 def _read_sop(root: Path | None) -> RetrievalSplits:
     root = require_folder(root, _SOP, _SOP_FILES)
     parts = []

@@ -17,7 +17,7 @@ _CARS_FILES = (
 )
 
 
-@register_classification_reader("stanford_cars")
+@register_classification_reader("stanford_cars", protocol_keeps_copies=True)
 def _read_stanford_cars(root: Path | None, seed: int) -> ClassificationSplits:
     from torchvision.datasets import StanfordCars
 
