@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -20,7 +19,7 @@ from fdsml.data import retrieval_datasets
 from fdsml.families import known_families, unregister_family
 from fdsml.training.pretrain_objectives import known_objectives, recipe
 from tests.fresh_clone import fresh_clone, run
-from tests.plugin_examples import KINDS, PACKAGE, drop_into, fingerprints_of, name_of, package_folder
+from tests.plugin_examples import KINDS, PACKAGE, drop_into, fingerprints_of, name_of, package_folder, worked_examples
 from tests.support import ROOT, copy_tracked
 
 FOLDERS = {kind: f"fdsml.{folder.replace('/', '.')}" for kind, folder in KINDS.items()}
@@ -60,9 +59,7 @@ def folder_of_plugins(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_a_module_dropped_into_its_folder_is_found_and_enters_no_run_that_does_not_select_it(kind, folder_of_plugins):
-    from tests.plugin_examples import worked_examples
-
-    path, source = worked_examples()[kind]
+    source = worked_examples()[kind][1]
     name = name_of(kind)
     before = fingerprints.code_digest("fdsml.training.pretrain", "fdsml.families.finefractaldb", "fdsml.data.readers.omniglot")
     assert name not in KNOWN[kind]()
