@@ -33,9 +33,10 @@ benchmarks: $(STAMP)
 	$(BIN)/python benchmarks/render_speed.py --size 256 --points 100000 --images 200 --mode patch --json
 
 # dvc.lock brought back in line with the code and configuration (tests/project/test_dvc_lock.py says when it is not):
-# every stage whose code, configuration or inputs changed runs again (all of them: about 10 minutes on 2 cores);
-# then commit dvc.lock.
+# each stage's src/ dependencies written as the code it runs (python -m fdsml.stage_code), then every stage whose code,
+# configuration or inputs changed runs again (all of them: about 10 minutes on 2 cores); then commit dvc.yaml and dvc.lock.
 lock: $(STAMP)
+	$(BIN)/python -m fdsml.stage_code --write
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/dvc repro
 	$(BIN)/python -m pytest -q tests/project/test_dvc_lock.py
 

@@ -1,4 +1,5 @@
-"""The project's ``kedro run``: ``--pipeline`` is an alias of ``--pipelines``, without Kedro's deprecation notice."""
+"""The project's ``kedro run`` (``--pipeline`` is an alias of ``--pipelines``, without Kedro's deprecation notice) and
+``kedro plugins``."""
 
 import pytest
 from click.testing import CliRunner
@@ -41,3 +42,42 @@ def test_the_design_cards_command_answers_a_wrong_parameter_in_two_lines(tmp_pat
     assert code == 1 and "deprecated" not in output
     assert output.strip().splitlines()[0] == "ConfigError: fractals.n_classes: must be positive, got -3", output
     assert len(output.strip().splitlines()) == 2, output
+
+
+def test_kedro_plugins_lists_every_registered_name_with_the_module_registering_it():
+    from fdsml.data import available_datasets
+    from fdsml.families import known_families
+    from fdsml.training.pretrain_objectives import known_objectives
+
+    result = CliRunner().invoke(cli.cli, ["plugins"])
+    assert result.exit_code == 0, result.output
+    sections = {}
+    for line in result.output.splitlines():
+        if not line.startswith(" "):
+            current = sections.setdefault(line.rstrip(":"), {})
+        else:
+            name, module = line.split()
+            current[name] = module
+    assert list(sections) == [
+        "objectives (pretrain.objective)", "formula families (fractals.family)",
+        "retrieval datasets (retrieval.data.dataset)", "classification datasets (classification.datasets[].name)",
+    ]
+    assert list(sections["objectives (pretrain.objective)"]) == list(known_objectives())
+    assert list(sections["formula families (fractals.family)"]) == list(known_families())
+    assert list(sections["retrieval datasets (retrieval.data.dataset)"]) == available_datasets()
+    assert sections["objectives (pretrain.objective)"]["pa_triplet"] == "fdsml.training.pretrain_objectives.pa_triplet"
+    assert sections["retrieval datasets (retrieval.data.dataset)"]["imagefolder"] == "fdsml.data.readers.own_data"
+    assert sections["classification datasets (classification.datasets[].name)"]["imagenet100"] == "fdsml.data.readers.image_folder"
+@pytest.mark.parametrize(
+    ("params", "refusal"),
+    [
+        ("retrieval.train.max_steps=4,retrieval.train.max_steps=8", "retrieval.train.max_steps is given twice"),
+        ("retrieval.train={},retrieval.train.max_steps=8", "retrieval.train and retrieval.train.max_steps are both given"),
+    ],
+)
+def test_a_key_given_twice_in_params_is_refused_naming_it(handed_to_kedro, params, refusal):
+    result = CliRunner().invoke(cli.cli, ["run", f"--params={params}"])
+    assert result.exit_code == 2 and refusal in result.output, result.output
+    assert not handed_to_kedro
+    once = CliRunner().invoke(cli.cli, ["run", "--params=retrieval.train.max_steps=4,retrieval.seeds=[0]"])
+    assert once.exit_code == 0 and handed_to_kedro["params"] == {"retrieval": {"train": {"max_steps": 4}, "seeds": [0]}}

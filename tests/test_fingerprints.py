@@ -17,9 +17,11 @@ from fdsml.families.finefractaldb import FINEFRACTALDB, generate_finefractaldb
 from fdsml.families.generation import is_up_to_date
 from fdsml.ifs.finefractaldb import FineFractalDBConfig
 from fdsml.data import ImageRecords
+from fdsml.data.classification_datasets import classification_reader_module
 from fdsml.evaluation import robustness
 from fdsml.models.starting_points import StartingPoint
 from fdsml.training import classification, finetune, pretrain, retrieval
+from fdsml.training.pretrain_objectives import known_objectives
 from fdsml.training.run_folders import run_fingerprint
 from fdsml.distributed import DistContext
 from tests.support import FINGERPRINT_FRACTALS, FINGERPRINT_SPEC, pretrain_fingerprint
@@ -34,7 +36,8 @@ def retrieval_fingerprint(config, start, seed, start_weights, context, training_
 
 
 def classification_fingerprint(config, dataset, start, start_weights, context, training_images):
-    task, run = classification.fine_tuning(config, dataset.name, 2), classification.finetune_run(config, dataset.name, start, dataset)
+    reader = (classification_reader_module(dataset.name),)
+    task, run = classification.fine_tuning(config, dataset.name, 2, reader), classification.finetune_run(config, dataset.name, start, dataset)
     return run_fingerprint(finetune.defining_run(task, run, start_weights, training_images), config.train, context)
 
 
@@ -42,11 +45,15 @@ def leaves(config, prefix=()):
     """(path, defining) of every leaf field of a configuration dataclass, at any depth."""
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
-        defining = field.metadata.get(fingerprints.DEFINES_RESULT, True)
+        defining = fingerprints.field_defines(field, config)
         if dataclasses.is_dataclass(value) and defining:
             yield from leaves(value, (*prefix, field.name))
         else:
             yield (*prefix, field.name), defining
+
+
+OTHER_VALUES = {("objective",): "fdsl", ("data", "dataset"): "digits"}
+"""A changed value a fingerprint can still be computed for (a registered name, not any string)."""
 
 
 def flipped(config, path):
@@ -56,7 +63,9 @@ def flipped(config, path):
     for name in path[:-1]:
         parent = getattr(parent, name)
     value = getattr(parent, path[-1])
-    if isinstance(value, bool):
+    if path in OTHER_VALUES:
+        new = OTHER_VALUES[path]
+    elif isinstance(value, bool):
         new = not value
     elif isinstance(value, (int, float)):
         new = value + 1
@@ -134,10 +143,12 @@ def test_the_declared_non_defining_keys():
         }.items()
     }
     loop = ["train.checkpoint_every", "train.log_every", "train.num_workers", "train.resume"]
+    unselected_objectives = [name for name in known_objectives() if name != pretrain.PretrainConfig().objective]
     assert declared == {
         "fractals": ["workers"],  # fractals.outputs: written beside the table, never part of a family's settings
-        # validation reads the model, never changes it; a transformer's optimizer enters as the `optimizer` it replaces
-        "pretrain": ["live_dir", "run_dir", *loop, "transformer_optimizer", "validation"],
+        # validation reads the model, never changes it; a transformer's optimizer enters as the `optimizer` it replaces;
+        # the settings of the objectives it does not select
+        "pretrain": sorted(["live_dir", "run_dir", *loop, "transformer_optimizer", "validation", *unselected_objectives]),
         "retrieval": [
             "data.eval_batch_size", "data.eval_workers", "data.faiss_threads", "data.ks", "data.root",
             "live_dir", "n_example_queries", "run_dir", "seeds", "starts", *loop,
@@ -188,17 +199,16 @@ def test_a_table_survives_a_parquet_round_trip_with_its_digest(fingerprint_table
 
 def test_code_that_computes_a_step_enters_its_fingerprint(monkeypatch, tmp_path):
     """A change in the renderer redoes the codes table: the version string no longer decides."""
-    packages = frozenset({"fdsml"})
-    closure = fingerprints._imported_closure(("fdsml.families.finefractaldb",), packages)
+    closure = fingerprints.code_modules("fdsml.families.finefractaldb")
     assert {"fdsml.ifs.render", "fdsml.ifs.codes", "fdsml.config"} <= closure
-    assert not any(name.startswith("fdsml.pipelines") for name in fingerprints._imported_closure(("fdsml.training.retrieval",), packages))
-    assert "fdsml.losses.pa_triplet" in fingerprints._imported_closure(("fdsml.training.pretrain",), packages)
+    assert not any(name.startswith("fdsml.pipelines") for name in fingerprints.code_modules("fdsml.training.retrieval"))
+    assert "fdsml.losses.pa_triplet" in fingerprints.code_modules("fdsml.training.pretrain")
 
     before = fractals_fingerprint(FINGERPRINT_FRACTALS)
-    original = fingerprints._source_path
+    original = fingerprints.source_path
     edited = tmp_path / "render.py"
     edited.write_text(original("fdsml.ifs.render").read_text() + "\nCHANGED_RENDERER = True\n")
-    monkeypatch.setattr(fingerprints, "_source_path", lambda name: edited if name == "fdsml.ifs.render" else original(name))
+    monkeypatch.setattr(fingerprints, "source_path", lambda name: edited if name == "fdsml.ifs.render" else original(name))
     fingerprints.code_digest.cache_clear()
     try:
         assert fractals_fingerprint(FINGERPRINT_FRACTALS) != before

@@ -21,8 +21,8 @@ CONFIG = pretrain.PretrainConfig()
 @pytest.fixture
 def edit_module(monkeypatch, tmp_path):
     """``edit(module, change)``: the digest reads ``change(source)`` as ``module``'s source, for this test only."""
-    original, edited = fingerprints._source_path, {}
-    monkeypatch.setattr(fingerprints, "_source_path", lambda name: edited.get(name) or original(name))
+    original, edited = fingerprints.source_path, {}
+    monkeypatch.setattr(fingerprints, "source_path", lambda name: edited.get(name) or original(name))
 
     def edit(module, change):
         edited[module] = tmp_path / f"{module}.py"
@@ -62,16 +62,21 @@ def test_a_family_registered_from_outside_fdsml_brings_its_code(edit_module, fin
     assert pretrain_fingerprint(CONFIG, fingerprint_table, spec=spec) != before
 
 
-def test_every_registered_objectives_module_enters_pretrainings_code_digest(edit_module, fingerprint_table):
-    """Registered is not enough: the objectives' package imports each module by name, which the digest reads."""
+def test_the_selected_objectives_module_enters_pretrainings_code_digest_and_no_other_objectives(edit_module, fingerprint_table):
+    """Registered is not enough to enter a run's code: nothing imports an objective by name, and a run adds the one it
+    selects (with its imports), so editing another objective keeps the run."""
     from fdsml.training.pretrain_objectives import known_objectives, objective_recipe
 
+    selected = type(CONFIG.recipe).__module__
+    imported = fingerprints.code_modules(selected)
     before = pretrain_fingerprint(CONFIG, fingerprint_table)
-    for module in sorted({type(objective_recipe(name)).__module__ for name in known_objectives()}):
+    others = sorted({type(objective_recipe(name)).__module__ for name in known_objectives()} - imported)
+    assert others, "every objective is imported by the selected one"
+    for module in others:
         edit_module(module, lambda source: source + "\nCHANGED = 1\n")
-        after = pretrain_fingerprint(CONFIG, fingerprint_table)
-        assert after != before, module
-        before = after
+        assert pretrain_fingerprint(CONFIG, fingerprint_table) == before, module
+    edit_module(selected, lambda source: source + "\nCHANGED = 1\n")
+    assert pretrain_fingerprint(CONFIG, fingerprint_table) != before
 
 
 def test_library_versions_and_the_resolved_device_and_precision_enter_a_runs_fingerprint(fingerprint_table, monkeypatch):

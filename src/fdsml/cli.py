@@ -22,6 +22,7 @@ import click
 from kedro.framework.cli.project import run as kedro_run
 from kedro.framework.cli.utils import split_string
 
+from fdsml.config import ConfigError, require_each_key_once
 from fdsml.errors import find_user_error
 
 logger = logging.getLogger(__name__)
@@ -36,14 +37,32 @@ PIPELINE_ALIAS_HELP = "Alias of --pipelines: a registered pipeline's name, or co
 
 
 def _options_with_the_pipeline_alias() -> list[click.Parameter]:
-    """Kedro's ``run`` options, with ``--pipeline`` documented as the alias it is here."""
+    """Kedro's ``run`` options, with ``--pipeline`` documented as the alias it is here and ``--params`` refusing a
+    key given twice (Kedro keeps the last one silently)."""
     options = []
     for option in kedro_run.params:
         if option.name == "pipeline":
             option = copy.copy(option)
             option.help = PIPELINE_ALIAS_HELP
+        elif option.name == "params":
+            option = copy.copy(option)
+            option.callback = _each_key_once(option.callback)
         options.append(option)
     return options
+
+
+def _each_key_once(split_params):
+    """Kedro's ``--params`` callback, refusing first a key the string gives twice."""
+
+    def callback(context: click.Context, param: click.Parameter, value):
+        if isinstance(value, str):
+            try:
+                require_each_key_once(split_string(context, param, value))
+            except ConfigError as error:
+                raise click.BadParameter(str(error).removeprefix("--params: "), context, param) from None
+        return split_params(context, param, value)
+
+    return callback
 
 
 def _resolve_pipeline_alias(context: click.Context, options: dict) -> None:
@@ -93,6 +112,36 @@ def check(context: click.Context, **options) -> None:
             check_before_work(selected, catalog)
             UpstreamInputs().before_pipeline_run({"env": options["env"], "pipeline_names": options["pipelines"]}, selected, catalog)
     click.echo(f"{', '.join(names)}: nothing wrong found; `kedro run` would start the work")
+
+
+def registered_plugins() -> dict[str, dict[str, str]]:
+    """Every plug-in a run may select, by kind (with the key that selects it): each name and the module registering it."""
+    from fdsml.data.classification_datasets import available_classification_datasets, classification_reader_module
+    from fdsml.data.retrieval_datasets import available_datasets, reader_module
+    from fdsml.families import get_family, known_families
+    from fdsml.training.pretrain_objectives import known_objectives, objective_recipe
+
+    return {
+        "objectives (pretrain.objective)": {name: type(objective_recipe(name)).__module__ for name in known_objectives()},
+        "formula families (fractals.family)": {name: type(get_family(name)).__module__ for name in known_families()},
+        "retrieval datasets (retrieval.data.dataset)": {name: reader_module(name) for name in available_datasets()},
+        "classification datasets (classification.datasets[].name)": {
+            name: classification_reader_module(name) for name in available_classification_datasets()
+        },
+    }
+
+
+@cli.command(name="plugins")
+def list_plugins() -> None:
+    """The objectives, formula families and datasets a run selects by name, each with the module that registers it:
+    a module of the project's folders, or of a package installed beside it (its entry points; docs/plugins.md)."""
+    with short_answers_to_user_errors():
+        found = registered_plugins()
+    for kind, names in found.items():
+        click.echo(f"{kind}:")
+        width = max(map(len, names))
+        for name, module in names.items():
+            click.echo(f"  {name:<{width}}  {module}")
 
 
 @cli.group(name="runs")

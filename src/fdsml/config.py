@@ -12,6 +12,7 @@ import copy
 import dataclasses
 import difflib
 import hashlib
+import inspect
 import json
 import types
 import typing
@@ -65,6 +66,41 @@ def closest_key(key: str, known: Iterable[str]) -> str | None:
     """The known key a misspelt ``key`` most likely meant (difflib's closest match), or None when none is close."""
     found = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
     return found[0] if found else None
+
+
+def require_each_key_once(assignments: Iterable[str], option: str = "--params") -> None:
+    """Refuse ``key=value`` assignments that set a key twice, or a key and a key below it: the last would win silently."""
+    given: dict[str, str] = {}
+    for assignment in assignments:
+        key = assignment.partition("=")[0].strip()
+        for other, first in given.items():
+            if other == key:
+                raise ConfigError(f"{option}: {key} is given twice ({first} and {assignment.strip()}); give each key once")
+            if other.startswith(f"{key}.") or key.startswith(f"{other}."):
+                raise ConfigError(f"{option}: {other} and {key} are both given, one inside the other; give each key once")
+        given[key] = assignment.strip()
+
+
+def constructor_keywords(cls: type) -> frozenset[str]:
+    """The keyword arguments ``cls(...)`` names: its ``__init__``'s, and its bases' while each takes ``**kwargs`` (as
+    pytorch-metric-learning's losses pass theirs on to their mixins)."""
+    names: set[str] = set()
+    for base in cls.__mro__:
+        if base is object or "__init__" not in vars(base):
+            continue
+        parameters = list(inspect.signature(base.__init__).parameters.values())[1:]
+        names |= {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        if not any(p.kind is p.VAR_KEYWORD for p in parameters):
+            break
+    return frozenset(names)
+
+
+def refuse_unknown_keyword(name: str, accepted: Iterable[str], key: str, owner: str, listed: Iterable[str] | None = None) -> ConfigError:
+    """The error for ``key.<name>``, a keyword ``owner`` does not take: the closest of ``accepted``, and ``listed``
+    (default: all of them). ``key`` may be relative: :func:`parse` puts the sections above it in front."""
+    guess = closest_key(name, accepted)
+    meant = f" (did you mean {guess}?)" if guess else ""
+    return ConfigError(f"{key}.{name}: {owner} takes no argument {name}{meant}; it takes {', '.join(sorted(accepted) if listed is None else listed)}")
 
 
 def unknown_keys_message(name: str, unknown: Iterable[str], known: Iterable[str]) -> str:

@@ -5,13 +5,15 @@ set) stores :func:`fingerprint` beside it and reuses it only while the fingerpri
 The fingerprint covers
 
 * the step's whole resolved configuration, minus the fields declared with :func:`non_defining`
-  (where to write, how often to log or checkpoint, how many workers: they cannot change the result);
+  (where to write, how often to log or checkpoint, how many workers: they cannot change the result)
+  and those :func:`defining_when` leaves out (the settings of a plug-in the configuration does not select);
 * the content of every input artefact (:func:`content_digest` of the codes table, of the weights a
   run starts from), never a name or a path;
-* the code of the module that computes it and of every module of its package or ``fdsml`` it
-  imports, directly, lazily (a module named in a string) or not (:func:`code_digest`): the syntax
-  tree without docstrings, so a comment, a docstring or a blank line keeps the work and any
-  change of code that could change the result redoes it;
+* the code of the module that computes it and of the plug-ins it selects (:mod:`fdsml.plugins`), and
+  of every module of their packages or ``fdsml`` they import, directly, lazily (a module named in a
+  string) or not (:func:`code_digest`): the syntax tree without docstrings, so a comment, a docstring
+  or a blank line keeps the work and any change of code that could change the result redoes it. A
+  plug-in no run selects is imported by nobody, so it is in no step's code;
 * the world size, where it changes the computation (batches per replica, learning-rate scaling);
 * for training runs, the runtime: library versions, resolved device and precision (``runtime``).
 
@@ -28,7 +30,7 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,13 +49,26 @@ def non_defining(**field_options: Any) -> Any:
     return dataclasses.field(metadata={DEFINES_RESULT: False}, **field_options)
 
 
+def defining_when(defines: Callable[[Any], bool], **field_options: Any) -> Any:
+    """A dataclass field that defines a step's result only when ``defines(config)`` holds for the dataclass holding it
+    (the settings section of one plug-in among several: only the selected one's)."""
+    return dataclasses.field(metadata={DEFINES_RESULT: defines}, **field_options)
+
+
+def field_defines(field: dataclasses.Field, config: Any) -> bool:
+    """Whether ``field`` of dataclass instance ``config`` enters its fingerprint (:func:`non_defining`, :func:`defining_when`)."""
+    defines = field.metadata.get(DEFINES_RESULT, True)
+    return bool(defines(config)) if callable(defines) else defines
+
+
 def defining_configuration(config: Any) -> Any:
-    """``config`` as plain data, without the fields declared with :func:`non_defining`, at any depth."""
+    """``config`` as plain data, without the fields declared with :func:`non_defining` (or left out by their
+    :func:`defining_when`), at any depth."""
     if dataclasses.is_dataclass(config) and not isinstance(config, type):
         return {
             field.name: defining_configuration(getattr(config, field.name))
             for field in dataclasses.fields(config)
-            if field.metadata.get(DEFINES_RESULT, True)
+            if field_defines(field, config)
         }
     if isinstance(config, Mapping):
         return {str(key): defining_configuration(value) for key, value in config.items()}
@@ -72,8 +87,8 @@ def fingerprint(
 ) -> str:
     """The fingerprint of a step: its defining configuration, input digests, code, world size and runtime.
 
-    ``code`` is the dotted name of the module that computes the step (or several: a formula family
-    registered from outside ``fdsml`` adds its own); ``inputs`` maps each input artefact's role to
+    ``code`` is the dotted name of the module that computes the step (or several: the plug-ins it
+    selects add theirs, :func:`fdsml.plugins.selected_modules`); ``inputs`` maps each input artefact's role to
     its :func:`content_digest`; ``world_size`` is given by steps whose result depends on it;
     ``runtime`` by training runs (:func:`library_versions`, the resolved device and precision).
     """
@@ -145,12 +160,19 @@ def code_digest(*modules: str) -> str:
     a new import needs no list to be kept up to date. Each module enters as its syntax tree
     without docstrings (:func:`_code_tree`): comments, docstrings and layout do not count.
     """
-    packages = frozenset({PACKAGE, *(module.split(".")[0] for module in modules)})
     hasher = hashlib.sha256()
-    for name in sorted(_imported_closure(modules, packages)):
+    for name in sorted(code_modules(*modules)):
         hasher.update(name.encode())
         hasher.update(_code_tree(name).encode())
     return hasher.hexdigest()
+
+
+def code_modules(*modules: str) -> set[str]:
+    """``modules``, the packages holding them (imported first) and every module of their packages (and ``fdsml``)
+    they import, transitively: what :func:`code_digest` hashes (and a DVC stage depends on, :mod:`fdsml.stage_code`)."""
+    packages = frozenset({PACKAGE, *(module.split(".")[0] for module in modules)})
+    parents = {".".join(module.split(".")[:end]) for module in modules for end in range(1, module.count(".") + 1)}
+    return _imported_closure((*modules, *sorted(parents)), packages)
 
 
 def _code_tree(module: str) -> str:
@@ -165,7 +187,7 @@ def _code_tree(module: str) -> str:
 
 
 def _parsed(module: str) -> ast.Module:
-    path = _source_path(module)
+    path = source_path(module)
     return ast.parse(path.read_text(), filename=str(path))
 
 
@@ -199,20 +221,22 @@ def _package_imports(module: str, packages: frozenset[str]) -> set[str]:
             continue
         for end in range(1, len(parts) + 1):
             candidate = ".".join(parts[:end])
-            if _is_module(candidate):
+            if is_module(candidate):
                 found.add(candidate)
     return found
 
 
 @functools.cache
-def _is_module(name: str) -> bool:
+def is_module(name: str) -> bool:
+    """Whether ``name`` is an importable module or package."""
     try:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
         return False
 
 
-def _source_path(module: str) -> Path:
+def source_path(module: str) -> Path:
+    """The file of ``module``'s source."""
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
         raise ModuleNotFoundError(f"no source for module {module!r}")

@@ -22,6 +22,7 @@ from kedro.config import OmegaConfigLoader
 from omegaconf import OmegaConf
 
 from fdsml import settings
+from fdsml.config import require_each_key_once
 from fdsml.errors import UserFixableError
 from fdsml.training.step_plans import PIPELINES, plan_steps
 from fdsml.training.training_plan import format_plans
@@ -29,6 +30,7 @@ from fdsml.training.training_plan import format_plans
 
 def load_parameters(env: str | None, params: list[str], conf_source: str | Path = "conf") -> dict[str, Any]:
     """Every parameter of ``conf/base`` + ``env`` with ``params`` (``key.path=value``) on top, as ``kedro run`` merges them."""
+    require_each_key_once(params)
     runtime = OmegaConf.to_container(OmegaConf.from_dotlist(params)) if params else None
     loader = OmegaConfigLoader(str(conf_source), env=env, runtime_params=runtime, **settings.CONFIG_LOADER_ARGS)
     return loader["parameters"]

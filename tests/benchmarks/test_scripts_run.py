@@ -13,7 +13,7 @@ from tests.support import ROOT
 TINY = {  # script -> (its arguments at a tiny size, what its output must hold)
     "chamfer_speed": (["--size", "64", "--points", "2000", "--pairs", "4", "--brute-pairs", "1", "--repeats", "2", "--json"],
                       ['"batched_speedup"', '"agrees_with_brute_force": true', '"agrees_with_scipy_cdt": true']),
-    "decode_check": (["--images", "20", "--width", "100", "--height", "75"], ["first check (decode all)", "second check (cached)", "x the first"]),
+    "decode_check": (["--images", "20", "--width", "100", "--height", "75"], ["first check (decode all)", "second check (cached)", "x the first", "search for copies alone"]),
     "generation_speed": (["--classes", "2", "--instances", "2", "--workers", "1", "--size", "32", "--points", "500", "--full-classes", "4"],
                          ['"extrapolated_full_minutes"', '"instance_acceptance_rate"']),
     "triplet_mining": (["--sizes", "16", "32", "--repeats", "1", "--threads", "1"], ["allowed", "peak MiB", "x vs B0", "vs explicit"]),

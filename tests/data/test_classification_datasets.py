@@ -26,8 +26,20 @@ EXPECTED_LAYOUT = {
 
 
 def test_every_benchmark_of_the_method_has_a_reader():
-    # fashion_mnist: tests/data/test_fashion_mnist.py; your own imagefolder and csv: tests/data/test_own_data.py
-    assert set(available_classification_datasets()) == {*EXPECTED_LAYOUT, "digits", "fashion_mnist", "imagefolder", "csv"}
+    # fashion_mnist: tests/data/readers/test_fashion_mnist.py; your own imagefolder and csv: tests/data/readers/test_own_data.py
+    assert set(available_classification_datasets()) >= {*EXPECTED_LAYOUT, "digits", "fashion_mnist", "imagefolder", "csv"}
+
+
+@pytest.mark.parametrize("name", available_classification_datasets())
+def test_every_reader_without_a_folder_reads_offline_or_asks_for_its_folder(name):
+    """Every registered reader (a new one too): splits with labels 0..C-1 in both parts, or one line naming what to give."""
+    try:
+        splits = read_classification_dataset(name, seed=0)
+    except DatasetLayoutError as error:
+        assert str(error) and "\n" not in str(error)
+        return
+    assert len(splits.train) and len(splits.test) and splits.num_classes >= 2
+    assert set(np.unique(splits.train.labels)) <= set(range(splits.num_classes))
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_LAYOUT))

@@ -29,7 +29,7 @@ def assert_zero_shot(splits: RetrievalSplits) -> None:
     evaluated = splits.test.classes if splits.test is not None else np.union1d(splits.query.classes, splits.gallery.classes)
     assert np.intersect1d(splits.train.classes, evaluated).size == 0
     for part in (splits.train, splits.test, splits.query, splits.gallery):
-        if part is not None:
+        if part is not None and part.paths is not None:  # or its images in memory
             assert all(p.is_file() for p in part.paths)
 
 
@@ -240,7 +240,21 @@ def test_registry_lists_layouts_and_rejects_unknown_names():
         read_retrieval_dataset("imagenet")
 
 
+@pytest.mark.parametrize("name", available_datasets())
+def test_every_reader_without_a_folder_reads_zero_shot_splits_offline_or_asks_for_its_folder(name):
+    """Every registered reader (a new one too): zero-shot splits reported with its own Recall@K list, or one line
+    naming what to give."""
+    try:
+        splits = read_retrieval_dataset(name)
+    except DatasetLayoutError as error:
+        assert str(error) and "\n" not in str(error)
+        return
+    assert_zero_shot(splits)
+    assert splits.ks == recommended_ks(name) and len(splits.train.classes) >= 2
+
+
 def test_a_new_layout_is_one_registered_function(monkeypatch):
+    available_datasets()  # the readers found first, so the registry restored after the test holds them
     monkeypatch.setattr(retrieval_datasets, "_LAYOUTS", dict(retrieval_datasets._LAYOUTS))
 
     @register_reader("tiny", ks=(1, 3))
@@ -265,3 +279,20 @@ def test_records_contiguous_labels_and_validation():
         ImageRecords(labels=np.array([1]), paths=["a", "b"])
     with pytest.raises(ValueError, match="uint8"):
         ImageRecords(labels=np.array([1]), images=np.zeros((1, 4, 4), dtype=np.float32))
+
+
+def test_queries_with_nothing_of_their_class_to_find_are_counted_and_said():
+    images = np.zeros((7, 2, 2), dtype=np.uint8)
+    train = ImageRecords(labels=np.array([0]), images=images[:1])
+    test = RetrievalSplits("mine", train, (1,), test=ImageRecords(labels=np.array([1, 1, 2, 3, 3, 3, 4]), images=images))
+    assert test.lone_queries == 2  # classes 2 and 4 hold one image each
+    assert test.lone_queries_note() == (
+        "mine: 2 of 7 queries have no other image of their class to find (their test class holds that image alone): "
+        "Recall@K, MAP@R and R-Precision leave them out (NMI counts them); add images to those classes, or remove them"
+    )
+    query = ImageRecords(labels=np.array([1, 2, 5]), images=images[:3])
+    gallery = ImageRecords(labels=np.array([1, 2, 2]), images=images[:3])
+    shop = RetrievalSplits("shop", train, (1,), query=query, gallery=gallery)
+    assert shop.lone_queries == 1 and "1 of 3 queries" in shop.lone_queries_note() and "not in the gallery" in shop.lone_queries_note()
+    whole = RetrievalSplits("whole", train, (1,), test=ImageRecords(labels=np.array([1, 1]), images=images[:2]))
+    assert whole.lone_queries == 0 and whole.lone_queries_note() is None

@@ -3,7 +3,7 @@
 import pytest
 
 from fdsml.config import ConfigError
-from fdsml.families import FamilySpec, family_spec, get_family, known_families, register_family
+from fdsml.families import FamilySpec, check_every_block, family_spec, get_family, known_families, register_family
 from fdsml.families.finefractaldb import FINEFRACTALDB
 from fdsml.ifs.finefractaldb import FineFractalDBConfig
 
@@ -40,3 +40,13 @@ def test_a_second_family_of_the_same_name_is_refused(discs):
         register_family(Discs())
     with pytest.raises(TypeError, match="Family instance"):
         register_family(Discs)
+
+
+def test_the_top_level_keys_stay_finefractaldbs_and_are_checked_whichever_family_is_selected():
+    """A family without a block runs on its defaults; the top-level keys, read by nobody then, are still checked as
+    FineFractalDB's, so a misspelt one is refused before it could matter."""
+    params = {"family": "rcdb", "n_classes": 3, "render": {"size": 16}}
+    assert family_spec(params).settings == get_family("rcdb").settings_type()
+    check_every_block(params)
+    with pytest.raises(ConfigError, match=r"^fractals: unknown key\(s\) n_clases"):
+        check_every_block({"family": "rcdb", "n_clases": 3})

@@ -1,15 +1,15 @@
-"""Renders thousands of random codes in every mode and formula family; run in a subprocess by
-``test_render.py::test_no_code_crashes_the_renderer``, so a crash fails that test, not the suite.
+"""Renders thousands of random codes in every mode, and instances of every registered formula family; run in a
+subprocess by ``test_render.py::test_no_code_crashes_the_renderer``, so a crash fails that test, not the suite.
 
-IFS codes: contractive or not, coefficients up to 1e3 in magnitude, extreme probabilities, one
+The IFS kernel: codes contractive or not, coefficients up to 1e3 in magnitude, extreme probabilities, one
 or several walkers, and codes built to overflow the framing (an orbit finite but wider than the
-largest float, one too thin for its scale). Orbit families: their own instances with continuous parameters replaced by
-values up to 1e3. Prints one line per family with its count of renderings, then ``ok``.
+largest float, one too thin for its scale). Every family (a new one too): its own instances on its settings'
+defaults, each pushed past its ranges as the family says (``Family.fuzzed``: the orbit families replace
+continuous parameters by values up to 1e3). Prints one line per family with its count of renderings, then ``ok``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from collections import Counter
 
@@ -18,7 +18,6 @@ import numpy as np
 from fdsml.families import get_family, known_families
 from fdsml.ifs import MODES, render
 
-IFS_FAMILY = "finefractaldb"
 WALKERS = (1, 3, 8)
 HUGE = 6e307
 OVERFLOWING = (
@@ -63,26 +62,27 @@ def fuzz_ifs(rng: np.random.Generator, count: int) -> int:
     return rendered
 
 
-def fuzz_orbit_family(name: str, rng: np.random.Generator, count: int) -> int:
+def fuzz_family(name: str, rng: np.random.Generator, count: int) -> int:
     family = get_family(name)
     settings = family.parse_settings({}, f"fractals.{name}")
-    for i in range(count):
+    rendered = 0
+    while rendered < count:
         instance = family.perturb(family.sample_class(rng, settings, Counter()), rng, settings)
-        extreme = {
-            field: float(rng.choice([-1.0, 1.0]) * 10.0 ** rng.uniform(-3.0, 3.0))
-            for field in family.continuous
-            if rng.random() < 0.5
-        }
-        image = family.render(dataclasses.replace(instance, **extreme), settings, i, size=int(rng.integers(8, 49)))
-        assert image.dtype == np.uint8
-    return count
+        if instance is None:  # a draw its validity rules reject
+            continue
+        stressed, rendering = family.fuzzed(instance, rng, settings)
+        image = family.render(stressed, rendering, rendered)
+        size = family.image_size(rendering)
+        assert image.dtype == np.uint8 and image.shape == (size, size), (name, image.dtype, image.shape)
+        rendered += 1
+    return rendered
 
 
 def main(count: int) -> None:
     rng = np.random.default_rng(24)
+    print("ifs kernel", fuzz_ifs(rng, count), flush=True)
     for name in known_families():
-        rendered = fuzz_ifs(rng, count) if name == IFS_FAMILY else fuzz_orbit_family(name, rng, count // 10)
-        print(name, rendered, flush=True)
+        print(name, fuzz_family(name, rng, count // 10), flush=True)
     print("ok")
 
 

@@ -17,10 +17,9 @@ from fdsml.losses.pa_triplet import PATripletLoss, mine_batch_triplets
 from fdsml.losses.proxy import PROXY_LOSSES, build_proxy_loss
 from fdsml.training.classification import MixupObjective, MixupSettings
 from fdsml.training.objectives import CrossEntropyObjective, ProxyObjective
-from fdsml.training.pretrain_objectives.fdsl_pa import CrossEntropyPATripletObjective
-from fdsml.training.pretrain_objectives.label_triplet import LabelTripletObjective
+from fdsml.training.pretrain import build_objective, parse_pretrain_params
+from fdsml.training.pretrain_objectives import known_objectives
 from fdsml.training.pretrain_objectives.pa_triplet import PATripletObjective
-from fdsml.training.pretrain_objectives.pml import PairLossObjective
 
 EMBEDDING, CLASSES, BATCH = 32, 4, 16
 RELATIVE = 1e-3
@@ -106,12 +105,15 @@ class Probe(nn.Module):
         return self.output.to(torch.bfloat16) if self.autocast_seen else self.output
 
 
+def pretraining(name: str):
+    """The registered pre-training objective ``name`` on its settings' defaults."""
+    return lambda: build_objective(parse_pretrain_params({"objective": name}), num_classes=CLASSES, embedding_dim=EMBEDDING)
+
+
 OBJECTIVES = {
-    "pa_triplet": lambda: PATripletObjective("all"),
+    **{f"pretrain.{name}": pretraining(name) for name in known_objectives()},  # every registered one, a new one too
+    "pa_triplet_all": lambda: PATripletObjective("all"),
     "graded_pa_triplet": lambda: PATripletObjective("all", graded_margin=True),
-    "fdsl_pa": lambda: CrossEntropyPATripletObjective(PATripletObjective("same"), CLASSES, EMBEDDING, weight=0.5),
-    "label_triplet": lambda: LabelTripletObjective(),
-    "pml": lambda: PairLossObjective(build_pair_loss("multi_similarity")),
     "cross_entropy": lambda: CrossEntropyObjective(label_smoothing=0.1),
     "mixup": lambda: MixupObjective(EMBEDDING, MixupSettings(mixup_alpha=0.5, cutmix_alpha=1.0), label_smoothing=0.1),
     "proxy": lambda: ProxyObjective(build_proxy_loss("soft_triple", CLASSES, EMBEDDING)),

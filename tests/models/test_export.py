@@ -14,6 +14,7 @@ from fdsml.losses.couce import CouCESettings, build_couce_objective
 from fdsml.models import build_model, model_payload
 from fdsml.models.export import export_trunk, parse_export_params
 from fdsml.models.normalisation import INPUT_MEAN, INPUT_STD
+from fdsml.models.starting_points import PRETRAINED, start_record
 from fdsml.pipelines.export.nodes import export_backbone
 from fdsml.data.fractals_config import parse_fractals_params
 
@@ -95,7 +96,8 @@ def test_the_node_writes_a_card_with_data_objective_recipe_and_metrics(tmp_path)
     spec = parse_fractals_params(FRACTALS).spec
     payload = _payload(build_model("resnet18", embedding_dim=8, img_size=32), data={"family": spec.family.title, **spec.family.describe(spec.settings)})
     table = "| start | recall_at_1 |\n|---|---|\n| pretrained | 61.0 ± 0.0 |\n"
-    export = export_backbone(payload, HISTORY, table, {"name": "my-fractal-net", "licence": "mit"})
+    metrics = {"scratch": start_record(None, None), "pretrained": start_record(PRETRAINED, payload)}
+    export = export_backbone(payload, HISTORY, table, metrics, {"name": "my-fractal-net", "licence": "mit"})
     dataset = TimmFolderDataset(str(tmp_path / "exported"))
     dataset.save(export)
     card = (tmp_path / "exported/README.md").read_text()
@@ -104,12 +106,26 @@ def test_the_node_writes_a_card_with_data_objective_recipe_and_metrics(tmp_path)
     assert "| objective | pa_triplet |" in card and "| candidate filter | diff |" in card
     assert "0.9000" in card and "0.2500" in card and "| pretrained | 61.0 ± 0.0 |" in card
     assert dataset.load().num_features == 512
-    without = export_backbone(payload, HISTORY, None, {}).card
-    assert "No downstream evaluation" in without
+    without = export_backbone(payload, HISTORY, None, None, {}).card
+    assert "Not run for this checkpoint" in without and "`kedro run --pipelines=retrieval` measures it" in without
+
+
+def test_the_card_never_shows_retrieval_numbers_of_another_model():
+    """Pre-trained again (another trunk) and exported without running retrieval: the table on disk is the old model's."""
+    torch.manual_seed(0)
+    earlier = _payload(build_model("resnet18", embedding_dim=8, img_size=32))
+    torch.manual_seed(1)
+    now = _payload(build_model("resnet18", embedding_dim=8, img_size=32))
+    table = "| start | recall_at_1 |\n|---|---|\n| fdsml | 61.0 ± 0.0 |\n"
+    earlier_metrics = {"scratch": start_record(None, None), "fdsml": start_record(PRETRAINED, earlier)}
+    card = export_backbone(now, HISTORY, table, earlier_metrics, {}).card
+    assert "61.0" not in card and "Not run for this checkpoint: no retrieval results on disk began from it" in card
+    assert "61.0" not in export_backbone(now, HISTORY, table, {"fdsml": {"dataset": "omniglot"}}, {}).card  # records none
+    assert "| fdsml | 61.0 ± 0.0 |" in export_backbone(earlier, HISTORY, table, earlier_metrics, {}).card
 
 
 def test_a_model_file_without_its_recipe_says_so_rather_than_describing_todays_configuration():
-    card = export_backbone(_payload(build_model("resnet18", embedding_dim=8, img_size=32)), HISTORY, None, {}).card
+    card = export_backbone(_payload(build_model("resnet18", embedding_dim=8, img_size=32)), HISTORY, None, None, {}).card
     assert "| optimizer | not recorded: this model file predates fdsml recording it" in card
     assert "## Pre-training data: formula-driven images\n\nnot recorded" in card
 

@@ -15,6 +15,7 @@ from fdsml.config import ConfigError
 from fdsml.catalog_datasets import CheckpointDataset
 from fdsml.families.generation import generate_table
 from fdsml.models import build_model, model_payload, save_checkpoint
+from fdsml.models.starting_points import trunk_digest
 from fdsml.pipelines.analysis import create_pipeline
 from fdsml.pipelines.analysis.nodes import explain_resnets
 from fdsml.data.fractals_config import parse_fractals_params
@@ -61,6 +62,7 @@ def test_pipeline_draws_every_picture_and_writes_the_metrics(tmp_path):
             assert min(image.size) > 200, picture
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["checkpoints"]["vit"] == str(tmp_path / "vit.pt")
+    assert metrics["pretrained_model"] == {"checkpoint": "pretrained_model", "trunk_digest": trunk_digest(model_payload(resnet))}
     smoothness = metrics["trajectory"]["largest_over_median_step"]
     # >= 1 by definition; null (infinite) when most steps of the tiny path render the same image
     assert set(smoothness) == {"resnet", "vit"} and all(v is None or v >= 1 for v in smoothness.values())

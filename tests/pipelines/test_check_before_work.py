@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.fresh_clone import fresh_clone, run
-from tests.own_images import tiny_sop
+from tests.own_images import tiny_sop, write_csv_listing
 
 
 def _lines(output: str) -> list[str]:
@@ -89,4 +89,34 @@ def test_kedro_check_names_an_image_that_does_not_decode_then_passes_once_it_is_
     (sop / "images/4_2.png").write_bytes(good)
     code, output = run(command, clone)
     assert code == 0 and "nothing wrong found" in output, output[-3000:]
-    assert len((clone / "data/02_intermediate/decoded_images.txt").read_text().split()) == 12
+    assert len((clone / "data/02_intermediate/decoded_images.txt").read_text().splitlines()) == 12
+
+
+@pytest.mark.slow
+def test_a_misspelt_model_override_or_loss_option_stops_the_run_in_one_line_before_any_work(tmp_path):
+    clone = fresh_clone(tmp_path)
+    code, output = run("kedro run --pipelines=pretrain --params=pretrain.model.overrides.drop_path_rat=0.1", clone)
+    _assert_one_message(
+        code, output, "ConfigError: pretrain.model.overrides.drop_path_rat: timm's resnet18 (ResNet) takes no argument "
+        "drop_path_rat (did you mean drop_path_rate?)"
+    )
+    assert not (clone / "data" / "02_intermediate" / "fractal_codes.parquet").exists()
+    code, output = run("kedro check --pipelines=retrieval --params=retrieval.loss.options.margn=0.2", clone)
+    _assert_one_message(code, output, "ConfigError: retrieval.loss.options.margn: the proxy loss proxy_anchor (ProxyAnchorLoss) takes no argument margn (did you mean margin?)")
+
+
+@pytest.mark.slow
+def test_a_csv_listing_its_images_twice_or_a_copied_test_image_stops_kedro_check(tmp_path):
+    clone = fresh_clone(tmp_path / "clone")
+    listing = write_csv_listing(tmp_path / "data" / "birds.csv", classes=4, per_class=3)
+    header, *rows = listing.read_text().splitlines()
+    params = f"retrieval:\n  data:\n    dataset: csv\n    root: {listing}\n    ks: [1, 2]\n    batch_size: 6\n"
+    env = _environment(clone, "mine", {"parameters_retrieval.yml": params})
+    command = f"kedro check --env {env} --pipelines=retrieval"
+    listing.write_text("\n".join([header, *rows, *rows]) + "\n")  # two exports merged
+    code, output = run(command, clone)
+    _assert_one_message(code, output, "DatasetLayoutError: ", "birds.csv: images listed more than once (12: lines 2 and 14: images/0_0.png")
+    (tmp_path / "data" / "images" / "3_0.png").write_bytes((tmp_path / "data" / "images" / "2_1.png").read_bytes())
+    listing.write_text("\n".join([header, *rows]) + "\n")  # each line once, but 3_0.png is 2_1.png under another name
+    code, output = run(command, clone)
+    _assert_one_message(code, output, "csv-birds: pixel-identical copies among the scored images or of a training image (1: test 2_1.png = test 3_0.png)")

@@ -12,7 +12,8 @@ from kedro_datasets.pandas import CSVDataset
 from kedro_datasets.text import TextDataset
 
 from fdsml.catalog_datasets import CheckpointDataset
-from fdsml.models import build_model, model_payload, save_checkpoint
+from fdsml.models import build_model, load_checkpoint_file, model_payload, save_checkpoint
+from fdsml.models.starting_points import trunk_digest
 from fdsml.pipelines.classification import create_pipeline
 from fdsml.models import model_from_payload
 
@@ -57,6 +58,11 @@ def test_pipeline_fine_tunes_every_starting_point_and_reports_top1_top5(tmp_path
     assert set(metrics["results"]["digits"]) == {"scratch", "fdsml"}
     for scores in metrics["results"]["digits"].values():
         assert 0 <= scores["top1"] <= scores["top5"] <= 1 and scores["steps"] == 2
+    # which trunk each row began from, by content: the report shows them beside that model only
+    started = {start: (scores["checkpoint"], scores["trunk_digest"]) for start, scores in metrics["results"]["digits"].items()}
+    assert started == {"scratch": (None, ""), "fdsml": ("pretrained_model", trunk_digest(load_checkpoint_file(tiny_checkpoint)))}
+    classifier = load_checkpoint_file(tmp_path / "classifiers.pt")["models"]["digits/fdsml"]
+    assert classifier["metadata"]["start_trunk_digest"] == started["fdsml"][1]
     assert (tmp_path / "metrics.md").read_text().splitlines()[2].startswith("| scratch |")
     history = pd.read_csv(tmp_path / "history.csv")
     assert history.groupby("start")["step"].max().to_dict() == {"fdsml": 2, "scratch": 2}

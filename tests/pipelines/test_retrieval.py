@@ -13,6 +13,7 @@ from kedro_datasets.text import TextDataset
 
 from fdsml.catalog_datasets import CheckpointDataset
 from fdsml.models import build_model, load_checkpoint_file, model_payload
+from fdsml.models.starting_points import trunk_digest
 from fdsml.pipelines.retrieval import create_pipeline
 
 from ..own_images import write_image_folder
@@ -57,6 +58,10 @@ def test_scratch_and_checkpoint_starts_are_compared_side_by_side(tmp_path, pretr
     for result in metrics.values():
         assert set(result["mean"]) == {"recall@1", "recall@2", "recall@4", "recall@8", "map@r", "r_precision", "nmi"}
         assert all(0 <= value <= 1 for value in result["mean"].values())
+    # which trunk each row began from, by content: the model card and the report show them beside that model only
+    assert {start: (r["checkpoint"], r["trunk_digest"]) for start, r in metrics.items()} == {
+        "scratch": (None, ""), "fdsml": ("pretrained_model", trunk_digest(pretrained))
+    }
     table = (tmp_path / "table.md").read_text()
     assert "| scratch |" in table and "| fdsml |" in table
     models = load_checkpoint_file(tmp_path / "models.pt")["models"]
@@ -127,3 +132,28 @@ def test_any_timm_backbone_fine_tunes_from_scratch(tmp_path, pretrained):
     assert 0 <= metrics["convnext"]["mean"]["recall@1"] <= 1
     payload = load_checkpoint_file(tmp_path / "models.pt")["models"]["convnext"]
     assert payload["model"]["name"] == "convnext_atto" and payload["state_dict"]["head.weight"].shape == (8, 320)
+
+
+def test_the_same_images_as_class_folders_and_as_a_shuffled_csv_give_the_same_numbers(tmp_path, pretrained):
+    folder = write_image_folder(tmp_path / "birds", classes=4, per_class=5)
+    rows = [f"{image.relative_to(tmp_path)},{image.parent.name}" for image in sorted(folder.rglob("*.png"))]
+    rows = rows[1::2] + rows[::2]  # another order, as a script walking the folders may write it
+    (tmp_path / "birds.csv").write_text("path,label\n" + "\n".join(rows) + "\n")
+    scores, trunks = [], []
+    for dataset, root in (("imagefolder", folder), ("csv", tmp_path / "birds.csv")):
+        data = TINY["data"] | {"dataset": dataset, "root": str(root), "batch_size": 8, "ks": [1, 2]}
+        SequentialRunner().run(create_pipeline(), _catalog(tmp_path, TINY | {"starts": TINY["starts"][:1], "data": data}, pretrained))
+        scores.append(json.loads((tmp_path / "metrics.json").read_text())["scratch"]["mean"])
+        trunks.append(load_checkpoint_file(tmp_path / "models.pt")["models"]["scratch"]["state_dict"])
+    assert scores[0] == scores[1]
+    assert all(torch.equal(trunks[0][name], trunks[1][name]) for name in trunks[0])  # the same batches trained the same weights
+
+
+def test_a_test_class_of_one_image_is_counted_as_left_out_in_the_metrics_and_the_table(tmp_path, pretrained):
+    folder = write_image_folder(tmp_path / "birds", classes=4, per_class=3)
+    for image in sorted((folder / "class_03").iterdir())[1:]:
+        image.unlink()  # class_03, a test class, keeps one image: its query has nothing to find
+    data = TINY["data"] | {"dataset": "imagefolder", "root": str(folder), "batch_size": 6, "ks": [1, 2]}
+    SequentialRunner().run(create_pipeline(), _catalog(tmp_path, TINY | {"starts": TINY["starts"][:1], "data": data}, pretrained))
+    assert json.loads((tmp_path / "metrics.json").read_text())["scratch"]["queries_left_out"] == 1
+    assert "Queries with no other image of their class to find, left out of Recall@K, MAP@R and R-Precision: 1." in (tmp_path / "table.md").read_text()

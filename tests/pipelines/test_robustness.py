@@ -15,7 +15,8 @@ from kedro_datasets.text import TextDataset
 
 from fdsml.catalog_datasets import ArrayShardsDataset, CheckpointDataset, OptionalDataset
 from fdsml.evaluation.corruptions import CORRUPTION_GROUPS, benchmark_corruptions
-from fdsml.models import build_model, model_payload, save_checkpoint
+from fdsml.models import build_model, load_checkpoint_file, model_payload, save_checkpoint
+from fdsml.models.starting_points import trunk_digest
 from fdsml.evaluation import robustness
 from fdsml.pipelines.classification import create_pipeline as classification_pipeline
 from fdsml.pipelines.robustness import create_pipeline as robustness_pipeline
@@ -77,6 +78,10 @@ def test_generated_set_gives_group_errors_per_starting_point_and_is_reused(tmp_p
     SequentialRunner().run(robustness_pipeline(), catalog_for(tmp_path, classifiers, params))
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["source"] == "generated" and metrics["images"] == 3 and set(metrics["results"]) == {"scratch", "fdsml"}
+    pretrained = trunk_digest(load_checkpoint_file(classifiers[1].parent / "pre.pt"))
+    assert {start: (r["checkpoint"], r["trunk_digest"]) for start, r in metrics["results"].items()} == {
+        "scratch": (None, ""), "fdsml": ("pretrained_model", pretrained)
+    }
     errors = pd.read_parquet(tmp_path / "errors.parquet")
     assert len(errors) == 2 * 19 * 2 and errors["error"].between(0, 1).all()
     for start, result in metrics["results"].items():

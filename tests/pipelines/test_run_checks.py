@@ -84,12 +84,34 @@ def test_a_bad_value_of_every_section_stops_the_run_naming_it(key, params, named
             {"tune": {"study": "t", "space": [{"key": "pretrain.optimizer.base_lr", "choices": [1]}], "arms": {"a": {"method": "x", "pretrain": {"fdsl": {"batchs": "shuffled"}}}}}},
             "tune.arms.a.pretrain.fdsl: unknown key(s) batchs (did you mean tune.arms.a.pretrain.fdsl.batches?)",
         ),
+        ({"retrieval": {"loss": {"options": {"margn": 0.2}}}}, "retrieval.loss.options.margn: the proxy loss proxy_anchor (ProxyAnchorLoss) takes no argument margn (did you mean margin?)"),
+        ({"retrieval": {"loss": {"options": {"embedding_size": 8}}}}, "retrieval.loss.options.embedding_size: fdsml sets it from retrieval.embedding.embedding_dim"),
+        ({"pretrain": {"objective": "pml", "pml": {"options": {"alpah": 2}}}}, "pretrain.pml.options.alpah: the pair loss multi_similarity (MultiSimilarityLoss) takes no argument alpah (did you mean alpha?)"),
+        ({"pretrain": {"model": {"overrides": {"drop_path_rat": 0.1}}}}, "pretrain.model.overrides.drop_path_rat: timm's resnet18 (ResNet) takes no argument drop_path_rat (did you mean drop_path_rate?)"),
+        ({"pretrain": {"model": {"overrides": {"img_size": 32}}}}, "pretrain.model.overrides.img_size: fdsml sets img_size itself"),
+        (
+            {"retrieval": {"starts": [{"name": "s"}, {"name": "v", "backbone": "vit_tiny_patch4", "overrides": {"dpth": 6}}]}},
+            "retrieval.starts[1].overrides.dpth: timm's vit_tiny_patch16_224 (VisionTransformer) takes no argument dpth (did you mean depth?)",
+        ),
+        ({"classification": {"starting_points": [{"name": "s", "overrides": {"drop_rat": 0.1}}]}}, "classification.starting_points[0].overrides.drop_rat: timm's resnet18 (ResNet) takes no argument drop_rat (did you mean drop_rate?)"),
+        (
+            {"tune": {"study": "t", "space": [{"key": "pretrain.optimizer.base_lr", "choices": [1]}], "arms": {"a": {"method": "x", "pretrain": {"model": {"overrides": {"drop_path_rat": 0.1}}}}}}},
+            "tune.arms.a.pretrain.model.overrides.drop_path_rat: timm's resnet18 (ResNet) takes no argument drop_path_rat (did you mean drop_path_rate?)",
+        ),
     ],
 )
 def test_an_unknown_key_at_any_depth_of_any_section_is_refused_naming_the_closest(parameters, named):
     with pytest.raises(RunCheckError) as raised:
         check_run(parameters, reads=set())  # sections the run does not read are held to their keys too
     assert named in str(raised.value) and raised.value.kind == "ConfigError"
+    assert len(str(raised.value).splitlines()) == 1
+
+
+def test_a_key_a_model_passes_on_to_its_blocks_is_told_from_a_misspelt_one():
+    """RegNet passes **kwargs on to its configuration: se_ratio is taken, a misspelt name is not (tried on the meta device)."""
+    check_run({"pretrain": {"model": {"backbone": "regnetx_002", "overrides": {"se_ratio": 0.25, "drop_path_rate": 0.1}}}}, reads=set())
+    with pytest.raises(RunCheckError, match=r"pretrain.model.overrides.se_rati: timm's regnetx_002 \(RegNet\) takes no argument se_rati"):
+        check_run({"pretrain": {"model": {"backbone": "regnetx_002", "overrides": {"se_rati": 0.25}}}}, reads=set())
 
 
 @pytest.mark.parametrize("env", sorted(p.name for p in (ROOT / "conf").iterdir() if p.is_dir() and p.name not in ("local", "studies")))
@@ -153,3 +175,40 @@ def test_every_classification_dataset_s_problem_is_said_at_once(tmp_path):
         check_run({"classification": {"datasets": datasets}})
     message = str(raised.value)
     assert f"{tmp_path}/a not found" in message and f"{tmp_path}/b not found" in message and raised.value.kind == "DatasetLayoutError"
+
+
+def test_a_test_class_of_one_image_is_said_before_work_not_refused(tmp_path, caplog, monkeypatch):
+    from tests.own_images import write_image_folder
+
+    monkeypatch.chdir(tmp_path)  # the decode check's cache
+    folder = write_image_folder(tmp_path / "birds", classes=4, per_class=3)
+    for image in sorted((folder / "class_02").iterdir())[1:]:
+        image.unlink()
+    with caplog.at_level("WARNING", logger="fdsml.pipelines.run_checks"):
+        check_run({"retrieval": {"data": {"dataset": "imagefolder", "root": str(folder), "ks": [1, 2], "batch_size": 6}}}, reads={"retrieval"})
+    assert "imagefolder-birds: 1 of 4 queries have no other image of their class to find" in caplog.text
+
+
+def test_a_test_image_copied_under_another_name_or_from_training_stops_the_run_before_work(tmp_path, monkeypatch):
+    import shutil
+
+    from tests.own_images import write_image_folder
+
+    monkeypatch.chdir(tmp_path)  # the decode check's cache
+    folder = write_image_folder(tmp_path / "birds", classes=4, per_class=3)
+    params = {"retrieval": {"data": {"dataset": "imagefolder", "root": str(folder), "ks": [1, 2], "batch_size": 6}}}
+    check_run(params, reads={"retrieval"})
+    shutil.copy(folder / "class_03" / "0.png", folder / "class_03" / "0 copy.png")  # the query finds it at distance 0
+    with pytest.raises(RunCheckError, match=r"imagefolder-birds: pixel-identical copies among the scored images or of a training image \(1: test class_03/0 copy.png = test class_03/0.png\)"):
+        check_run(params, reads={"retrieval"})
+    (folder / "class_03" / "0 copy.png").unlink()
+    shutil.copy(folder / "class_00" / "1.png", folder / "class_02" / "9.png")  # a training image among the test images
+    with pytest.raises(RunCheckError, match=r"\(1: train class_00/1.png = test class_02/9.png\); .*delete the copies") as raised:
+        check_run(params, reads={"retrieval"})
+    assert raised.value.kind == "DatasetLayoutError"
+    for index in range(3, 5):  # enough images for a drawn 20 % test split to hold every class
+        for klass in range(4):
+            shutil.copy(folder / f"class_{klass:02d}" / "0.png", folder / f"class_{klass:02d}" / f"{index}.png")
+    classification = {"classification": {"datasets": [{"name": "imagefolder", "root": str(folder)}], "batch_size": 4}}
+    with pytest.raises(RunCheckError, match=r"imagefolder: pixel-identical copies among the scored images or of a training image \(\d+: "):
+        check_run(classification, reads={"classification"})

@@ -17,7 +17,7 @@ import yaml
 
 from tests.fresh_clone import ENV, fresh_clone
 
-REFRESH = "`make lock` (dvc repro of the embedded default, about 10 minutes on 2 cores), then commit dvc.lock"
+REFRESH = "`make lock` (dvc.yaml's code entries written, then dvc repro of the embedded default, about 10 minutes on 2 cores), then commit dvc.yaml and dvc.lock"
 
 
 def stage_outputs(folder: Path) -> set[str]:

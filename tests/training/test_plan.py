@@ -126,6 +126,12 @@ def test_the_command_prints_the_plan_and_fails_on_an_impossible_one(capsys):
     assert "REFUSED" in capsys.readouterr().out
 
 
+def test_the_command_refuses_a_key_given_twice(capsys):
+    params = "classification.batch_size=8,classification.batch_size=4096"
+    assert main(["--pipelines", "classification", "--params", params, "--conf-source", str(CONF)]) == 2
+    assert "--params: classification.batch_size is given twice" in capsys.readouterr().err
+
+
 class PlanSeen(Exception):
     """Raised by the stand-in for the loop, carrying the plan it was given."""
 

@@ -145,7 +145,7 @@ def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_one(tiny_table,
         ({"objective": "label_triplet", "data": {"classes_per_batch": 1}}, r"pretrain.data.classes_per_batch: filter 'each' needs at least 2"),
         ({"objective": "pml", "data": {"instances_per_class": 1}}, r"pretrain.data.instances_per_class: the pml loss needs positive pairs"),
         ({"pml": {"loss": "arcface"}}, r"^pretrain.pml.loss: unknown pair loss 'arcface'"),
-        ({"pml": {"options": {"alpah": 2}}}, r"^pretrain.pml.options: multi_similarity does not take"),
+        ({"pml": {"options": {"alpah": 2}}}, r"^pretrain.pml.options.alpah: the pair loss multi_similarity \(MultiSimilarityLoss\) takes no argument alpah \(did you mean alpha\?\)"),
     ],
 )
 def test_bad_configuration_fails_at_start_naming_the_key(params, message):

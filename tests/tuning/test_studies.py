@@ -131,6 +131,28 @@ def test_units_differing_downstream_of_pretraining_share_its_run_folder_and_scra
     assert _start(fdsl[0].parameters, pretrained)[1] is pretrained["payload"]
 
 
+def test_a_units_fingerprint_covers_the_objective_it_selects_and_no_other(tmp_path, monkeypatch):
+    """An edit of fdsl's module re-keys the fdsl arm's units alone: the scratch arm's sections select pa_triplet."""
+    from fdsml import fingerprints
+
+    project = study_project(tmp_path / "p")
+    settings = parse_study_settings({"name": "tiny", "conf_source": str(project / "conf"), "run_dir": str(tmp_path / "runs")})
+
+    def keys() -> dict[str, str]:
+        fingerprints.code_digest.cache_clear()
+        plans = plan_units(read_study(project / "conf/studies/tiny.yml"), settings, env_parameters(str(project / "conf"), "base"))
+        return {name: plan.fingerprint for name, plan in plans.items()}
+
+    before = keys()
+    original, edited = fingerprints.source_path, tmp_path / "fdsl.py"
+    edited.write_text(original("fdsml.training.pretrain_objectives.fdsl").read_text() + "\nEDITED = True\n")
+    monkeypatch.setattr(fingerprints, "source_path", lambda name: edited if name == "fdsml.training.pretrain_objectives.fdsl" else original(name))
+    after = keys()
+    monkeypatch.undo()
+    fingerprints.code_digest.cache_clear()
+    assert {name for name in before if after[name] != before[name]} == {name for name in before if name.startswith("fdsl|")}
+
+
 def test_a_scale_runs_some_arms_with_fewer_seeds_and_its_overlay_last(tmp_path):
     study = {**TINY_STUDY, "scales": {"one": {"arms": ["fdsl"], "seeds": {"retrieval.seeds": [[3]]}, "overlay": {"pretrain.train.max_steps": 1}}}}
     project = study_project(tmp_path / "p", study)

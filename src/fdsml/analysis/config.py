@@ -8,6 +8,7 @@ from typing import Literal
 import numpy as np
 
 from fdsml.config import ConfigError, parse, require_positive, require_seed
+from fdsml.data.retrieval_datasets import reader_module
 from fdsml.seeds import generator
 
 
@@ -129,6 +130,10 @@ class AnalysisConfig:
             raise ConfigError(f"analysis.checkpoints: names must be unique, got {names}")
         if self.gradcam.reference is not None and self.gradcam.reference not in names:
             raise ConfigError(f"analysis.gradcam.reference: {self.gradcam.reference!r} is not one of the checkpoints {names}")
+
+    def plugin_modules(self) -> tuple[str, ...]:
+        """The module of the reader of the real images' dataset (:mod:`fdsml.plugins`)."""
+        return (reader_module(self.real_images.dataset),)
 
     def rng(self, stream: int) -> np.random.Generator:
         """Independent generator per picture (0 map classes, 1 code pair, 2 real images, 3 triplets)."""

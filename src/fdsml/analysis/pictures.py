@@ -34,6 +34,7 @@ from fdsml.config import ConfigError
 from fdsml.data import fractal_input
 from fdsml.families import FamilySpec
 from fdsml.models import EmbeddingModel, load_checkpoint_file, model_from_payload
+from fdsml.models.starting_points import PRETRAINED, start_record
 from fdsml.descriptor_validation.sweeps import sweep_factors
 
 logger = logging.getLogger(__name__)
@@ -223,10 +224,12 @@ def attention_picture(models: dict[str, EmbeddingModel], config: AnalysisConfig)
     return attention_figure(panels, config.attention.n_show, dataset=images.dataset)
 
 
-def analysis_metrics(trajectory: dict, gradcam: dict, config: AnalysisConfig) -> dict:
-    """The numbers behind the pictures, with the checkpoints they describe."""
+def analysis_metrics(trajectory: dict, gradcam: dict, config: AnalysisConfig, pretrained: dict) -> dict:
+    """The numbers behind the pictures, with the checkpoints they describe and the content digest of the catalog's
+    ``pretrained_model`` trunk they were drawn beside (:func:`fdsml.models.starting_points.start_record`)."""
     metrics = {
         "checkpoints": {entry.name: entry.path or "pretrained_model (catalog)" for entry in config.checkpoints},
+        "pretrained_model": start_record(PRETRAINED, pretrained),
         "trajectory": trajectory,
         "gradcam": gradcam,
     }

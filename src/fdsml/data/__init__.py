@@ -1,5 +1,6 @@
 """Torch datasets and samplers: FineFractalDB (on the fly or sharded), class-balanced and explicit-triplet batches;
-readers for the retrieval datasets' layouts and an image dataset over their records."""
+the registries of the datasets' readers (the readers themselves in :mod:`fdsml.data.readers`) and an image
+dataset over their records."""
 
 from fdsml.data.fractal_dataset import FractalCodesDataset, ShardedImagesDataset, fractal_input, fresh_noise_seed
 from fdsml.data.layout import DatasetLayoutError
@@ -8,10 +9,10 @@ from fdsml.data.retrieval_datasets import (
     RetrievalSplits,
     available_datasets,
     read_retrieval_dataset,
+    reader_module,
     recommended_ks,
     register_reader,
 )
-from fdsml.data import omniglot, own_data  # noqa: F401  (register the omniglot readers, and imagefolder and csv)
 from fdsml.data.samplers import ClassBalancedBatchSampler, ExplicitTripletBatchSampler, ShuffledBatchSampler
 
 # torchvision costs seconds to import: the image pipeline loads on first use.
@@ -41,6 +42,7 @@ __all__ = [
     "fractal_input",
     "fresh_noise_seed",
     "read_retrieval_dataset",
+    "reader_module",
     "recommended_ks",
     "register_reader",
 ]

@@ -38,6 +38,10 @@ class FractalsConfig:
     holdout: HoldoutSettings
     outputs: OutputSettings
 
+    def plugin_modules(self) -> tuple[str, ...]:
+        """The module of the selected family (:mod:`fdsml.plugins`)."""
+        return (type(self.spec.family).__module__,)
+
 
 def parse_fractals_params(params: dict[str, Any]) -> FractalsConfig:
     """Validate ``params:fractals``; a wrong key or value raises ``ConfigError`` naming it."""

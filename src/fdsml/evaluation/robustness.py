@@ -47,6 +47,7 @@ from fdsml.evaluation.corruptions import (
     stored_sets,
 )
 from fdsml.models import model_from_payload
+from fdsml.models.starting_points import recorded_start
 
 logger = logging.getLogger(__name__)
 
@@ -232,6 +233,8 @@ def evaluate_robustness(
     table = error_table(errors)
     groups = group_errors(table, config.benchmark).loc[list(payloads)]
     metrics = _metrics(table, groups, clean_errors, corrupted, config, stored, len(clean))
+    for start, payload in payloads.items():  # which trunk each row's classifier began from
+        metrics["results"][start] |= recorded_start(payload)
     return table, metrics, _markdown(groups, clean_errors)
 
 

@@ -1,8 +1,12 @@
 """Formula families behind one interface, registered by name (``fractals.family`` selects one).
 
-A new family is one module: a :class:`~fdsml.families.base.Family` subclass, an instance
-registered here with :func:`register_family`. Its settings are ``fractals.<name>`` (FineFractalDB,
-the default, keeps its settings at the top of ``fractals``, as before families existed).
+A new family is one module: a :class:`~fdsml.families.base.Family` subclass and an instance it
+registers itself with :func:`register_family`, in this folder (found by the registry,
+:mod:`fdsml.plugins`) or in your own package, named by an entry point of group ``fdsml.families``
+(docs/plugins.md). Its settings are ``fractals.<name>``, its settings' defaults where that block is
+absent (FineFractalDB, the default, keeps its settings at the top of ``fractals``, as before families
+existed; those keys are FineFractalDB's alone). Nothing imports a family by name: its code enters the
+fingerprints of the runs that select it, and of no other (:mod:`fdsml.fingerprints`).
 """
 
 from __future__ import annotations
@@ -10,14 +14,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from fdsml import plugins
 from fdsml.config import ConfigError
 from fdsml.families.base import GENERIC_COLUMNS, Family, FamilySpec, scale_descriptor
-from fdsml.families.finefractaldb import FINEFRACTALDB
-from fdsml.families.rcdb import RCDB
-from fdsml.families.visual_atom import VISUAL_ATOM
 
-DEFAULT_FAMILY = FINEFRACTALDB.name
+DEFAULT_FAMILY = "finefractaldb"
+"""The family of ``fractals``' top-level keys, selected when ``fractals.family`` is absent."""
+ENTRY_POINTS = "fdsml.families"
 _FAMILIES: dict[str, Family] = {}
+
+
+def _families() -> dict[str, Family]:
+    plugins.discover(__name__, ENTRY_POINTS)
+    return _FAMILIES
 
 
 def register_family(family: Family) -> Family:
@@ -36,13 +45,13 @@ def unregister_family(name: str) -> None:
 
 
 def known_families() -> tuple[str, ...]:
-    return tuple(sorted(_FAMILIES))
+    return tuple(sorted(_families()))
 
 
 def get_family(name: str, key: str = "fractals.family") -> Family:
     """The family registered as ``name``; an unknown name raises ``ConfigError`` naming ``key`` and the known families."""
     try:
-        return _FAMILIES[name]
+        return _families()[name]
     except (KeyError, TypeError):
         raise ConfigError(f"{key}: unknown formula family {name!r}; known families: {', '.join(known_families())}") from None
 
@@ -50,8 +59,9 @@ def get_family(name: str, key: str = "fractals.family") -> Family:
 def family_spec(params: Mapping[str, Any], key: str = "fractals", reserved: tuple[str, ...] = ("outputs", "holdout")) -> FamilySpec:
     """The family ``params['family']`` selects, with its settings parsed from ``params``.
 
-    The settings are ``params[<family name>]`` when given, otherwise the top-level keys (the
-    FineFractalDB layout) less ``family``, ``reserved`` and other families' blocks.
+    The settings are ``params[<family name>]`` when given; otherwise the default family's are the
+    top-level keys (the FineFractalDB layout: :func:`_top_level`) and any other family's are its
+    settings' defaults, never another family's keys.
     """
     if not isinstance(params, Mapping):
         raise ConfigError(f"{key}: expected a mapping of parameters, got {type(params).__name__}")
@@ -59,9 +69,15 @@ def family_spec(params: Mapping[str, Any], key: str = "fractals", reserved: tupl
     family = get_family(name, f"{key}.family")
     if name in params:
         return FamilySpec(family, family.parse_settings(params[name], f"{key}.{name}"))
-    skipped = {"family", *reserved, *_FAMILIES}
-    raw = {k: v for k, v in params.items() if k not in skipped}
-    return FamilySpec(family, family.parse_settings(raw, key))
+    if name == DEFAULT_FAMILY:
+        return FamilySpec(family, family.parse_settings(_top_level(params, reserved), key))
+    return FamilySpec(family, family.parse_settings({}, f"{key}.{name}"))
+
+
+def _top_level(params: Mapping[str, Any], reserved: tuple[str, ...]) -> dict[str, Any]:
+    """The default family's settings in the top-level layout: ``params`` less ``family``, ``reserved`` and families' blocks."""
+    skipped = {"family", *reserved, *_families()}
+    return {k: v for k, v in params.items() if k not in skipped}
 
 
 def check_every_block(params: Mapping[str, Any], key: str = "fractals", reserved: tuple[str, ...] = ("outputs", "holdout")) -> None:
@@ -75,14 +91,8 @@ def check_every_block(params: Mapping[str, Any], key: str = "fractals", reserved
     for name in known_families():
         if name in params and name != selected:
             _FAMILIES[name].parse_settings(params[name], f"{key}.{name}")
-    if selected in params:  # the top-level keys are FineFractalDB's layout, then read by nobody
-        layout = {k: v for k, v in params.items() if k not in {"family", *reserved, *_FAMILIES}}
-        _FAMILIES[DEFAULT_FAMILY].parse_settings(layout, key)
-
-
-register_family(FINEFRACTALDB)
-register_family(VISUAL_ATOM)
-register_family(RCDB)
+    if selected != DEFAULT_FAMILY or selected in params:  # the top-level keys are FineFractalDB's layout, then read by nobody
+        _FAMILIES[DEFAULT_FAMILY].parse_settings(_top_level(params, reserved), key)
 
 __all__ = [
     "DEFAULT_FAMILY",

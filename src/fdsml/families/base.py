@@ -30,7 +30,9 @@ GENERIC_COLUMNS = ("class_id", "instance_id", "psi", "seed", "occupancy")
 class Family(ABC):
     """One formula family. Subclasses set ``name`` and ``settings_type`` and implement the abstract methods.
 
-    The settings dataclass must have the fields the generic code reads: ``seed``, ``n_classes``,
+    Every registered family passes the same checks (tests/families/test_contract.py, on its settings'
+    defaults; the render fuzzer, :meth:`fuzzed`). The settings dataclass must have the fields the generic
+    code reads, each with a default (a family runs without a configuration block): ``seed``, ``n_classes``,
     ``instances_per_class``, ``min_occupancy`` (renderings filling less are rejected),
     ``max_class_replacements`` (class codes tried when an instance keeps failing), ``workers``,
     and :meth:`max_instance_attempts` / :meth:`image_size` tell the rest.
@@ -165,6 +167,13 @@ class Family(ABC):
     def summary(self, table: pd.DataFrame, counts: Counter, settings) -> dict:
         """Family-specific entries of the generation summary (rejection counts by the family's names)."""
         return {}
+
+    # -- the render fuzzer (tests/ifs/render_fuzz.py) --------------------------------------------------
+    def fuzzed(self, instance: Any, rng: np.random.Generator, settings) -> tuple[Any, Any]:
+        """A drawn instance pushed past the family's documented ranges, and the settings to render it with: what the
+        render fuzzer renders by the thousand (it must give a uint8 image, never crash). By default the instance and
+        settings as drawn; a family whose renderer can meet wider values stresses them here."""
+        return instance, settings
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 import pandas as pd
 
+from fdsml.families import register_family
 from fdsml.families.base import Family, FamilySpec
 from fdsml.families.generation import generate_table
 from fdsml.ifs.codes import (
@@ -176,7 +177,7 @@ class FineFractalDB(Family):
         }
 
 
-FINEFRACTALDB = FineFractalDB()
+FINEFRACTALDB = register_family(FineFractalDB())
 
 
 def generate_finefractaldb(config: FineFractalDBConfig) -> tuple[pd.DataFrame, dict]:

@@ -169,6 +169,14 @@ class OrbitFamily(Family):
         """The instance as a ``(size, size)`` uint8 image, ``settings.size`` by default."""
         return render_instance(instance, self.style, settings, seed, size)
 
+    def fuzzed(self, instance, rng: np.random.Generator, settings):
+        """About half the continuous parameters replaced by values of either sign up to 1e3 (their ranges end near 1e2),
+        rendered at a size from 8 to 48 pixels."""
+        extreme = {
+            name: float(rng.choice([-1.0, 1.0]) * 10.0 ** rng.uniform(-3.0, 3.0)) for name in self.continuous if rng.random() < 0.5
+        }
+        return dataclasses.replace(instance, **extreme), dataclasses.replace(settings, size=int(rng.integers(8, 49)))
+
     def foreground(self, images: np.ndarray, settings) -> np.ndarray:
         """The pixels that differ from the family's background."""
         return images != self.style.background

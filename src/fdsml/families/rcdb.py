@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fdsml.config import require_positive
+from fdsml.families import register_family
 from fdsml.families.orbit_family import OrbitFamily, OrbitSettings, middle
 from fdsml.families.orbits import Style
 
@@ -104,4 +105,4 @@ class RCDBFamily(OrbitFamily):
         return {"radius": radius, "oval_x": oval_x, "oval_y": oval_y, "centre_x": centre_x, "centre_y": centre_y}
 
 
-RCDB = RCDBFamily()
+RCDB = register_family(RCDBFamily())

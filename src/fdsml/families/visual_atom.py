@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fdsml.config import ConfigError, require_range
+from fdsml.families import register_family
 from fdsml.families.orbit_family import OrbitFamily, OrbitSettings, middle
 from fdsml.families.orbits import Style
 
@@ -121,4 +122,4 @@ class VisualAtom(OrbitFamily):
         return {"centre_x": centre_x, "centre_y": centre_y}
 
 
-VISUAL_ATOM = VisualAtom()
+VISUAL_ATOM = register_family(VisualAtom())

@@ -24,7 +24,7 @@ import timm
 import torch
 from torch import nn
 
-from fdsml.config import ConfigError
+from fdsml.config import ConfigError, constructor_keywords, refuse_unknown_keyword
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -109,11 +109,64 @@ def _timm_names() -> frozenset[str]:
 def _timm_shape(timm_name: str) -> tuple[Family, bool, int]:
     """(family, whether the model takes ``img_size`` at creation, its usual input size), read from the model built on
     the meta device (no memory, no weights)."""
-    with torch.device("meta"):
-        model = timm.create_model(timm_name, pretrained=False, num_classes=0)
+    model = _meta_model(timm_name)
     family: Family = "transformer" if any("Attention" in type(m).__name__ for m in model.modules()) else "convolutional"
     takes_img_size = "img_size" in inspect.signature(type(model).__init__).parameters
     return family, takes_img_size, int(model.pretrained_cfg.get("input_size", (3, 224, 224))[-1])
+
+
+FDSML_MODEL_KEYWORDS = frozenset({"in_chans", "input_mean", "input_std"})
+"""``build_model``'s own keywords an override may set: the input channels and the recorded input normalisation."""
+SET_BY_FDSML = frozenset({"name", "head", "num_classes", "embedding_dim", "hidden_dim", "img_size", "pretrained"})
+"""What fdsml gives every model itself (from a section's image size, embedding and head settings): never an override."""
+
+
+def check_overrides(backbone: str, overrides: Mapping[str, Any], key: str) -> None:
+    """Refuse, before any work, an override (``key``: the block's dotted key) that ``backbone``'s timm model does not
+    take, naming the closest it does. The names come from the model class's signature (and its bases'),
+    ``timm.create_model``'s and its builder's; a name outside them (a model that passes ``**kwargs`` on to its
+    blocks or config may still take it) is tried on the meta device, which costs no memory and loads no weights."""
+    recipe = backbone_recipe(backbone)
+    for name in overrides:
+        if name in SET_BY_FDSML:
+            raise ConfigError(f"{key}.{name}: fdsml sets {name} itself (from the section's image size, embedding and head settings); remove it")
+    accepted = _timm_keywords(recipe.timm_name) | FDSML_MODEL_KEYWORDS
+    for name in (name for name in overrides if name not in accepted):
+        if not _takes_on_meta(recipe, name, overrides[name]):
+            model_class = type(_meta_model(recipe.timm_name))
+            own = constructor_keywords(model_class) - SET_BY_FDSML | FDSML_MODEL_KEYWORDS
+            listed = sorted(own) + ["and timm.create_model's"]
+            raise refuse_unknown_keyword(name, accepted, key, f"timm's {recipe.timm_name} ({model_class.__name__})", listed)
+
+
+@functools.cache
+def _meta_model(timm_name: str) -> nn.Module:
+    """timm's model ``timm_name`` built on the meta device (no memory, no weights), once."""
+    with torch.device("meta"):
+        return timm.create_model(timm_name, pretrained=False, num_classes=0)
+
+
+@functools.cache
+def _timm_keywords(timm_name: str) -> frozenset[str]:
+    """The keywords ``timm.create_model(timm_name, ...)`` names: the model class's, the entrypoint's, the factory's and
+    the builder's (``pretrained`` and the model's name are fdsml's)."""
+    named = set(constructor_keywords(type(_meta_model(timm_name))))
+    for function in (timm.create_model, timm.models.build_model_with_cfg, timm.models.model_entrypoint(timm_name)):
+        named |= {p.name for p in inspect.signature(function).parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return frozenset(named - {"model_name", "model_cls", "variant", "kwargs"} - SET_BY_FDSML)
+
+
+def _takes_on_meta(recipe: BackboneRecipe, name: str, value: Any) -> bool:
+    """Whether timm builds ``recipe``'s model with ``name`` set, on the meta device: only its refusal of the keyword
+    counts (a value it refuses is the real build's to report, at the real image size)."""
+    try:
+        with torch.device("meta"):
+            timm.create_model(recipe.timm_name, pretrained=False, num_classes=0, **{**recipe.timm_kwargs, name: value})
+    except TypeError as error:
+        return not ("unexpected keyword argument" in str(error) and repr(name) in str(error))
+    except Exception:  # noqa: BLE001 - any other refusal is about a value, not the name
+        return True
+    return True
 
 
 def create_trunk(recipe: BackboneRecipe, *, img_size: int, in_chans: int, overrides: Mapping[str, Any]) -> nn.Module:

@@ -12,6 +12,8 @@ from typing import Any
 import torch
 
 from fdsml.errors import CheckpointError
+from fdsml.models.backbones import check_overrides
+from fdsml.models.backbones import require_backbone as require_known_backbone
 from fdsml.models.checkpoint import load_checkpoint_file, recorded_model_config
 from fdsml.models.network import EmbeddingModel, build_model
 from fdsml.fingerprints import content_digest
@@ -29,6 +31,14 @@ class StartingPoint:
     checkpoint: str | None = None
     backbone: str = "resnet18"
     overrides: dict[str, Any] = field(default_factory=dict)
+
+
+def check_start_settings(starts: tuple[StartingPoint, ...], key: str) -> None:
+    """Each start of the list ``key`` names a known backbone, and its ``overrides`` are arguments that backbone's timm
+    model takes (a ConfigError naming the full key and the closest one otherwise)."""
+    for index, start in enumerate(starts):
+        require_known_backbone(f"{key}[{index}].backbone", start.backbone)
+        check_overrides(start.backbone, start.overrides, f"{key}[{index}].overrides")
 
 
 def start_payload(start: StartingPoint, pretrained: dict | None = None) -> dict | None:
@@ -51,6 +61,19 @@ def trunk_state_dict(payload: dict) -> dict[str, torch.Tensor]:
 def trunk_digest(payload: dict | None) -> str:
     """The content digest of the trunk a start loads ("" from scratch): it enters fine-tuning fingerprints."""
     return content_digest(trunk_state_dict(payload)) if payload is not None else ""
+
+
+def start_record(checkpoint: str | None, payload: dict | None) -> dict[str, str | None]:
+    """What a result records of the model it began from: the start's ``checkpoint`` (None from scratch) and its trunk's
+    content digest, so a later stage shows it only beside that model (:mod:`fdsml.reporting.provenance`)."""
+    return {"checkpoint": checkpoint, "trunk_digest": trunk_digest(payload)}
+
+
+def recorded_start(fine_tuned: dict) -> dict[str, str | None]:
+    """The start record a fine-tuned model file keeps (``start_checkpoint``, ``start_trunk_digest`` in its metadata;
+    None for a file written before fdsml recorded it)."""
+    metadata = fine_tuned["metadata"]
+    return {"checkpoint": metadata.get("start_checkpoint"), "trunk_digest": metadata.get("start_trunk_digest")}
 
 
 def require_backbone(start: StartingPoint, held: str, source: str) -> None:

@@ -4,8 +4,9 @@ Every parameter belongs to a known section and key: an unknown one, at any depth
 from ``--params`` too), stops the run naming the closest known key. Each selected pipeline's sections
 are checked in full: their values; the presence and layout of every dataset folder they read (through
 the readers' registries); the training plans (the images counted, the world size of the run); Recall@K against what a retrieval query searches; each starting point's
-checkpoint backbone against the one it names; and that every listed image decodes (a cache keyed by
-the files' content, :mod:`fdsml.data.decode_check`).
+checkpoint backbone against the one it names; that every listed image decodes (a cache keyed by
+the files' content, :mod:`fdsml.data.decode_check`); and that no image a model is scored on has a copy among the
+training or scored images (:mod:`fdsml.data.leaks`).
 
 Under ``torchrun`` each replica checks its own view (dataset folders may sit on node-local
 disks), then all replicas compare: when any finds a problem, every replica stops with the same
@@ -15,6 +16,7 @@ message, naming the ranks where it differs, before any work is done.
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -24,7 +26,9 @@ from fdsml.config import closest_key, parse
 from fdsml.errors import UserFixableError
 
 if TYPE_CHECKING:
-    from fdsml.data.retrieval_datasets import ImageRecords
+    from fdsml.data.retrieval_datasets import ImageRecords, RetrievalSplits
+
+logger = logging.getLogger(__name__)
 
 
 class RunCheckError(UserFixableError, ValueError):
@@ -48,11 +52,20 @@ class RunInputs:
     pretrained_model: str | None = None
 
 
-def _check_images(title: str, *parts: ImageRecords | None) -> None:
-    from fdsml.data.decode_check import check_images_decode
+def _check_images(title: str, parts: Mapping[str, ImageRecords | None], scored: tuple[str, ...], protocol_keeps: bool) -> None:
+    """Every listed image decodes, and none of the ``scored`` parts' has a pixel-identical copy among the parts."""
+    from fdsml.data.leaks import check_no_leaks
 
-    paths = [path for part in parts if part is not None and part.paths is not None for path in part.paths]
-    check_images_decode(paths, title)
+    present = {name: records for name, records in parts.items() if records is not None}
+    check_no_leaks(title, present, scored, protocol_keeps=protocol_keeps)
+
+
+def _check_retrieval_images(splits: RetrievalSplits, dataset: str, with_training: bool = True) -> None:
+    """A retrieval dataset's images: its test (or query and gallery) images are scored, its training images may leak."""
+    from fdsml.data.retrieval_datasets import protocol_keeps_copies
+
+    parts = {"train": splits.train if with_training else None, "test": splits.test, "query": splits.query, "gallery": splits.gallery}
+    _check_images(splits.name, parts, ("test", "query", "gallery"), protocol_keeps_copies(dataset))
 
 
 def _check_starts(starts: tuple, run: RunInputs) -> None:
@@ -84,7 +97,7 @@ def _check_pretrain(params: Any, run: RunInputs) -> None:
     validation = config.validation
     if validation.enabled and validation.probe is not None:
         probe = read_retrieval_dataset(validation.probe.dataset, validation.probe.root)  # the probe's folder and layout
-        _check_images(probe.name, probe.test, probe.query, probe.gallery)
+        _check_retrieval_images(probe, validation.probe.dataset, with_training=False)  # the probe scores a frozen trunk
 
 
 def _check_retrieval(params: Any, run: RunInputs) -> None:
@@ -94,11 +107,19 @@ def _check_retrieval(params: Any, run: RunInputs) -> None:
     splits = load_splits(config)  # the folder, its layout, and Recall@K against what a query searches
     plan_retrieval(config, len(splits.train), _world_size()).check()
     _check_starts(config.starts, run)
-    _check_images(splits.name, splits.train, splits.test, splits.query, splits.gallery)
+    _check_retrieval_images(splits, config.data.dataset)
+    _say_lone_queries(splits)
+
+
+def _say_lone_queries(splits: RetrievalSplits) -> None:
+    """A query with nothing of its class to find is left out of the scores: said before work, not refused."""
+    note = splits.lone_queries_note()
+    if note:
+        logger.warning("%s", note)
 
 
 def _check_classification(params: Any, run: RunInputs) -> None:
-    from fdsml.data.classification_datasets import read_classification_dataset
+    from fdsml.data.classification_datasets import classification_keeps_copies, read_classification_dataset
     from fdsml.training.classification import plan_classification
 
     config = PARSERS["classification"](params)
@@ -108,7 +129,7 @@ def _check_classification(params: Any, run: RunInputs) -> None:
         try:
             splits = read_classification_dataset(dataset.name, dataset.root, seed=config.train.seed)
             plan_classification(config, dataset.name, len(splits.train), _world_size()).check()
-            _check_images(splits.name, splits.train, splits.test)
+            _check_images(splits.name, {"train": splits.train, "test": splits.test}, ("test",), classification_keeps_copies(dataset.name))
         except UserFixableError as error:
             errors.append(error)
     if errors:

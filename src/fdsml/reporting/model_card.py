@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from fdsml.reporting.history import describe_loss_trend
+from fdsml.reporting.provenance import not_run_for_this_checkpoint
 
 NOT_RECORDED = "not recorded: this model file predates fdsml recording it; pre-train again to have it"
 
@@ -26,7 +27,7 @@ def model_card(
     history: pd.DataFrame | None = None,
     downstream: str | None = None,
 ) -> str:
-    """Markdown model card; ``downstream`` is the retrieval comparison table when the run has one."""
+    """Markdown model card; ``downstream`` is the retrieval comparison table when one was computed from this model."""
     model, metadata = payload["model"], payload.get("metadata", {})
     data = dict(metadata.get("data") or {})
     family = data.pop("family", "formula-driven images")
@@ -93,10 +94,8 @@ def _metrics(history: pd.DataFrame | None, downstream: str | None) -> str:
         lines.append(f"Pre-training {describe_loss_trend(history)}.")
     else:
         lines.append("No pre-training history was recorded.")
-    if downstream:
-        lines.append("Retrieval after fine-tuning (fdsml's retrieval pipeline):\n\n" + downstream.strip())
-    else:
-        lines.append("No downstream evaluation was run with this model yet (`kedro run --pipelines=retrieval`).")
+    found = downstream.strip() if downstream else not_run_for_this_checkpoint("retrieval results", "retrieval", "export it again").strip()
+    lines.append("Retrieval after fine-tuning (fdsml's retrieval pipeline):\n\n" + found)
     return "\n\n".join(lines)
 
 

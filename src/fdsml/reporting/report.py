@@ -16,6 +16,7 @@ import pandas as pd  # noqa: E402
 
 from fdsml.reporting.embedding import embed_page  # noqa: E402
 from fdsml.reporting.history import VALIDATION_PREFIX, describe_loss_trend, validation_cost, validation_metrics  # noqa: E402
+from fdsml.reporting.provenance import not_run_for_this_checkpoint  # noqa: E402
 
 
 def training_curves(history: pd.DataFrame, title: str):
@@ -158,24 +159,38 @@ def tuning_section(table: str | None) -> str:
     )
 
 
-def retrieval_section(table: str) -> str:
+def _not_run(results: str, pipeline: str) -> str:
+    return not_run_for_this_checkpoint(results, pipeline, "run the report again")
+
+
+def retrieval_section(table: str | None) -> str:
+    """The retrieval comparison and its top-5 picture; None: the results on disk are another model's (:mod:`~fdsml.reporting.provenance`)."""
+    if table is None:
+        return "## Retrieval\n\n" + _not_run("retrieval results", "retrieval")
     return "## Retrieval\n\n" + embed_page(table) + "\n" + _picture("top-5 retrievals", "retrieval_examples.png")
 
 
-def classification_section(classification_table: str, robustness_table: str) -> str:
-    """Top-1 / top-5 after fine-tuning, then classification error (%) per corruption group."""
+def classification_section(classification_table: str | None, robustness_table: str | None) -> str:
+    """Top-1 / top-5 after fine-tuning, then classification error (%) per corruption group; a table that is None
+    (another model's results) says it was not run for this checkpoint."""
+    classification = embed_page(classification_table) if classification_table is not None else _not_run("classification results", "classification")
+    robustness = (
+        embed_page(robustness_table) + "\n" + _picture("one image under every corruption and severity", "corruption_examples.png")
+        if robustness_table is not None
+        else _not_run("robustness results", "classification,robustness")
+    )
     return (
         "## Classification and robustness\n\nTop-1 / top-5 accuracy (%) after fine-tuning:\n\n"
-        + embed_page(classification_table)
+        + classification
         + "\nClassification error (%) on the clean test set and averaged over each corruption group:\n\n"
-        + embed_page(robustness_table)
-        + "\n"
-        + _picture("one image under every corruption and severity", "corruption_examples.png")
+        + robustness
     )
 
 
-def analysis_section(metrics: dict) -> str:
-    """Pictures of the embeddings, with the numbers that do not rest on a 2-D projection."""
+def analysis_section(metrics: dict | None) -> str:
+    """Pictures of the embeddings, with the numbers that do not rest on a 2-D projection; None: drawn from another model."""
+    if metrics is None:
+        return "## What the embeddings look like\n\n" + _not_run("analysis pictures", "analysis")
     smoothness = metrics["trajectory"]["largest_over_median_step"]
     similarity = metrics.get("gradcam", {}).get("mean_cosine", {})
     lines = [f"| {name} | {value:.2f} |" for name, value in smoothness.items()]
@@ -206,6 +221,7 @@ def assemble(sections: list[str]) -> str:
     head = (
         "# fdsml report\n\n"
         "Formula-driven supervised metric learning: FineFractalDB, PA-Triplet pre-training, descriptor "
-        "validation and downstream evaluation, as measured by the last run of each pipeline.\n\n"
+        "validation and downstream evaluation, as measured by the last run of each pipeline; a downstream "
+        "section shows only numbers computed from the pre-trained model above.\n\n"
     )
     return head + "\n".join(sections)

@@ -25,13 +25,13 @@ from fdsml.data import ImageRecords
 from fdsml.data.classification_datasets import (
     ClassificationSplits,
     available_classification_datasets,
+    classification_reader_module,
     read_classification_dataset,
 )
 from fdsml.errors import MissingInputError
 from fdsml.models import model_from_payload, model_payload
 from fdsml.seeds import replica_rank, step_seed
-from fdsml.models.backbones import require_backbone
-from fdsml.models.starting_points import PRETRAINED, StartingPoint
+from fdsml.models.starting_points import PRETRAINED, StartingPoint, check_start_settings, recorded_start, start_payload, trunk_digest
 from fdsml import distributed
 from fdsml.training.finetune import FineTuneRun, FineTuning, finetune
 from fdsml.training.live import LiveRun, live_metrics
@@ -134,8 +134,11 @@ class ClassificationConfig:
         for key, names in names_of.items():
             if len(set(names)) != len(names):
                 raise ConfigError(f"{key}: names must be unique, got {names}")
-        for index, start in enumerate(self.starting_points):
-            require_backbone(f"starting_points[{index}].backbone", start.backbone)
+        check_start_settings(self.starting_points, "starting_points")
+
+    def plugin_modules(self) -> tuple[str, ...]:
+        """The modules of the readers of the datasets classification fine-tunes on (:mod:`fdsml.plugins`)."""
+        return tuple(sorted({classification_reader_module(dataset.name) for dataset in self.datasets}))
 
 
 def parse_classification_params(params: dict[str, Any]) -> ClassificationConfig:
@@ -268,12 +271,13 @@ def eval_transform(image_size: int, crop_fraction: float):
     return ImageTransform(image_size, train=False, crop_fraction=crop_fraction)
 
 
-def fine_tuning(config: ClassificationConfig, name: str, num_classes: int) -> FineTuning:
+def fine_tuning(config: ClassificationConfig, name: str, num_classes: int, read_by: tuple[str, ...] = ()) -> FineTuning:
     """Classification's part of the fine-tuning assembly on dataset ``name``: a linear classifier over its
-    ``num_classes`` classes, (label-smoothed, mixed) cross-entropy, and the augmented training view."""
+    ``num_classes`` classes, (label-smoothed, mixed) cross-entropy, and the augmented training view. ``read_by``:
+    the module of the reader that read the dataset (none for splits made by hand), part of the run's code."""
     return FineTuning(
         key="classification",
-        code=__name__,
+        code=(__name__, *read_by),
         config=config,
         image_size=config.image_size,
         head={"head": "classifier", "num_classes": num_classes},
@@ -306,10 +310,11 @@ def finetune_classifier(
     ``pretrained_model``.
 
     ``dataset`` (where the splits were read from) enters the run's fingerprint, so a checkpoint
-    left by another dataset of the same name is never resumed. ``plan`` (default: planned here)
+    left by another dataset of the same name is never resumed, and so does its reader's code. ``plan`` (default: planned here)
     is the checked plan of ``splits.train``. ``live`` (main rank only) is given the history rows as they settle.
     """
-    task = fine_tuning(config, splits.name, splits.num_classes)
+    read_by = (classification_reader_module(dataset.name),) if dataset is not None else ()
+    task = fine_tuning(config, splits.name, splits.num_classes, read_by)
     run = finetune_run(config, splits.name, start, dataset)
     result, fingerprint = finetune(task, splits.train, run, pretrained=pretrained, plan=plan, live=live)
     payload = model_payload(
@@ -317,6 +322,7 @@ def finetune_classifier(
         dataset=splits.name,
         start=start.name,
         start_checkpoint=start.checkpoint,
+        start_trunk_digest=trunk_digest(start_payload(start, pretrained)),  # which trunk its scores belong to
         num_classes=splits.num_classes,
         image_size=config.image_size,
         crop_fraction=config.augment.crop_fraction,
@@ -390,7 +396,7 @@ def run_classification(
                 live.final(scores, run)
             logger.info("%s on %s: top-1 %.4f, top-5 %.4f", start.name, dataset.name, scores["top1"], scores["top5"])
             models[f"{dataset.name}/{start.name}"] = payload
-            metrics[dataset.name][start.name] = {**scores, "steps": payload["metadata"]["steps"]}
+            metrics[dataset.name][start.name] = {**scores, "steps": payload["metadata"]["steps"], **recorded_start(payload)}
             histories.append(history)
     return models, metrics, pd.concat(histories, ignore_index=True)
 

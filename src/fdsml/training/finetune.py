@@ -31,7 +31,7 @@ class FineTuning:
     """What a task gives the assembly.
 
     ``key`` names the task's configuration in a run's fingerprint (``retrieval``), ``code`` its
-    module; ``config`` is its parsed configuration (``train``, ``optimizer``, ``run_dir``).
+    module and its dataset reader's (:mod:`fdsml.plugins`); ``config`` is its parsed configuration (``train``, ``optimizer``, ``run_dir``).
     ``head`` holds the ``build_model`` keywords of the head put on every trunk, ``model_overrides``
     the model settings a starting point's own overrides replace. ``objective`` gives the loss of
     a run's seed, ``training_view`` the transform of the training images, ``plan`` the
@@ -39,7 +39,7 @@ class FineTuning:
     """
 
     key: str
-    code: str
+    code: tuple[str, ...]
     config: Any
     image_size: int
     head: dict[str, Any]

@@ -21,6 +21,7 @@ from fdsml.data import (
     ShardedImagesDataset,
     ShuffledBatchSampler,
     read_retrieval_dataset,
+    reader_module,
 )
 from fdsml.data.device_render import DeviceRenderedCodes, renders_on_device
 from fdsml.data.holdout import HoldoutSettings, HoldoutSplit, TrainingRows, split_table, training_rows_at_most
@@ -30,7 +31,7 @@ from fdsml.families import FamilySpec, family_spec
 from fdsml.families.generation import shards_fingerprint
 from fdsml.losses.pa_triplet import mined_triplets
 from fdsml.models import build_model, model_payload
-from fdsml.models.backbones import backbone_family, require_backbone
+from fdsml.models.backbones import backbone_family, check_overrides, require_backbone
 from fdsml import distributed
 from fdsml.distributed import DistContext
 from fdsml.training.live import live_metrics
@@ -60,6 +61,7 @@ class ModelSettings:
 
     def __post_init__(self):
         require_backbone("pretrain.model.backbone", self.backbone)
+        check_overrides(self.backbone, self.overrides, "overrides")
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,12 @@ class PretrainConfig:
     def recipe(self) -> ObjectiveRecipe:
         """The registered objective ``objective`` names."""
         return objective_recipe(self.objective)
+
+    def plugin_modules(self) -> tuple[str, ...]:
+        """The modules of the plug-ins a pre-training runs (:func:`fdsml.plugins.selected_modules`): its objective's, and
+        the reader of the probe its held-out validation measures (which defines no run: it cannot change the weights)."""
+        probe = self.validation.probe if self.validation.enabled else None
+        return (type(self.recipe).__module__, *((reader_module(probe.dataset),) if probe is not None else ()))
 
     @property
     def objective_settings(self) -> Any:
@@ -205,15 +213,15 @@ def defining_run(
 
     The codes table enters by its :func:`~fdsml.fingerprints.content_digest` (``codes_digest``, of the rows
     trained on), its held-out split by content; materialised shards (``data.source: shards``)
-    by the fingerprint the fractals pipeline recorded for them. The family's own module joins the
-    code (a family registered from outside ``fdsml``).
+    by the fingerprint the fractals pipeline recorded for them. The code is this module's and the selected
+    family's and objective's (a plug-in imported by nobody, :mod:`fdsml.plugins`), with their imports.
     """
     inputs = {"codes": codes_digest}
     if split is not None:
         inputs["split"] = fingerprints.content_digest({"training": split.training, "heldout": split.heldout})
     if config.data.source == "shards":
         inputs["images"] = (shards or {}).get("fingerprint", "")
-    return RunDefinition({"pretrain": config, **spec.defining()}, code=(__name__, type(spec.family).__module__), inputs=inputs)
+    return RunDefinition({"pretrain": config, **spec.defining()}, code=(__name__, type(spec.family).__module__, type(config.recipe).__module__), inputs=inputs)
 
 
 def check_shards_match(config: PretrainConfig, spec: FamilySpec, codes_digest: str, shards: dict | None) -> None:

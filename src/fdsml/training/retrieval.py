@@ -25,6 +25,7 @@ from fdsml.data import (
     RetrievalSplits,
     available_datasets,
     read_retrieval_dataset,
+    reader_module,
 )
 from fdsml.data.retrieval_datasets import splits_by_class
 from fdsml.evaluation.embedding import model_outputs, retrieval_split_metrics
@@ -32,9 +33,8 @@ from fdsml.evaluation.retrieval_examples import nearest_neighbours, top_k_figure
 from fdsml.losses.couce import CouCESettings, build_couce_objective
 from fdsml.losses.proxy import PROXY_LOSSES, build_proxy_loss
 from fdsml.models import model_payload
-from fdsml.models.backbones import require_backbone
 from fdsml.models.network import EmbeddingModel
-from fdsml.models.starting_points import StartingPoint
+from fdsml.models.starting_points import StartingPoint, check_start_settings, start_payload, start_record
 from fdsml import distributed
 from fdsml.training.finetune import FineTuneRun, FineTuning, finetune
 from fdsml.training.live import live_metrics
@@ -94,6 +94,8 @@ class ProxyLossSettings:
     def __post_init__(self):
         if self.name not in PROXY_LOSSES:
             raise ConfigError(f"name: unknown proxy loss {self.name!r}; choose one of {', '.join(PROXY_LOSSES)}")
+        set_by_fdsml = {"num_classes": "the training classes' count", "embedding_size": "retrieval.embedding.embedding_dim"}
+        PROXY_LOSSES.check_options(self.name, self.options, "options", set_by_fdsml)
         require_positive("proxy_lr_multiplier", self.proxy_lr_multiplier)
 
 
@@ -133,10 +135,13 @@ class RetrievalConfig:
         names = [start.name for start in self.starts]
         if len(set(names)) != len(names):
             raise ConfigError(f"starts: names must be unique, got {names}")
-        for index, start in enumerate(self.starts):
-            require_backbone(f"starts[{index}].backbone", start.backbone)
+        check_start_settings(self.starts, "starts")
         if not self.seeds:
             raise ConfigError("seeds: give at least one seed")
+
+    def plugin_modules(self) -> tuple[str, ...]:
+        """The module of the reader of the dataset retrieval fine-tunes and measures on (:mod:`fdsml.plugins`)."""
+        return (reader_module(self.data.dataset),)
 
 
 def parse_retrieval_params(params: dict[str, Any]) -> RetrievalConfig:
@@ -195,7 +200,7 @@ def fine_tuning(config: RetrievalConfig, n_classes: int) -> FineTuning:
     proxy loss over ``n_classes`` training classes, and the augmented training view."""
     return FineTuning(
         key="retrieval",
-        code=__name__,
+        code=(__name__, reader_module(config.data.dataset)),
         config=config,
         image_size=config.data.image_size,
         head={"head": "embedding", "embedding_dim": config.embedding.embedding_dim},
@@ -274,7 +279,9 @@ def compare_starting_points(config: RetrievalConfig, pretrained: dict | None = N
                 models[start.name] = model_payload(model.cpu(), start=start.name, checkpoint=start.checkpoint, seed=seed)
         table = pd.DataFrame(per_seed).T
         metrics[start.name] = {
+            **start_record(start.checkpoint, start_payload(start, pretrained)),  # which trunk these numbers belong to
             "dataset": splits.name,
+            "queries_left_out": splits.lone_queries,  # no other image of their class to find
             "seeds": per_seed,
             "mean": table.mean().to_dict(),
             "std": table.std(ddof=1).fillna(0.0).to_dict() if len(table) > 1 else {k: 0.0 for k in table.columns},
@@ -295,7 +302,13 @@ def comparison_table(metrics: dict) -> str:
         cells = [f"{100 * result['mean'][n]:.1f} ± {100 * result['std'][n]:.1f}" for n in names]
         lines.append(f"| {start} | " + " | ".join(cells) + " |")
     seeds = len(next(iter(metrics.values()))["seeds"])
-    return "\n".join(lines) + f"\n\nMean ± standard deviation over {seeds} seed(s), in %.\n"
+    return "\n".join(lines) + f"\n\nMean ± standard deviation over {seeds} seed(s), in %.\n" + _left_out_line(first)
+
+
+def _left_out_line(result: dict) -> str:
+    """The queries Recall@K, MAP@R and R-Precision leave out, when there are any."""
+    left_out = result.get("queries_left_out", 0)
+    return f"Queries with no other image of their class to find, left out of Recall@K, MAP@R and R-Precision: {left_out}.\n" if left_out else ""
 
 
 def retrieval_examples(model: EmbeddingModel, splits: RetrievalSplits, config: RetrievalConfig, k: int = 5):

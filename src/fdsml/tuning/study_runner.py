@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from fdsml import fingerprints
+from fdsml import fingerprints, plugins
 from fdsml.config import ConfigError, closest_key, parse, with_overlay
 from fdsml.tuning.arms import STUDIES_DIR, arm_results, open_arms_study, run_arms
 from fdsml.tuning.study_file import NamedStep, StudyDefinition, Unit, arm_steps, arm_study_keys, parameter_overlay, scaled, tables, units
@@ -129,19 +129,21 @@ def unit_parameters(study: StudyDefinition, settings: StudySettings, base: dict,
     return with_overlay(params, own)
 
 
-def defining_sections(params: dict[str, Any], steps: tuple[Step, ...]) -> dict[str, Any]:
-    """The defining fields of every section ``steps`` read (paths, log intervals and workers left out)."""
+def defining_sections(params: dict[str, Any], steps: tuple[Step, ...]) -> tuple[dict[str, Any], set[str]]:
+    """The defining fields of every section ``steps`` read (paths, log intervals and workers left out), and the
+    modules of the plug-ins those sections select (:func:`fdsml.plugins.selected_modules`)."""
     import importlib
 
-    parsed = {}
+    parsed, modules = {}, set()
     for section in sorted({section for step in steps for section in step.sections}):
         module, function = SECTION_PARSERS[section]
         config = getattr(importlib.import_module(module), function)(params[section])
+        modules.update(plugins.selected_modules(config))
         if section == "fractals":
             parsed[section] = {key: value for key, value in params[section].items() if key != "outputs"}
         else:
             parsed[section] = fingerprints.defining_configuration(config)
-    return parsed
+    return parsed, modules
 
 
 def plan_units(study: StudyDefinition, settings: StudySettings, base: dict[str, Any]) -> dict[str, UnitPlan]:
@@ -153,25 +155,28 @@ def plan_units(study: StudyDefinition, settings: StudySettings, base: dict[str, 
         params = unit_parameters(study, settings, base, recipes, unit, last)
         steps = arm_steps(study, unit.arm)
         named = {name: chosen.named_steps[name] for name in steps if name in chosen.named_steps}
-        sections = defining_sections(params, tuple(resolved_step(study, name)[0] for name in steps))
+        sections, code = defining_sections(params, tuple(resolved_step(study, name)[0] for name in steps))
         definition = {"steps": list(steps), "seeds": unit.seeds, "sections": sections}
         if named:
             definition["named_steps"] = {name: {"step": found.step, "overlay": found.overlay} for name, found in named.items()}
-        _check_named_steps(params, named)
-        fingerprint = fingerprints.fingerprint(definition, code="fdsml.tuning.study_steps")[:16]
+        code |= _check_named_steps(params, named)
+        fingerprint = fingerprints.fingerprint(definition, code=("fdsml.tuning.study_steps", *sorted(code)))[:16]
         unit_dir = Path(settings.run_dir) / str(settings.name) / "units" / fingerprint
         params = with_overlay(params, {"retrieval.run_dir": str(unit_dir / "retrieval"), "classification.run_dir": str(unit_dir / "classification")})
         plans[unit.name] = UnitPlan(unit, params, steps, fingerprint, named)
     return plans
 
 
-def _check_named_steps(params: dict[str, Any], named: dict[str, NamedStep]) -> None:
-    """Each named step's overlay changes keys the unit's parameters have, to values the sections' parsers accept."""
+def _check_named_steps(params: dict[str, Any], named: dict[str, NamedStep]) -> set[str]:
+    """Each named step's overlay changes keys the unit's parameters have, to values the sections' parsers accept;
+    the modules of the plug-ins the overlaid sections select."""
+    modules = set()
     for name, found in named.items():
         try:
-            defining_sections(with_overlay(params, found.overlay, only_existing=True), (STEPS[found.step],))
+            modules |= defining_sections(with_overlay(params, found.overlay, only_existing=True), (STEPS[found.step],))[1]
         except ConfigError as error:
             raise ConfigError(f"named_steps.{name}.overlay: {error}") from error
+    return modules
 
 
 def run_step(plan: UnitPlan, name: str, state: dict[str, Any]) -> Metrics:

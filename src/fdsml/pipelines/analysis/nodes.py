@@ -70,6 +70,6 @@ def plot_triplet_grid(fractal_codes: pd.DataFrame, params_fractals: dict, params
     return triplet_grid(fractal_codes, spec, config.grids.triplets_per_filter, config.rng(3))
 
 
-def collect_metrics(trajectory_metrics: dict, gradcam_metrics: dict, params: dict) -> dict:
-    """Trajectory smoothness and Grad-CAM similarity means in one JSON: ``analysis_metrics``."""
-    return pictures.analysis_metrics(trajectory_metrics, gradcam_metrics, parse_analysis_params(params))
+def collect_metrics(trajectory_metrics: dict, gradcam_metrics: dict, pretrained_model: dict[str, Any], params: dict) -> dict:
+    """Trajectory smoothness and Grad-CAM similarity means in one JSON, with the pre-trained trunk they describe: ``analysis_metrics``."""
+    return pictures.analysis_metrics(trajectory_metrics, gradcam_metrics, parse_analysis_params(params), pretrained_model)

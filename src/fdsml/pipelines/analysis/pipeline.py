@@ -54,7 +54,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             Node(
                 func=collect_metrics,
-                inputs=["analysis_trajectory_metrics", "analysis_gradcam_metrics", "params:analysis"],
+                inputs=["analysis_trajectory_metrics", "analysis_gradcam_metrics", "pretrained_model", "params:analysis"],
                 outputs="analysis_metrics",
                 name="collect_analysis_metrics_node",
             ),

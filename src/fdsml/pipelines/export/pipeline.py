@@ -1,4 +1,4 @@
-"""The ``export`` pipeline: ``kedro run --pipelines=export`` (after ``pretrain``; ``retrieval`` adds its metrics to the card)."""
+"""The ``export`` pipeline: ``kedro run --pipelines=export`` (after ``pretrain``; ``retrieval`` of this model adds its metrics to the card)."""
 
 from kedro.pipeline import Node, Pipeline
 
@@ -14,6 +14,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "pretrained_model",
                     "pretrain_history",
                     "retrieval_table_if_any",
+                    "retrieval_metrics_if_any",
                     "params:export",
                 ],
                 outputs="exported_backbone",

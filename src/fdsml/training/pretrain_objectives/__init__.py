@@ -6,11 +6,13 @@
 * ``label_triplet``: control, a triplet loss whose class labels alone decide positive and negative;
 * ``pml``: control, a pair-based pytorch-metric-learning loss on the class labels (Multi-Similarity).
 
-A module holds its settings (``pretrain.<name>``, every one a plain key a study can search),
-the objective the loop calls, and its :class:`~fdsml.training.pretrain_objectives.recipe.ObjectiveRecipe`
-decorated with :func:`register_objective`. A new objective is one new file and its import below
-(docs/architecture.md, "Where does a new X go"): imported by name, so that every objective's code
-enters the fingerprint of a run (:func:`fdsml.fingerprints.code_digest` reads imports, not registrations).
+A module holds its settings (``pretrain.<name>``, every one a plain key a study can search; its
+defaults where the configuration has no block), the objective the loop calls, and its
+:class:`~fdsml.training.pretrain_objectives.recipe.ObjectiveRecipe` decorated with
+:func:`register_objective`. A new objective is one new file in this folder, found by the registry
+(:mod:`fdsml.plugins`), or one module of your own package named by an entry point of group
+``fdsml.objectives`` (docs/plugins.md). Nothing imports an objective by name: its code enters the
+fingerprint of the runs that select it, and of no other (:mod:`fdsml.fingerprints`).
 """
 
 from __future__ import annotations
@@ -24,8 +26,6 @@ from fdsml.training.pretrain_objectives.recipe import (
     register_objective,
     with_objective_sections,
 )
-
-from fdsml.training.pretrain_objectives import fdsl, fdsl_pa, label_triplet, pa_triplet, pml  # noqa: F401  (each registers its own)
 
 __all__ = [
     "BatchNeed",

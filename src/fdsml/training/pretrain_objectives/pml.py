@@ -22,7 +22,8 @@ class PairLossSettings:
     def __post_init__(self):
         if self.loss not in PAIR_LOSSES:
             raise ConfigError(f"loss: unknown pair loss {self.loss!r}; choose one of {', '.join(PAIR_LOSSES)}")
-        try:
+        PAIR_LOSSES.check_options(self.loss, self.options, "options")
+        try:  # the values, as the library checks them
             build_pair_loss(self.loss, **self.options)
         except (TypeError, ValueError) as error:
             raise ConfigError(f"options: {self.loss} does not take {self.options}: {error}") from None

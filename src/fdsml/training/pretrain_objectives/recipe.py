@@ -4,7 +4,8 @@ A recipe describes, not trains: the dataclass of its settings (``pretrain.<name>
 it needs, the triplets it mines per batch, the model head it trains and the objective the loop
 calls (``objective(model, batch, step) -> (loss, parts)``, :mod:`fdsml.training.objectives`).
 Pre-training, its plan and its checks ask the recipe ``pretrain.objective`` names; none of them
-branches on a name.
+branches on a name. The registry finds its recipes itself (:func:`fdsml.plugins.discover`): every module
+of this package, and every entry point of group ``fdsml.objectives``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, ClassVar, Literal
 
 from torch import nn
 
+from fdsml import fingerprints, plugins
 from fdsml.config import ConfigError
 from fdsml.training.pretrain_objectives.triplet_settings import TripletLossSettings
 
@@ -89,6 +91,13 @@ class ObjectiveRecipe:
 
 
 _RECIPES: dict[str, ObjectiveRecipe] = {}
+PACKAGE = "fdsml.training.pretrain_objectives"
+ENTRY_POINTS = "fdsml.objectives"
+
+
+def _recipes() -> dict[str, ObjectiveRecipe]:
+    plugins.discover(PACKAGE, ENTRY_POINTS)
+    return _RECIPES
 
 
 def register_objective(cls: type[ObjectiveRecipe]) -> type[ObjectiveRecipe]:
@@ -100,23 +109,30 @@ def register_objective(cls: type[ObjectiveRecipe]) -> type[ObjectiveRecipe]:
 
 
 def known_objectives() -> tuple[str, ...]:
-    return tuple(sorted(_RECIPES))
+    return tuple(sorted(_recipes()))
 
 
 def objective_recipe(name: str, key: str = "objective") -> ObjectiveRecipe:
     """The recipe registered as ``name``; an unknown name raises ``ConfigError`` naming ``key`` and the known ones."""
     try:
-        return _RECIPES[name]
+        return _recipes()[name]
     except (KeyError, TypeError):
         raise ConfigError(f"{key}: {name!r} is not accepted; choose one of {', '.join(map(repr, known_objectives()))}") from None
 
 
 def with_objective_sections(cls: type) -> type:
     """Class decorator on pre-training's configuration dataclass: one more field per registered objective, named
-    after it and holding its settings, so that ``pretrain.<name>.<key>`` is parsed, checked and fingerprinted
-    like any other key, whichever objective is selected."""
+    after it and holding its settings (its defaults where the configuration has no block), so that
+    ``pretrain.<name>.<key>`` is parsed and checked like any other key, whichever objective is selected; only the
+    selected objective's section defines a run (its fingerprint reads no other)."""
     sections: list[tuple[str, type, Any]] = [
-        (name, recipe.settings, dataclasses.field(default_factory=recipe.settings)) for name, recipe in _RECIPES.items()
+        (name, recipe.settings, fingerprints.defining_when(_selects(name), default_factory=recipe.settings))
+        for name, recipe in sorted(_recipes().items())
     ]
     namespace = {"__doc__": cls.__doc__, "__module__": cls.__module__, "__qualname__": cls.__qualname__}
     return dataclasses.make_dataclass(cls.__name__, sections, bases=(cls,), frozen=True, namespace=namespace)
+
+
+def _selects(name: str):
+    """Whether a pre-training configuration selects objective ``name``."""
+    return lambda config: config.objective == name

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from fdsml.data import DatasetLayoutError
-from fdsml.data.classification_datasets import FASHION_MNIST_ROOT, read_classification_dataset, read_idx
+from fdsml.data.classification_datasets import read_classification_dataset
+from fdsml.data.readers.fashion_mnist import FASHION_MNIST_ROOT, read_idx
 from tests.dependencies import require_file
 
 INSTALLED = FASHION_MNIST_ROOT / "t10k-labels-idx1-ubyte.gz"

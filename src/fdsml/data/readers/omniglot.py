@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import logging
 import zipfile
 from pathlib import Path, PurePosixPath
 
@@ -30,7 +31,9 @@ from PIL import Image
 from fdsml.data.layout import DatasetLayoutError, require_folder
 from fdsml.data.retrieval_datasets import ImageRecords, RetrievalSplits, register_reader
 
-EMBEDDED_ROOT = Path(__file__).parent / "embedded" / "omniglot"
+logger = logging.getLogger(__name__)
+
+EMBEDDED_ROOT = Path(__file__).parents[1] / "embedded" / "omniglot"
 ZIPS = {
     "images_background_small1.zip": "f38eb80f801274ac2b4dff5b24289016bfaba4a7d5bb50deebf27104ad6cb8a4",
     "images_background_small2.zip": "3ccaa407515a8778e5d0861875af38b17e418f301ad5bb3b5a6b65d901a41c7f",
@@ -50,6 +53,7 @@ def read_omniglot_images(root: Path | None = None) -> tuple[np.ndarray, np.ndarr
     """
     root = EMBEDDED_ROOT if root is None else require_folder(root, "Omniglot", _EXPECTED)
     files: dict[PurePosixPath, bytes] = {}
+    shared: set[PurePosixPath] = set()
     for name, digest in ZIPS.items():
         path = root / name
         if not path.is_file():
@@ -62,8 +66,13 @@ def read_omniglot_images(root: Path | None = None) -> tuple[np.ndarray, np.ndarr
                 if member.endswith(".png"):
                     key = PurePosixPath(*PurePosixPath(member).parts[1:])  # without the set's own folder
                     data = archive.read(member)
-                    if files.setdefault(key, data) != data:
-                        raise DatasetLayoutError(f"Omniglot: {key} differs between the two sets; use the published zips")
+                    if key in files:
+                        if files[key] != data:
+                            raise DatasetLayoutError(f"Omniglot: {key} differs between the two sets; use the published zips")
+                        shared.add(key)
+                    files[key] = data
+    alphabets = sorted({key.parts[0] for key in shared})
+    logger.debug("Omniglot: %d images (%s) are in both background sets as shipped: each counted once", len(shared), ", ".join(alphabets))
     keys = sorted(files)
     characters = sorted({key.parts[:2] for key in keys})
     label_of = {character: label for label, character in enumerate(characters)}

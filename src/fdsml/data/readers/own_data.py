@@ -18,6 +18,8 @@ datasets' runs and metrics never mix; a classification dataset keeps the layout'
 from __future__ import annotations
 
 import csv
+import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +42,14 @@ class LabelledImages:
     paths: tuple[Path, ...]
     classes: tuple[str, ...]
     splits: tuple[str, ...] | None = None
+
+    def in_reading_order(self) -> LabelledImages:
+        """The images by class (in :meth:`records`' order), then by path: the one order of both layouts, so that
+        the same images as class folders or as a CSV, listed in any order, are the same dataset to the last bit."""
+        key = _class_order_key(self.classes)
+        order = sorted(range(len(self.paths)), key=lambda i: (key(self.classes[i]), str(self.paths[i])))
+        splits = None if self.splits is None else tuple(self.splits[i] for i in order)
+        return LabelledImages(tuple(self.paths[i] for i in order), tuple(self.classes[i] for i in order), splits)
 
     def records(self) -> tuple[ImageRecords, tuple[str, ...]]:
         """The images with labels 0..C-1 in sorted class order (numerically when every class is a number), and the names."""
@@ -70,25 +80,32 @@ def read_class_folders(root: Path) -> LabelledImages:
             )
         paths += images
         labels += [folder.name] * len(images)
-    return LabelledImages(tuple(paths), tuple(labels))
+    return LabelledImages(tuple(paths), tuple(labels)).in_reading_order()
 
 
 def read_csv_listing(path: Path) -> LabelledImages:
     """A CSV with the columns path, label and optionally split; every listed image must exist."""
     if not path.is_file():
         raise DatasetLayoutError(f"{path}: CSV file not found; root must be the CSV file itself ({CSV_LAYOUT})")
-    with path.open(newline="", encoding="utf-8") as stream:
-        reader = csv.DictReader(stream)
-        columns = set(reader.fieldnames or ())
-        if not {"path", "label"} <= columns:
-            raise DatasetLayoutError(f"{path}: the header must name the columns path and label (found {sorted(columns)}); {CSV_LAYOUT}")
-        rows = list(reader)
+    try:  # utf-8-sig: a spreadsheet's byte-order mark is not part of the first column's name
+        with path.open(newline="", encoding="utf-8-sig") as stream:
+            reader = csv.DictReader(stream)
+            columns = set(reader.fieldnames or ())
+            rows = list(reader)
+    except UnicodeDecodeError as error:
+        raise DatasetLayoutError(
+            f"{path}: not UTF-8 text ({error.reason} at byte {error.start}); save it as CSV in UTF-8 (a spreadsheet's "
+            "'CSV UTF-8') and run again"
+        ) from None
+    if not {"path", "label"} <= columns:
+        raise DatasetLayoutError(f"{path}: the header must name the columns path and label (found {sorted(columns)}); {CSV_LAYOUT}")
     if not rows:
         raise DatasetLayoutError(f"{path}: lists no image; {CSV_LAYOUT}")
     for number, row in enumerate(rows, start=2):
         if not (row["path"] or "").strip() or not (row["label"] or "").strip():
             raise DatasetLayoutError(f"{path} line {number}: path and label must both be given; fix or remove the line")
     paths = tuple(path.parent / row["path"].strip() for row in rows)
+    _refuse_repeated_paths(path, paths)
     missing = [(number, p) for number, p in enumerate(paths, start=2) if not p.is_file()]
     if missing:
         shown = ", ".join(f"line {n}: {p}" for n, p in missing[:3])
@@ -106,7 +123,21 @@ def read_csv_listing(path: Path) -> LabelledImages:
                 f"{path} line {number}: unknown split {unknown[0]!r}; the split column holds train or test "
                 "(or drop the column to split by class)"
             )
-    return LabelledImages(paths, tuple(row["label"].strip() for row in rows), splits)
+    return LabelledImages(paths, tuple(row["label"].strip() for row in rows), splits).in_reading_order()
+
+
+def _refuse_repeated_paths(listing: Path, paths: tuple[Path, ...]) -> None:
+    """An image listed twice (two exports merged) would find its own copy at distance 0: refused, with its lines."""
+    lines: dict[str, list[int]] = {}
+    for number, image in enumerate(paths, start=2):
+        lines.setdefault(os.path.normpath(image), []).append(number)
+    repeated = [(image, numbers) for image, numbers in lines.items() if len(numbers) > 1]
+    if repeated:
+        shown = ", ".join(f"lines {' and '.join(map(str, numbers[:2]))}: {os.path.relpath(image, listing.parent)}" for image, numbers in repeated[:3])
+        raise DatasetLayoutError(
+            f"{listing}: images listed more than once ({len(repeated)}: {shown}); a repeated image finds its own "
+            "copy and inflates the scores: list each image once (remove the repeated lines)"
+        )
 
 
 # --- retrieval: a zero-shot split by class --------------------------------------------------------------------
@@ -187,6 +218,13 @@ def _split_listing(images: LabelledImages, seed: int) -> dict[str, LabelledImage
             raise DatasetLayoutError(
                 f"classes {few[:3]} have one image: drawing a train / test split needs at least 2 per class; add images, "
                 "or give the split (train/ and test/ sub-folders, or a split column)"
+            )
+        drawn = math.ceil(DIGITS_TEST_FRACTION * len(images.paths))  # as scikit-learn rounds the test share
+        if min(drawn, len(images.paths) - drawn) < len(counts):
+            raise DatasetLayoutError(
+                f"{len(images.paths)} images of {len(counts)} classes: a {DIGITS_TEST_FRACTION:.0%} test draw of {drawn} "
+                "images cannot hold every class in both splits; add images, or give the split (train/ and test/ "
+                "sub-folders, or a split column)"
             )
         indices = np.arange(len(images.paths))
         _, test = train_test_split(indices, test_size=DIGITS_TEST_FRACTION, stratify=np.array(images.classes), random_state=seed)

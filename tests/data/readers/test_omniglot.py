@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fdsml.data import DatasetLayoutError, read_retrieval_dataset, recommended_ks
-from fdsml.data.omniglot import EMBEDDED_ROOT, TEST_ALPHABETS, TRAIN_ALPHABETS, VALIDATION_ALPHABET, read_omniglot_images
+from fdsml.data.readers.omniglot import EMBEDDED_ROOT, TEST_ALPHABETS, TRAIN_ALPHABETS, VALIDATION_ALPHABET, read_omniglot_images
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import pytest
 from fdsml.data import DatasetLayoutError, read_retrieval_dataset
 from fdsml.data.classification_datasets import read_classification_dataset
 
-from ..own_images import write_csv_listing, write_image_folder, write_png
+from tests.own_images import write_csv_listing, write_image_folder, write_png
 
 
 def test_a_class_folder_dataset_trains_on_the_first_half_of_its_sorted_classes(tmp_path):
@@ -119,3 +119,53 @@ def test_classification_without_a_given_split_draws_one_per_class_from_the_seed(
     listing = write_csv_listing(tmp_path / "pets.csv", classes=2, per_class=3, splits={0: "train", 1: "test"})
     with pytest.raises(DatasetLayoutError, match=r"classes \['bird0', 'bird1'\] are in only one of train and test"):
         read_classification_dataset("csv", listing)
+
+
+def test_a_csv_saved_with_a_byte_order_mark_reads_and_one_in_another_encoding_is_named(tmp_path):
+    listing = write_csv_listing(tmp_path / "birds.csv", classes=4, per_class=2)
+    plain = read_retrieval_dataset("csv", listing)
+    listing.write_bytes(b"\xef\xbb\xbf" + listing.read_bytes())  # as spreadsheet programs save "CSV UTF-8"
+    marked = read_retrieval_dataset("csv", listing)
+    assert marked.train.paths == plain.train.paths and marked.test.paths == plain.test.paths
+    listing.write_bytes(listing.read_text(encoding="utf-8-sig").replace("bird", "oiseau\u00e9").encode("utf-16"))
+    with pytest.raises(DatasetLayoutError, match=r"birds.csv: not UTF-8 text .*; save it as CSV in UTF-8"):
+        read_retrieval_dataset("csv", listing)
+
+
+def test_an_image_listed_twice_in_a_csv_is_refused_with_its_lines(tmp_path):
+    listing = write_csv_listing(tmp_path / "birds.csv", classes=4, per_class=2)
+    header, *rows = listing.read_text().splitlines()
+    listing.write_text("\n".join([header, *rows, *rows]) + "\n")  # two exports merged
+    with pytest.raises(
+        DatasetLayoutError,
+        match=r"birds.csv: images listed more than once \(8: lines 2 and 10: images/0_0.png, lines 3 and 11: "
+        r"images/0_1.png, .*\); .*list each image once",
+    ):
+        read_retrieval_dataset("csv", listing)
+    listing.write_text("\n".join([header, *rows, rows[0].replace("images/", "./images/")]) + "\n")  # one file, two spellings
+    with pytest.raises(DatasetLayoutError, match=r"images listed more than once \(1: lines 2 and 10: images/0_0.png\)"):
+        read_retrieval_dataset("csv", listing)
+
+
+def test_the_same_images_as_class_folders_and_as_a_csv_in_any_order_are_the_same_dataset(tmp_path):
+    root = write_image_folder(tmp_path / "birds", classes=5, per_class=5)
+    for old, new in (("class_00", "10"), ("class_01", "9"), ("class_02", "2"), ("class_03", "1"), ("class_04", "30")):
+        (root / old).rename(root / new)  # numeric names: 1, 2, 9 before 10 before 30, where the text order differs
+    rows = [f"{image.relative_to(tmp_path)},{image.parent.name}" for image in sorted(root.rglob("*.png"))]
+    np.random.default_rng(0).shuffle(rows)
+    (tmp_path / "birds.csv").write_text("path,label\n" + "\n".join(rows) + "\n")
+    folders, listed = read_retrieval_dataset("imagefolder", root), read_retrieval_dataset("csv", tmp_path / "birds.csv")
+    for part in ("train", "test"):
+        assert getattr(folders, part).paths == getattr(listed, part).paths
+        assert getattr(folders, part).labels.tolist() == getattr(listed, part).labels.tolist()
+    assert [p.parent.name for p in folders.train.paths] == ["1"] * 5 + ["2"] * 5
+    assert [p.name for p in folders.train.paths] == [f"{i}.png" for i in range(5)] * 2
+    drawn = [read_classification_dataset(name, source, seed=3) for name, source in (("imagefolder", root), ("csv", tmp_path / "birds.csv"))]
+    assert drawn[0].train.paths == drawn[1].train.paths and drawn[0].test.paths == drawn[1].test.paths
+    assert drawn[0].class_names == drawn[1].class_names == ("1", "2", "9", "10", "30")
+
+
+def test_a_listing_too_small_for_a_drawn_split_to_hold_every_class_is_named(tmp_path):
+    root = write_image_folder(tmp_path / "pets", classes=4, per_class=3)  # a 20 % draw of 12 images is 3: fewer than 4 classes
+    with pytest.raises(DatasetLayoutError, match=r"12 images of 4 classes: a 20% test draw of 3 images cannot hold every class"):
+        read_classification_dataset("imagefolder", root)
