@@ -2,11 +2,10 @@
 
     python benchmarks/chamfer_speed.py --size 256 --pairs 64 --brute-pairs 2 --json
 
-Times, in one run on the same pairs: one pair at a time; the batched call (over Numba's
-threads, NUMBA_NUM_THREADS); two ``scipy.ndimage.distance_transform_cdt(metric="taxicab")``
-transforms per pair (the library route); and the brute-force all-pairs formula (chunked
-``scipy.spatial.distance.cdist``, on the first ``--brute-pairs`` pairs only: it is slow).
-Prints each as ms per pair and as a ratio to the single-pair time, and checks all agree.
+Times, in one run on the same pairs: one pair at a time; the batched call (over Numba's threads, NUMBA_NUM_THREADS);
+two ``scipy.ndimage.distance_transform_cdt(metric="taxicab")`` transforms per pair (the library route); and the
+brute-force all-pairs formula (chunked ``scipy.spatial.distance.cdist``, on the first ``--brute-pairs`` pairs only:
+it is slow). Prints each as ms per pair and as a ratio to the single-pair time, and checks all agree.
 """
 
 from __future__ import annotations
@@ -72,20 +71,13 @@ def main() -> None:
     agree_brute = bool(np.allclose(ours[: args.brute_pairs], reference, atol=1e-9))
     agree_scipy = bool(np.allclose(ours, [scipy_cdt(x, y) for x, y in zip(a, b)], atol=1e-9))
     single_ms = per_pair(single, args.pairs)
-    result = {
-        "size": args.size,
-        "pairs": args.pairs,
-        "occupancy": round(float(np.mean(a != 0)), 3),
-        "single_ms_per_pair": round(single_ms, 4),
-        "batched_ms_per_pair": round(per_pair(batched, args.pairs), 4),
-        "scipy_cdt_ms_per_pair": round(per_pair(library, args.pairs), 4),
-        "brute_force_ms_per_pair": round(per_pair(brute, args.brute_pairs), 1),
-        "batched_speedup": round(single / batched, 2),
-        "scipy_cdt_over_single": round(per_pair(library, args.pairs) / single_ms, 2),
-        "brute_force_over_single": round(per_pair(brute, args.brute_pairs) / single_ms, 1),
-        "agrees_with_brute_force": agree_brute,
-        "agrees_with_scipy_cdt": agree_scipy,
-    }
+    result = {"size": args.size, "pairs": args.pairs, "occupancy": round(float(np.mean(a != 0)), 3),
+              "single_ms_per_pair": round(single_ms, 4), "batched_ms_per_pair": round(per_pair(batched, args.pairs), 4),
+              "scipy_cdt_ms_per_pair": round(per_pair(library, args.pairs), 4),
+              "brute_force_ms_per_pair": round(per_pair(brute, args.brute_pairs), 1), "batched_speedup": round(single / batched, 2),
+              "scipy_cdt_over_single": round(per_pair(library, args.pairs) / single_ms, 2),
+              "brute_force_over_single": round(per_pair(brute, args.brute_pairs) / single_ms, 1),
+              "agrees_with_brute_force": agree_brute, "agrees_with_scipy_cdt": agree_scipy}  # fmt: skip
     print_result(result, args.json)
 
 

@@ -3,11 +3,9 @@
     python benchmarks/decode_check.py --images 400 --width 500 --height 375
     python benchmarks/decode_check.py --images 100000 --width 64 --height 48
 
-Writes ``--images`` random JPEG photographs (CUB's typical size by default) into a temporary folder, half of them
-training and half test images, then times, in one run on the same files: the first check (every file read, hashed,
-decoded and its pixels hashed), a second check (every file read and hashed, none decoded: the cache knows them all)
-and a check after 1 % of the files changed, each with the search for copies; and that search alone. Prints each as
-images/s, the second's speed-up over the first and the search's share of the second.
+Times, in one run on ``--images`` random JPEGs (CUB's typical size by default; half training, half test images): the
+first check (every file read, hashed, decoded, its pixels hashed), a cached second (none decoded), one after 1 % of the
+files changed, each with the search for copies, and that search alone, as images/s and ratios to the first.
 """
 
 from __future__ import annotations
@@ -27,21 +25,17 @@ from timing import parser, seconds
 
 def write_images(folder: Path, count: int, width: int, height: int, seed: int = 0) -> list[Path]:
     """``count`` JPEGs of smooth random colour (photograph-like sizes in bytes, not noise)."""
-    rng = np.random.default_rng(seed)
-    paths = []
-    for index in range(count):
+    rng, paths = np.random.default_rng(seed), [folder / f"{index:06d}.jpg" for index in range(count)]
+    for path in paths:
         small = rng.integers(0, 255, (height // 25 + 1, width // 25 + 1, 3), dtype=np.uint8)
-        image = Image.fromarray(small).resize((width, height), Image.BILINEAR)
-        paths.append(folder / f"{index:06d}.jpg")
-        image.save(paths[-1], quality=90)
+        Image.fromarray(small).resize((width, height), Image.BILINEAR).save(path, quality=90)
     return paths
 
 
 def main() -> None:
     command = parser(__doc__)
-    command.add_argument("--images", type=int, default=400)
-    command.add_argument("--width", type=int, default=500)
-    command.add_argument("--height", type=int, default=375)
+    for name, default in (("--images", 400), ("--width", 500), ("--height", 375)):
+        command.add_argument(name, type=int, default=default)
     args = command.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         paths = write_images(Path(folder), args.images, args.width, args.height)
@@ -50,14 +44,11 @@ def main() -> None:
         parts = {"train": ImageRecords(labels=np.arange(half), paths=paths[:half]), "test": ImageRecords(labels=np.arange(len(paths) - half), paths=paths[half:])}
         check = lambda: check_no_leaks("benchmark", parts, ("test",))  # noqa: E731
         first, second = seconds(check), seconds(check)
-        digests = image_digests(parts, "benchmark")
-        search = seconds(lambda: leaked_copies(digests, ("test",)))
-        changed = paths[:: 100]
-        for path in changed:
+        search = seconds(lambda digests=image_digests(parts, "benchmark"): leaked_copies(digests, ("test",)))
+        for path in (changed := paths[::100]):
             Image.open(path).transpose(Image.FLIP_LEFT_RIGHT).save(path, quality=90)
         third = seconds(check)
-    count = len(paths)
-    print(f"{count} images of {args.width} x {args.height} px (JPEG)")
+    print(f"{(count := len(paths))} images of {args.width} x {args.height} px (JPEG)")
     print(f"first check (decode all)       {count / first:9.0f} images/s")
     print(f"second check (cached)          {count / second:9.0f} images/s  ({first / second:.1f}x the first)")
     print(f"after {len(changed)} files changed       {count / third:9.0f} images/s  ({first / third:.1f}x the first)")

@@ -36,14 +36,8 @@ from timing import parser  # noqa: E402
 
 def environment(folder: Path) -> dict[str, str]:
     """The user's environment with this interpreter's tools first and the copy's code ahead of any installed one."""
-    return os.environ | {
-        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
-        "PYTHONPATH": str(folder / "src"),
-        "KEDRO_DISABLE_TELEMETRY": "1",
-        "DO_NOT_TRACK": "1",
-        "HF_HUB_OFFLINE": "1",
-        "DVC_NO_ANALYTICS": "1",
-    }
+    return os.environ | {"PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(folder / "src"),
+                         "KEDRO_DISABLE_TELEMETRY": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "DVC_NO_ANALYTICS": "1"}  # fmt: skip
 
 
 def stage_names(folder: Path) -> list[str]:
@@ -67,9 +61,8 @@ def time_stage(stage: str, folder: Path, log: Path) -> tuple[float, float]:
     """(wall, CPU) seconds of ``dvc repro --single-item stage`` in ``folder``; its output goes to ``log``; a failure stops the run."""
     cpu, started = children_cpu(), time.perf_counter()
     with log.open("w") as out:
-        code = subprocess.run(
-            ["dvc", "repro", "--single-item", stage], cwd=folder, env=environment(folder), stdout=out, stderr=subprocess.STDOUT
-        ).returncode
+        repro = ["dvc", "repro", "--single-item", stage]
+        code = subprocess.run(repro, cwd=folder, env=environment(folder), stdout=out, stderr=subprocess.STDOUT).returncode
     seconds = time.perf_counter() - started
     if code:
         sys.exit(f"stage {stage} failed (exit {code}) after {seconds:.0f} s: see {log}")

@@ -1,17 +1,17 @@
 """Host synchronisations left on the training hot path: how many per step, and where.
 
-A step of each objective (PA-Triplet batch mining, CouCE in full, the plain proxy loss as the
-baseline) runs forward, backward and an optimiser step while every call that reads a tensor's
-value on the host is counted (``item``, ``tolist``, ``bool()``, ``int()``, ``float()``, an
-index taken from a tensor): on a GPU each one makes the host wait for the device. The count is
-printed per step, by the innermost line of the project's code that led to it (a read inside a
-library, e.g. pytorch-metric-learning's loss, is listed at the project's call), beside the
-baseline's. Collectives (DDP, ``gather_across_ranks``) are not in these single-process steps. On CUDA, torch's own sync
-detector (``torch.cuda.set_sync_debug_mode``) counts what it sees too.
+A step of each objective (PA-Triplet batch mining, CouCE in full, the plain proxy loss as the baseline) runs forward,
+backward and an optimiser step while every call that reads a tensor's value on the host is counted (``item``,
+``tolist``, ``bool()``, ``int()``, ``float()``, an index taken from a tensor): on a GPU each one makes the host wait
+for the device. The count is printed per step, by the innermost line of the project's code that led to it (a read
+inside a library, e.g. pytorch-metric-learning's loss, is listed at the project's call), beside the baseline's.
+Collectives (DDP, ``gather_across_ranks``) are not in these single-process steps. On CUDA, torch's own sync detector
+(``torch.cuda.set_sync_debug_mode``) counts what it sees too.
 
-The device source's rendering (``pretrain.data.source: device``), staged one batch ahead as the loop
-does, is counted apart, reads and copies to the host (``.cpu()``) and ``torch.cuda.synchronize``
-included: on a GPU as it runs (side stream and hand-over included); without one through the same code with the kernel under Triton's interpreter, counting the project's own calls.
+The device source's rendering (``pretrain.data.source: device``), staged one batch ahead as the loop does, is counted
+apart, reads and copies to the host (``.cpu()``) and ``torch.cuda.synchronize`` included: on a GPU as it runs (side
+stream and hand-over included); without one through the same code with the kernel under Triton's interpreter,
+counting the project's own calls.
 
     python benchmarks/host_syncs.py [--device cpu|cuda] [--steps 3]
 """
@@ -97,11 +97,9 @@ def device_source_reads(device: torch.device, steps: int) -> collections.Counter
 
 
 def objectives(classes: int, embedding: int) -> dict:
-    return {
-        "proxy loss (baseline)": ProxyObjective(build_proxy_loss("proxy_anchor", classes, embedding)),
-        "PA-Triplet, batch mining": PATripletObjective("same", "batch"),
-        "CouCE, every module": build_couce_objective(CouCESettings(dictionary_size=64), "proxy_anchor", classes, embedding),
-    }
+    return {"proxy loss (baseline)": ProxyObjective(build_proxy_loss("proxy_anchor", classes, embedding)),
+            "PA-Triplet, batch mining": PATripletObjective("same", "batch"),
+            "CouCE, every module": build_couce_objective(CouCESettings(dictionary_size=64), "proxy_anchor", classes, embedding)}  # fmt: skip
 
 
 def main() -> None:
@@ -113,11 +111,9 @@ def main() -> None:
     args = command.parse_args()
     device, batch_size, embedding = torch.device(args.device), args.classes * args.instances, 16
     generator = torch.Generator().manual_seed(0)
-    batch = {
-        "image": torch.randn(batch_size, 3, 32, 32, generator=generator).to(device),
-        "label": (torch.arange(batch_size) // args.instances).to(device),
-        "psi": torch.randn(batch_size, 12, generator=generator, dtype=torch.float64).to(device),
-    }
+    batch = {"image": torch.randn(batch_size, 3, 32, 32, generator=generator).to(device),
+             "label": (torch.arange(batch_size) // args.instances).to(device),
+             "psi": torch.randn(batch_size, 12, generator=generator, dtype=torch.float64).to(device)}  # fmt: skip
     print(f"host reads per training step on {device} (batch {batch_size}, {args.steps} steps after one warm-up)")
     for name, objective in objectives(args.classes, embedding).items():
         torch.manual_seed(0)

@@ -1,6 +1,7 @@
 """Images/s of ONE DataLoader worker feeding pre-training, and how many workers keep one GPU fed.
 
     python benchmarks/loader_throughput.py --size 256 --points 100000 --mode patch --img-size 224 --images 512 --model-speed 3000
+    python benchmarks/loader_throughput.py --fresh --classes 10 --instances 10 --rounds 3 --json   # fresh instances
 
 Reads FineFractalDB items through the training loop's own loader (one persistent worker,
 epoch-tagged indices) from the codes table (rendered in the worker, fresh noise) and from
@@ -10,6 +11,11 @@ the same uint8 items fetched and collated one by one; and float32 x 3 channels a
 input size, converted in the worker per item (shipped first). Prints one table, every ratio measured in
 this run (best of ``--rounds`` interleaved rounds): images/s, bytes per item, the renderer alone
 for comparison, and the workers needed to feed a model training at ``--model-speed`` images/s.
+
+``--fresh``: loader time per image, fresh instances (``pretrain.data.instances: fresh``: perturbation, contraction
+check, occupancy rejection, descriptor) against the table's (fresh rendering noise), items read one by one in the
+main process (what one worker does) from a small generated table at the embedded default's rendering (64 px, 4,000
+points) and the published one (256 px, 100,000 points), fastest of ``--rounds`` alternating rounds (target: at most 1.20).
 """
 
 from __future__ import annotations
@@ -33,13 +39,16 @@ from fdsml.data.epoch_items import EpochBatches, epoch_loader  # noqa: E402
 from fdsml.families import FamilySpec  # noqa: E402
 from fdsml.families.finefractaldb import FINEFRACTALDB  # noqa: E402
 from fdsml.ifs import RenderSettings, determinant_probabilities, psi, sample_sigma_factor_code  # noqa: E402
-from fdsml.ifs.finefractaldb import FineFractalDBConfig  # noqa: E402
+from fdsml.families.generation import generate_table  # noqa: E402
+from fdsml.ifs.finefractaldb import ClassFilter, FineFractalDBConfig  # noqa: E402
 from timing import interleaved, parser, seconds  # noqa: E402
 
 
 BATCHED, PER_ITEM, CONVERTED = "uint8 (1, S, S), a batch per call", "uint8 (1, S, S), an item per call", "float32 x 3, converted per item"
 TARGET = 1_000
 """Images/s one worker must render from the table at the published rendering (256 px, 100,000 points, patch)."""
+FRESH_SETTINGS = {"default 64 px / 4k points": RenderSettings(size=64, points=4_000),
+                  "published 256 px / 100k points": RenderSettings(size=256, points=100_000)}  # fmt: skip
 
 
 class PerItem(Dataset):
@@ -72,15 +81,9 @@ def codes_table(rows: int, distinct: int, seed: int) -> pd.DataFrame:
     codes = [sample_sigma_factor_code(rng, (2, 4), (5.0, 6.0), (-1.0, 1.0)) for _ in range(distinct)]
     probabilities = [determinant_probabilities(code) for code in codes]
     picks = np.arange(rows) % distinct
-    return pd.DataFrame({
-        "class_id": picks,
-        "coefficients": [codes[p].ravel() for p in picks],
-        "probabilities": [probabilities[p] for p in picks],
-        "psi": [psi(codes[p], probabilities[p]) for p in picks],
-        "seed": rng.integers(0, 2**62, size=rows),
-        "position": 0,  # each row its class code unperturbed (factor 1)
-        "factor": 1.0,
-    })
+    return pd.DataFrame({"class_id": picks, "coefficients": [codes[p].ravel() for p in picks], "probabilities": [probabilities[p] for p in picks],
+                         "psi": [psi(codes[p], probabilities[p]) for p in picks], "seed": rng.integers(0, 2**62, size=rows),
+                         "position": 0, "factor": 1.0})  # fmt: skip  (each row its class code unperturbed: factor 1)
 
 
 def write_shards(dataset: FractalCodesDataset, count: int, folder: Path, per_shard: int = 256) -> None:
@@ -124,8 +127,44 @@ def device_conversion(dataset, batch: int, device: torch.device, repeats: int = 
     return repeats * batch / seconds(lambda: [dataset.model_input(images) for _ in range(repeats)], device)
 
 
+def seconds_per_image(dataset: FractalCodesDataset, epoch: int) -> float:
+    """Seconds per item of one pass over ``dataset`` at ``epoch``, item by item."""
+    dataset.set_epoch(epoch)
+    started = time.perf_counter()
+    for index in range(len(dataset)):
+        dataset[index]
+    return (time.perf_counter() - started) / len(dataset)
+
+
+def fresh_against_table(render: RenderSettings, args) -> dict:
+    """ms per image of the table's instances and of fresh ones, at ``render``, and their ratio."""
+    config = FineFractalDBConfig(n_classes=args.classes, instances_per_class=args.instances, render=render,
+                                 class_filter=ClassFilter(size=128, points=20_000))  # fmt: skip
+    spec = FamilySpec(FINEFRACTALDB, config)
+    table, summary = generate_table(spec)
+    datasets = {"table": FractalCodesDataset(table, spec, seed=0, fresh_noise=True), "fresh": FractalCodesDataset(table, spec, seed=0, instances="fresh")}
+    for dataset in datasets.values():  # compile and warm caches outside the timing
+        dataset[0]
+    rounds = interleaved({name: lambda round_, d=d: seconds_per_image(d, round_ + 1) for name, d in datasets.items()}, args.rounds)
+    table_s, fresh_s = (min(rounds[name]) for name in ("table", "fresh"))
+    return {"table_ms": 1e3 * table_s, "fresh_ms": 1e3 * fresh_s, "ratio": fresh_s / table_s,
+            "instance_acceptance_rate": summary["instance_acceptance_rate"], "images_per_round": len(table)}  # fmt: skip
+
+
+def fresh_main(args) -> None:
+    results = {name: fresh_against_table(render, args) for name, render in FRESH_SETTINGS.items()}
+    print(f"{'setting':<32} {'table ms/img':>13} {'fresh ms/img':>13} {'fresh/table':>12}")
+    for name, result in results.items():
+        print(f"{name:<32} {result['table_ms']:>13.3f} {result['fresh_ms']:>13.3f} {result['ratio']:>12.3f}")
+    if args.json:
+        print(json.dumps(results))
+
+
 def main() -> None:
-    command = parser(__doc__)
+    command = parser(__doc__, "--json")
+    command.add_argument("--fresh", action="store_true", help="fresh instances against the table's, per image")
+    command.add_argument("--classes", type=int, default=10, help="--fresh: classes of the generated table")
+    command.add_argument("--instances", type=int, default=10, help="--fresh: instances per class")
     command.add_argument("--size", type=int, default=256, help="rendered size (px)")
     command.add_argument("--points", type=int, default=100_000)
     command.add_argument("--mode", choices=("point", "patch"), default="patch")
@@ -137,6 +176,8 @@ def main() -> None:
     command.add_argument("--model-speed", type=float, default=3000.0, help="images/s the model trains at on one GPU")
     args = command.parse_args()
     torch.set_num_threads(1)
+    if args.fresh:
+        return fresh_main(args)
 
     render = RenderSettings(size=args.size, points=args.points, mode=args.mode)
     table = codes_table(max(args.rows, args.images + 2 * args.batch), distinct=64, seed=0)

@@ -5,23 +5,26 @@
     python benchmarks/render_speed.py --walkers 1,128 --compare /tmp/render_main.py --json
     python benchmarks/render_speed.py --family visual_atom --images 200 --reference-images 10 --json
     python benchmarks/render_speed.py --family rcdb --images 500 --reference-images 40 --json
+    python benchmarks/render_speed.py --generate --classes 100 --instances 1000 --workers 2   # a table, extrapolated
 
-FineFractalDB (``fdsml.ifs.render``, the default) renders the same codes with each ``--walkers``
-count (interleaved orbits), the counts interleaved over ``--rounds`` rounds, and prints images/s,
-ns per point and the ratio to the first count, all in CPU time of the rendering thread, with the
-share and ns per point of each pass (orbit, framing, drawing); it also times a bare chaos-game loop
-(one serial chain, nothing stored), the floor of a single orbit. ``--compare FILE`` loads another
-version of ``fdsml/ifs/render.py`` (e.g. main's) beside this one and times it in the same rounds,
-so the rows of both and this one's speed-up over it come from one run; it also checks that both
-draw the same bytes.
+FineFractalDB (``fdsml.ifs.render``, the default) renders the same codes with each ``--walkers`` count (interleaved
+orbits), the counts interleaved over ``--rounds`` rounds, and prints images/s, ns per point and the ratio to the
+first count, all in CPU time of the rendering thread, with the share and ns per point of each pass (orbit, framing,
+drawing); it also times a bare chaos-game loop (one serial chain, nothing stored), the floor of a single orbit.
+``--compare FILE`` loads another version of ``fdsml/ifs/render.py`` (e.g. main's) beside this one and times it in the
+same rounds, so the rows of both and this one's speed-up over it come from one run; it also checks that both draw the
+same bytes.
 
-VisualAtom and RCDB render instances drawn with the original ranges at ``--size`` (512, the
-original scripts' default) and at 224 px, and time two PIL references of ours on the first
-``--reference-images`` of the same instances at ``--size``, in the same run:
-``pil_per_segment`` has the original scripts' structure (a Python loop over the vertices of every
-orbit, one ``ImageDraw.line`` per segment) but computes the noise with NumPy, so it is a lower
-bound on their cost; ``pil_per_orbit`` is a lean PIL renderer (NumPy vertices, one
-``ImageDraw.line`` per orbit). The ratios are our images/s over theirs.
+VisualAtom and RCDB render instances drawn with the original ranges at ``--size`` (512, the original scripts'
+default) and at 224 px, and time two PIL references of ours on the first ``--reference-images`` of the same instances
+at ``--size``, in the same run: ``pil_per_segment`` has the original scripts' structure (a Python loop over the
+vertices of every orbit, one ``ImageDraw.line`` per segment) but computes the noise with NumPy, so it is a lower
+bound on their cost; ``pil_per_orbit`` is a lean PIL renderer (NumPy vertices, one ``ImageDraw.line`` per orbit). The
+ratios are our images/s over theirs.
+
+``--generate`` times FineFractalDB's generation (class filter, perturbations, occupancy renderings) of ``--classes``
+x ``--instances`` at ``--size`` / ``--points`` on ``--workers`` processes; every class costs the same on average, so
+it scales linearly to ``--full-classes``.
 """
 
 from __future__ import annotations
@@ -41,9 +44,11 @@ import numpy as np  # noqa: E402
 from PIL import Image, ImageDraw  # noqa: E402
 
 from fdsml.families import get_family  # noqa: E402
+from fdsml.families.finefractaldb import generate_finefractaldb  # noqa: E402
 from fdsml.families.orbits import REFERENCE_SIZE  # noqa: E402
 from fdsml.families.perlin import perlin_curve  # noqa: E402
-from fdsml.ifs import determinant_probabilities, render, sample_sigma_factor_code  # noqa: E402
+from fdsml.ifs import RenderSettings, determinant_probabilities, render, sample_sigma_factor_code  # noqa: E402
+from fdsml.ifs.finefractaldb import FineFractalDBConfig  # noqa: E402
 from timing import interleaved, parser, print_result  # noqa: E402
 
 SMALL_SIZE = 224
@@ -121,10 +126,8 @@ def _time_renderer(renderer, codes, probabilities, args, walkers: int) -> tuple[
 
 def _same_bytes(renderers, codes, probabilities, args, walkers: int) -> bool:
     """Whether every renderer draws the first codes alike."""
-    images = [
-        [r.render(code, p, size=args.size, points=args.points, seed=i, mode=args.mode, walkers=walkers).tobytes() for r in renderers]
-        for i, (code, p) in enumerate(zip(codes[:5], probabilities[:5]))
-    ]
+    images = [[r.render(code, p, size=args.size, points=args.points, seed=i, mode=args.mode, walkers=walkers).tobytes() for r in renderers]
+              for i, (code, p) in enumerate(zip(codes[:5], probabilities[:5]))]  # fmt: skip
     return all(len(set(drawn)) == 1 for drawn in images)
 
 
@@ -168,29 +171,17 @@ def fractal_speed(args) -> dict:
     for (name, walkers), spent in seconds.items():
         split = passes[name, walkers]
         share = split / split.sum()
-        row = {
-            "walkers": walkers,
-            "images_per_s": round(images / spent, 1),
-            "ns_per_point": round(1e9 * spent / total_points, 3),
-            "ratio_to_one_walker": round(seconds[name, walker_counts[0]] / spent, 2),
-            **{f"share_{part}": round(float(share[k]), 3) for k, part in enumerate(PASSES)},
-            **{f"{part}_ns_per_point": round(1e9 * split[k] / total_points, 3) for k, part in enumerate(PASSES)},
-        }
+        row = {"walkers": walkers, "images_per_s": round(images / spent, 1), "ns_per_point": round(1e9 * spent / total_points, 3),
+               "ratio_to_one_walker": round(seconds[name, walker_counts[0]] / spent, 2),
+               **{f"share_{part}": round(float(share[k]), 3) for k, part in enumerate(PASSES)},
+               **{f"{part}_ns_per_point": round(1e9 * split[k] / total_points, 3) for k, part in enumerate(PASSES)}}  # fmt: skip
         if name == "this" and args.compare:
             row["speedup_over_compared"] = round(seconds["compared", walkers] / spent, 3)
             row["same_bytes_as_compared"] = _same_bytes(list(renderers.values()), codes, probabilities, args, walkers)
         rows[name].append(row)
-    result = {
-        "family": "finefractaldb",
-        "mode": args.mode,
-        "size": args.size,
-        "points": args.points,
-        "images": args.images,
-        "rounds": args.rounds,
-        "clock": "CPU time of the rendering thread",
-        "floor_ns_per_point": round(1e9 * floor_seconds / total_points, 3),
-        "walkers": rows["this"],
-    }
+    result = {"family": "finefractaldb", "mode": args.mode, "size": args.size, "points": args.points, "images": args.images,
+              "rounds": args.rounds, "clock": "CPU time of the rendering thread",
+              "floor_ns_per_point": round(1e9 * floor_seconds / total_points, 3), "walkers": rows["this"]}  # fmt: skip
     if args.compare:
         result["compared"] = {"file": args.compare, "walkers": rows["compared"]}
     return result
@@ -266,27 +257,37 @@ def orbit_speed(args) -> dict:
     small = _images_per_second(lambda instance, seed: family.render(instance, settings, seed, SMALL_SIZE), instances)
     reference = instances[: args.reference_images]
     ours_on_reference = _images_per_second(lambda instance, seed: family.render(instance, settings, seed, size), reference)
-    result = {
-        "family": args.family,
-        "size": size,
-        "images": args.images,
-        "images_per_s": round(ours, 1),
-        f"images_per_s_at_{SMALL_SIZE}": round(small, 1),
-        "mean_vertices_x_orbits": round(float(np.mean([i.vertices * i.orbits for i in instances])), 1),
-        "reference_images": len(reference),
-        "images_per_s_on_reference_images": round(ours_on_reference, 1),
-    }
+    result = {"family": args.family, "size": size, "images": args.images, "images_per_s": round(ours, 1),
+              f"images_per_s_at_{SMALL_SIZE}": round(small, 1),
+              "mean_vertices_x_orbits": round(float(np.mean([i.vertices * i.orbits for i in instances])), 1),
+              "reference_images": len(reference), "images_per_s_on_reference_images": round(ours_on_reference, 1)}  # fmt: skip
     for name, renderer in (("pil_per_segment", pil_per_segment), ("pil_per_orbit", pil_per_orbit)):
-        theirs = _images_per_second(
-            lambda instance, seed: renderer(instance, family.style, settings.noise_cells, size, seed), reference
-        )
+        theirs = _images_per_second(lambda instance, seed: renderer(instance, family.style, settings.noise_cells, size, seed), reference)
         result[f"{name}_images_per_s"] = round(theirs, 2)
         result[f"ratio_to_{name}"] = round(ours_on_reference / theirs, 1)
     return result
 
 
+def generation_speed(args) -> dict:
+    """FineFractalDB's generation: seconds, instances/s and the minutes extrapolated to ``--full-classes``."""
+    config = FineFractalDBConfig(n_classes=args.classes, instances_per_class=args.instances,
+                                 render=RenderSettings(size=args.size or 256, points=args.points), workers=args.workers)  # fmt: skip
+    _, summary = generate_finefractaldb(config)
+    seconds = summary["seconds"]
+    return {"classes": args.classes, "instances_per_class": args.instances, "workers": args.workers, "seconds": seconds,
+            "instances_per_s": round(summary["n_instances"] / seconds, 1),
+            "extrapolated_full_minutes": round(seconds * args.full_classes / args.classes / 60, 1),
+            "class_acceptance_rate": round(summary["class_acceptance_rate"], 3),
+            "instance_acceptance_rate": round(summary["instance_acceptance_rate"], 3)}  # fmt: skip
+
+
 def main() -> None:
     command = parser(__doc__, "--json")
+    command.add_argument("--generate", action="store_true", help="FineFractalDB's generation of a table instead")
+    command.add_argument("--classes", type=int, default=100, help="--generate: classes generated")
+    command.add_argument("--instances", type=int, default=1000, help="--generate: instances per class")
+    command.add_argument("--workers", type=int, default=2, help="--generate: generator processes")
+    command.add_argument("--full-classes", type=int, default=1000, help="--generate: classes extrapolated to")
     command.add_argument("--family", choices=("finefractaldb", "visual_atom", "rcdb"), default="finefractaldb")
     command.add_argument("--size", type=int, default=None, help="image side (default: 256 for fractals, 512 otherwise)")
     command.add_argument("--points", type=int, default=100_000)
@@ -298,7 +299,9 @@ def main() -> None:
     command.add_argument("--rounds", type=int, default=3, help="FineFractalDB: interleaved rounds over the walker counts")
     command.add_argument("--compare", default=None, help="FineFractalDB: another version of fdsml/ifs/render.py, timed in the same rounds")
     args = command.parse_args()
-    if args.family == "finefractaldb":
+    if args.generate:
+        result = generation_speed(args)
+    elif args.family == "finefractaldb":
         args.size = args.size or 256
         result = fractal_speed(args)
     else:

@@ -1,17 +1,14 @@
 """The full retrieval metric set at SOP's test shape: total time and where it goes.
 
-Random embeddings (default 60,000 x 512) in 11,316 classes (default; every class gets 5 or 6
-items, as in SOP's test split of 60,502 images) go through
-:func:`fdsml.evaluation.retrieval.retrieval_metrics` once (Recall@1/10/100/1000, MAP@R,
-R-Precision, NMI) under cProfile. Printed: the total, and the cumulative time of the parts:
-faiss's neighbour search and k-means, scikit-learn's NMI, pytorch-metric-learning's label
-counts, and MAP@R and R-Precision.
+Random embeddings (default 60,000 x 512) in 11,316 classes (default; every class gets 5 or 6 items, as in SOP's test
+split of 60,502 images) go through :func:`fdsml.evaluation.retrieval.retrieval_metrics` once (Recall@1/10/100/1000,
+MAP@R, R-Precision, NMI) under cProfile. Printed: the total, and the cumulative time of the parts: faiss's neighbour
+search and k-means, scikit-learn's NMI, pytorch-metric-learning's label counts, and MAP@R and R-Precision.
 
-Then the part pytorch-metric-learning spends in its per-class loop (``get_relevance_mask``: one
-pass over every query label per class, run by its MAP@R and by its R-Precision), which we no
-longer run: its MAP@R and R-Precision against ours on the same neighbour lists (random labels,
-the shape of the search's: items x max K), timed and checked equal. ``--loop-only`` runs just
-that part (minutes instead of the full set's 10-30 minutes on 2 cores).
+Then the part pytorch-metric-learning spends in its per-class loop (``get_relevance_mask``: one pass over every query
+label per class, run by its MAP@R and by its R-Precision), which we no longer run: its MAP@R and R-Precision against
+ours on the same neighbour lists (random labels, the shape of the search's: items x max K), timed and checked equal.
+``--loop-only`` runs just that part (minutes instead of the full set's 10-30 minutes on 2 cores).
 
     python benchmarks/retrieval_metrics_scale.py [--items 60000] [--dim 512] [--classes 11316] [--threads N] [--loop-only] [--json]
 """
@@ -71,14 +68,10 @@ def per_class_loop(labels: np.ndarray, neighbours: int, rng: np.random.Generator
     knn_labels = query_labels[torch.from_numpy(rng.integers(0, len(labels), (len(labels), neighbours)))]
     counts = accuracy_calculator.get_label_match_counts(query_labels, query_labels, accuracy_calculator.EQUALITY)
     _, not_lone = accuracy_calculator.get_lone_query_labels(query_labels, counts, True, accuracy_calculator.EQUALITY)
-    inputs = dict(
-        knn_labels=knn_labels, query_labels=query_labels, not_lone_query_mask=not_lone, ref_includes_query=True, label_counts=counts
-    )
+    inputs = dict(knn_labels=knn_labels, query_labels=query_labels, not_lone_query_mask=not_lone, ref_includes_query=True, label_counts=counts)
     timings, values = {}, {}
-    calculators = {
-        "pml": accuracy_calculator.AccuracyCalculator(include=("r_precision",), k=neighbours),
-        "ours": _RetrievalCalculator((1,), include=("r_precision",), k=neighbours),
-    }
+    calculators = {"pml": accuracy_calculator.AccuracyCalculator(include=("r_precision",), k=neighbours),
+                   "ours": _RetrievalCalculator((1,), include=("r_precision",), k=neighbours)}  # fmt: skip
     for name, calculator in calculators.items():
         started = time.perf_counter()
         values[name] = (calculator.calculate_mean_average_precision_at_r(**inputs), calculator.calculate_r_precision(**inputs))
@@ -116,10 +109,8 @@ def main() -> None:
         print(f"{'total (retrieval_metrics, profiled)':<56} {total:>9.2f} {100.0:>6.1f}%")
         print("metrics:", ", ".join(f"{name} {value:.4f}" for name, value in figures["full"]["metrics"].items()))
     loop = figures["map_r_and_r_precision"]
-    print(
-        f"MAP@R + R-Precision on {args.items} x {max(args.ks)} neighbour labels: pytorch-metric-learning (per-class loop) "
-        f"{loop['pml_s']:.2f} s, ours {loop['ours_s']:.2f} s (same values)"
-    )
+    print(f"MAP@R + R-Precision on {args.items} x {max(args.ks)} neighbour labels: pytorch-metric-learning (per-class loop) "
+          f"{loop['pml_s']:.2f} s, ours {loop['ours_s']:.2f} s (same values)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,6 +1,5 @@
-"""What the scripts of benchmarks/ share: their command line, the configuration they read, the clock,
-rounds that alternate what they compare (so load on a shared machine hits every side alike), and
-the printed result."""
+"""What the scripts of benchmarks/ share: their command line, the configuration they read, the clock, rounds that
+alternate what they compare (so load on a shared machine hits every side alike), and the printed result."""
 
 from __future__ import annotations
 
@@ -36,10 +35,10 @@ def use_threads(count: int | None) -> None:
 
 
 def parameters(env: str) -> dict:
-    """conf/base's parameters overlaid with ``env``'s, as ``kedro run --env`` reads them."""
-    from kedro.config import OmegaConfigLoader
+    """conf/base's parameters overlaid key by key with ``env``'s, as ``kedro run --env`` reads them."""
+    from fdsml.config import env_parameters
 
-    return OmegaConfigLoader("conf", base_env="base", default_run_env=env)["parameters"]
+    return env_parameters("conf", env)
 
 
 def seconds(work: Callable[[], object], device: torch.device | str = "cpu") -> float:

@@ -1,10 +1,9 @@
 """Cost of PA-Triplet batch mining at large batches: time and peak memory for every filter.
 
-For each filter and batch size (P classes x K instances), runs ``mine_batch_triplets`` with
-``max_triplets`` (filter pools + uniform subsampling + descriptor ordering) and prints, as one
-table, the allowed triplets of the batch, the time (best of several runs, the least disturbed
-by other work on a shared machine), the peak memory of one call (CUDA allocator, or the host's
-resident-set peak), time as a ratio to the smallest batch, and triplets per forwarded image
+For each filter and batch size (P classes x K instances), runs ``mine_batch_triplets`` with ``max_triplets`` (filter
+pools + uniform subsampling + descriptor ordering) and prints, as one table, the allowed triplets of the batch, the
+time (best of several runs, the least disturbed by other work on a shared machine), the peak memory of one call (CUDA
+allocator, or the host's resident-set peak), time as a ratio to the smallest batch, and triplets per forwarded image
 against explicit mode (1/3 per image).
 
     python benchmarks/triplet_mining.py [--device cuda] [--sizes 256 512 1024] [--max-triplets 65536]
@@ -48,10 +47,8 @@ def main() -> None:
     use_threads(args.threads)
     device = torch.device(args.device)
 
-    print(
-        f"device {device}, {torch.get_num_threads()} CPU threads, K = {args.instances}, "
-        f"max_triplets = {args.max_triplets}, best of {args.repeats} runs"
-    )
+    print(f"device {device}, {torch.get_num_threads()} CPU threads, K = {args.instances}, "
+          f"max_triplets = {args.max_triplets}, best of {args.repeats} runs")  # fmt: skip
     print(f"{'filter':>6} {'B':>5} {'allowed':>13} {'kept':>7} {'ms':>9} {'peak MiB':>9} {'x vs B0':>8} {'vs explicit':>12}")
     for filter_name in FILTERS:
         base = None

@@ -50,3 +50,11 @@ def test_the_common_options_are_there_when_asked_for(monkeypatch):
     assert timing.parser("A benchmark.", "--threads").parse_args([]).threads is None  # torch's choice
     assert timing.parser("A benchmark.").description == "A benchmark."
     assert not hasattr(timing.parser("A benchmark.").parse_args([]), "threads")
+
+
+def test_an_environment_overrides_conf_base_key_by_key_as_kedro_run_reads_it(monkeypatch):
+    timing = load_benchmark("timing", monkeypatch)
+    params = timing.parameters("cpu")
+    assert params["pretrain"]["objective"] == "fdsl" and params["pretrain"]["train"]["max_steps"] == 5600  # conf/cpu's
+    assert params["pretrain"]["model"]["backbone"] == "resnet18" and params["pretrain"]["data"]["classes_per_batch"] == 8  # conf/base's
+    assert params["fractals"]["render"]["size"] == 48 and "holdout" in params["fractals"]

@@ -8,6 +8,7 @@ import torch
 import torch.multiprocessing as mp
 
 import fdsml.evaluation.embedding as embedding
+from fdsml import native_bf16
 from fdsml.data import ImageRecordsDataset, ImageTransform
 from fdsml.evaluation.classification import classification_metrics
 from fdsml.evaluation.frozen_probe import frozen_probe
@@ -32,17 +33,18 @@ def test_dataloader_workers_give_the_outputs_of_the_main_process():
     assert alone[0].dtype == torch.float32 and alone[0].shape == (REPLICA_IMAGES, 3)
 
 
-def test_the_trunk_runs_under_bf16_autocast_and_the_head_in_float32(monkeypatch):
-    """As on CUDA (autocast turned on for the CPU here): near ties must not flip on bf16 rounding in the head."""
-    monkeypatch.setattr(embedding, "AUTOCAST_DEVICES", ("cpu", "cuda"))
+@pytest.mark.parametrize("native", [True, False])
+def test_where_the_cpu_computes_bf16_the_trunk_runs_under_autocast_and_the_head_in_float32(monkeypatch, native):
+    """As on CUDA: near ties must not flip on bf16 rounding in the head; a CPU without native bf16 embeds in float32."""
+    monkeypatch.setattr(native_bf16, "cpu_has_native_bf16", lambda: native)
     model = tiny_embedding_model().eval()
     seen = {}
     model.backbone.register_forward_hook(lambda module, inputs, output: seen.update(trunk=output.dtype))
     model.head.register_forward_pre_hook(lambda module, inputs: seen.update(head=inputs[0].dtype))
     dataset = ImageRecordsDataset(replica_images().records, ImageTransform(16, crop_fraction=1.0))
     outputs, _ = embedding.model_outputs(model, dataset, batch_size=4)
-    assert seen == {"trunk": torch.bfloat16, "head": torch.float32}
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+    assert seen == {"trunk": torch.bfloat16 if native else torch.float32, "head": torch.float32}
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=native):
         features = model.features(torch.stack([dataset[i]["image"] for i in range(REPLICA_IMAGES)]))
     with torch.no_grad():
         torch.testing.assert_close(outputs, model.head(features.float()), rtol=0, atol=0)

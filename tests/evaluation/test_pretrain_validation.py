@@ -11,6 +11,7 @@ import torch
 
 from fdsml.data import ImageRecords, ImageRecordsDataset, ImageTransform, RetrievalSplits, fractal_input
 from fdsml.data.holdout import HoldoutSettings, split_table
+from fdsml.evaluation.embedding import trunk_autocast
 from fdsml.evaluation.classification import topk_accuracy
 from fdsml.evaluation.frozen_probe import frozen_probe
 from fdsml.evaluation.pretrain_validation import (
@@ -131,7 +132,8 @@ def _uncached_metrics(validation: PretrainValidation, model, probe: RetrievalSpl
     records through the frozen probe, every Recall@1 from the full retrieval metrics."""
     result = dict.fromkeys(METRICS, float("nan"))
     with evaluation_mode(model):
-        features = torch.cat([model.features(batch) for batch in validation.images.split(7)])
+        with trunk_autocast(torch.device("cpu")):  # every evaluation's trunk precision (bf16 where the CPU has it)
+            features = torch.cat([model.features(batch) for batch in validation.images.split(7)]).float()
         outputs = model.head(features)
         vectors = features if validation.classifier else outputs
         for name, triplets in validation.triplets.items():
@@ -176,7 +178,8 @@ def test_one_pass_over_two_parts_gives_each_part_its_own_features():
     floats, bytes_ = torch.rand(5, 3, 16, 16), torch.randint(0, 256, (7, 3, 16, 16), dtype=torch.uint8)
     with torch.no_grad():
         joint = trunk_features(model, [floats, bytes_], batch_size=4)  # batches 4 | 1 + 3 | 4
-        apart = [model.features(floats), model.features(bytes_.float() / 255.0)]
+        with trunk_autocast(torch.device("cpu")):
+            apart = [model.features(floats).float(), model.features(bytes_.float() / 255.0).float()]
         other_size = trunk_features(model, [floats, torch.rand(2, 3, 20, 20)], batch_size=4)
     assert [part.shape for part in joint] == [(5, 512), (7, 512)] and [part.shape[0] for part in other_size] == [5, 2]
     for mine, theirs in zip(joint, apart):

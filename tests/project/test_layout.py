@@ -96,3 +96,12 @@ def test_the_import_check_finds_each_way_of_importing_a_test_module(tmp_path):
     assert [line.split(": ")[0] for line in imports_of_test_modules(tmp_path)] == [
         "pkg/test_c.py:1", "pkg/test_d.py:1", "pkg/worker.py:2", "test_a.py:1",
     ]
+
+
+BENCHMARK_LINES = 2_000
+"""The most lines benchmarks/ may hold in all (HELPERS.md's standards): merge scripts that repeat each other."""
+
+
+def test_benchmarks_hold_at_most_two_thousand_lines():
+    lines = {path.name: len(path.read_text().splitlines()) for path in (ROOT / "benchmarks").glob("*.py")}
+    assert sum(lines.values()) <= BENCHMARK_LINES, sorted(lines.items(), key=lambda item: -item[1])

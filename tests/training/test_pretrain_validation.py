@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from fdsml import native_bf16
 from fdsml.config import ConfigError
 from fdsml.data.holdout import HoldoutSettings, split_table
 from fdsml.families import FamilySpec
@@ -108,8 +109,11 @@ def agreement_gain(table, run_dir, monkeypatch, swapped: bool) -> float:
 def gains(learning_table, tmp_path_factory):
     """The held-out gain of the right loss and of the loss with positives and negatives swapped, on the suite's
     one torch thread (tests/conftest.py): 40 steps amplify the float sums' order (seed 0 on two threads: +0.04
-    and -0.13)."""
+    and -0.13). The CPU counts as computing bf16 natively, so PA-Triplet trains in the precision it declares for
+    such a device: were that bf16, even with a float32 head, the swapped loss would no longer move the ordering
+    (docs/cpu.md, precision parity)."""
     with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(native_bf16, "cpu_has_native_bf16", lambda: True)
         return {
             swapped: agreement_gain(learning_table, tmp_path_factory.mktemp(f"swapped{swapped}"), monkeypatch, swapped)
             for swapped in (False, True)

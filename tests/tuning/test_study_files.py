@@ -46,6 +46,8 @@ def refused(tmp_path, change: dict, match: str):
         ({"arms": {"fdsl": {"study.steps": ["finetuen"]}}}, r"arms\.fdsl: step 'finetuen' is unknown \(did you mean finetune\?\)"),
         ({"table": {"metrics": ["finetuned.recal@1"]}}, r"table\.metrics: metric 'finetuned\.recal@1' is unknown \(did you mean finetuned\.recall@1\?\)"),
         ({"table": {"metrics": ["frozen.recall@1"], "reference": "scrach"}}, r"table\.reference: 'scrach' is no arm of the study \(did you mean scratch\?\)"),
+        ({"table": {"metrics": ["frozen.recall@1"], "arms": ["fdls"]}}, r"table\.arms: 'fdls' is no arm of the study \(did you mean fdsl\?\)"),
+        ({"table": {"metrics": ["frozen.recall@1"], "arms": ["fdsl"], "reference": "scratch"}}, r"table\.reference: 'scratch' is not among the table's arms; add it to table\.arms"),
         ({"tabel": {}}, r"unknown key\(s\) tabel \(did you mean study\.table\?\)"),
         ({"table": {"metrics": ["frozen.recall@1"], "every_combination": ["frozen.recal@1"]}}, r"table\.every_combination: metric 'frozen\.recal@1' is unknown"),
         ({"table": {"metrics": ["frozen.recall@1"], "intervals": ["frozen.recall@1"]}}, r"table\.trials: gain and intervals need the parameter"),
@@ -59,7 +61,7 @@ def refused(tmp_path, change: dict, match: str):
         ({**wide_sweeps([0.2, 1.8]), "named_steps": {"pretrain": {"step": "sweeps"}}}, r"named_steps\.pretrain: 'pretrain' is a step already"),
         ({**wide_sweeps([0.2, 1.8]), "table": {"metrics": ["wide.sweeps.n_sweep"]}}, r"table\.metrics: metric 'wide\.sweeps\.n_sweep' is unknown \(did you mean wide\.sweeps\.n_sweeps\?\)"),
     ],
-    ids=["arm key", "arm section", "arm value", "study key", "step", "metric", "reference", "file key", "every combination", "no trials", "trials key", "figure x", "figure metric", "more tables",
+    ids=["arm key", "arm section", "arm value", "study key", "step", "metric", "reference", "table arms", "reference not shown", "file key", "every combination", "no trials", "trials key", "figure x", "figure metric", "more tables",
          "inverted range", "range key", "named step's step", "named step's name", "named step's metric"],
 )
 def test_a_wrong_key_or_value_is_refused_naming_the_file_and_the_closest_key(tmp_path, change, match):

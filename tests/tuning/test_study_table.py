@@ -159,3 +159,27 @@ def test_a_page_run_at_a_scale_states_the_seeds_that_scale_ran_not_the_files():
     page, _ = study_report(study, StudySettings(name="t", scale="first"), results)
     assert "seeds `pretrain.train.seed` [1, 2], `retrieval.seeds` [[0]];" in page
     assert "At scale `first`" in page
+
+
+def agreement_unit(arm, seed, value):
+    return {"arm": arm, "seeds": {"pretrain.train.seed": seed}, "metrics": {"last.val_unseen_agreement_same": value}}
+
+
+def test_paired_differences_pair_each_seed_with_the_references_and_take_their_standard_error():
+    # per seed a - r: seed 0: 0.50 - 0.20 = 0.30, seed 1: 0.30 - 0.10 = 0.20, seed 2: 0.60 - 0.20 = 0.40 (the units
+    # arrive in another order for each arm); mean 0.30, sd 0.1, SE 0.1 / sqrt(3); Welch's on the same values: 0.133
+    study = with_table(reference="scratch", paired=True)
+    metric = "last.val_unseen_agreement_same"
+    unit = agreement_unit
+    results = [unit("scratch", 0, 0.20), unit("scratch", 1, 0.10), unit("scratch", 2, 0.20),
+               unit("fdsl", 2, 0.60), unit("fdsl", 0, 0.50), unit("fdsl", 1, 0.30)]  # fmt: skip
+    fdsl = study_rows(results, study)[1]
+    assert fdsl[f"diff {metric}"] == pytest.approx((0.30, 0.1 / math.sqrt(3)))
+    assert difference([0.6, 0.5, 0.3], [0.2, 0.1, 0.2])[1] == pytest.approx(math.sqrt(0.0233333 / 3 + 0.0033333 / 3), rel=1e-4)
+    assert f"{metric} - scratch (± paired SE)" in markdown_table(study_rows(results, study), study)
+
+
+def test_a_table_shows_only_its_arms_in_its_order():
+    study = with_table(arms=["fdsl"])
+    results = [agreement_unit("scratch", 0, 0.2), agreement_unit("fdsl", 0, 0.5)]
+    assert [row["arm"] for row in study_rows(results, study)] == ["fdsl"]

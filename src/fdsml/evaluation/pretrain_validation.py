@@ -42,6 +42,7 @@ from fdsml.data import RetrievalSplits
 from fdsml.data.epoch_items import collated
 from fdsml.data.holdout import HoldoutSplit
 from fdsml.evaluation.classification import topk_accuracy
+from fdsml.evaluation.embedding import trunk_autocast
 from fdsml.evaluation.retrieval import retrieval_metrics
 from fdsml.evaluation.validation_settings import ValidationSettings
 from fdsml.ifs.descriptor import descriptor_distance
@@ -164,8 +165,9 @@ class ProbeImages:
 
 
 def trunk_features(model: nn.Module, parts: list[torch.Tensor], batch_size: int) -> list[torch.Tensor]:
-    """The model's trunk features of each part's images (float, or uint8 read as [0, 1]), in batches of
-    ``batch_size`` across the parts' boundaries: one pass when the parts' images are the same size."""
+    """The model's trunk features (float32; the trunk under every evaluation's autocast,
+    :func:`~fdsml.evaluation.embedding.trunk_autocast`) of each part's images (float, or uint8 read as [0, 1]), in
+    batches of ``batch_size`` across the parts' boundaries: one pass when the parts' images are the same size."""
     if len({part.shape[1:] for part in parts}) > 1:
         return [features for part in parts for features in trunk_features(model, [part], batch_size)]
     device = next(model.parameters()).device
@@ -176,7 +178,8 @@ def trunk_features(model: nn.Module, parts: list[torch.Tensor], batch_size: int)
         last = min(first + batch_size, int(starts[-1]))
         pieces = [part[max(first - start, 0) : max(last - start, 0)] for part, start in zip(parts, starts)]
         batch = torch.cat([piece.float() / 255.0 if piece.dtype == torch.uint8 else piece for piece in pieces])
-        features.append(model.features(batch.to(device)))
+        with trunk_autocast(device):
+            features.append(model.features(batch.to(device)).float())
     return list(torch.cat(features).split(sizes))
 
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from fdsml.losses.precision import full_precision
 from fdsml.models.backbones import backbone_recipe, create_trunk
 from fdsml.models.heads import PROJECTIONS, classifier
 from fdsml.models.normalisation import INPUT_MEAN, INPUT_STD, Normalise, channel_values
@@ -86,7 +87,12 @@ class EmbeddingModel(nn.Module):
     """``normalise`` (the recorded input normalisation), ``backbone`` (timm trunk, pooled features), ``head``.
 
     It takes images in [0, 1]: every consumer feeds it the same way, whatever normalisation it records.
+    ``float32_head`` (not a weight: the training loop sets it from the run's precision,
+    :mod:`fdsml.training.precision`) computes the head in float32 on the trunk's features cast to float32,
+    whatever autocast the trunk runs under.
     """
+
+    float32_head: bool = False
 
     def __init__(self, spec: ModelSpec):
         super().__init__()
@@ -114,7 +120,8 @@ class EmbeddingModel(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """The embedding (embedding head) or the class logits (classifier head) of images in [0, 1]."""
-        return self.head(self.features(x))
+        head = full_precision(self.head) if self.float32_head else self.head
+        return head(self.features(x))
 
 
 def build_model(

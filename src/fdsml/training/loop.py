@@ -1,8 +1,8 @@
 """The training loop, read top to bottom: data, forward, loss, backward, step, schedule, log, checkpoint.
 
 One function for every objective (PA-Triplet, cross-entropy, proxy losses). It runs on the CPU
-or a GPU (bf16 autocast where the device computes bf16 natively: :mod:`fdsml.training.precision`;
-on CUDA channels-last, pinned memory, non-blocking copies), in one process or
+or a GPU (bf16 where the device computes it natively, in the parts the objective declares:
+:mod:`fdsml.training.precision`; on CUDA channels-last, pinned memory, non-blocking copies), in one process or
 one per GPU under ``torchrun`` (DDP). Every ``checkpoint_every`` steps and at the end rank 0
 writes its full state atomically; ``resume`` continues from there, and because every random draw
 is a function of (seed, epoch, step, rank), a resumed run ends with the weights of an
@@ -34,12 +34,12 @@ from fdsml.timers import Stopwatch
 from fdsml.run_events import StepReport, report_step
 from fdsml.seeds import replica_rank, step_seed
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
-from fdsml.training.model_setup import freeze_batchnorm, prepare_model, wrap_model
+from fdsml.training.model_setup import compute_head_in, freeze_batchnorm, prepare_model, wrap_model
 from fdsml.training.optimizer import build_optimizer, build_scheduler
 from fdsml.training.prefetch import Prefetcher, Staged
 from fdsml.training.resume import Resumable, resume_state
 from fdsml.training.training_plan import TrainingPlan
-from fdsml.training.precision import precision
+from fdsml.training.precision import Precision, precision
 
 logger = logging.getLogger(__name__)
 
@@ -153,9 +153,9 @@ class _Run:
     progress: Any = None
 
     @property
-    def computes_in(self) -> torch.dtype:
-        """The precision of the model's forward pass (:func:`~fdsml.training.precision.precision`)."""
-        return precision(self.loop.amp, self.context.device, self.parts.objective)
+    def computes_in(self) -> Precision:
+        """The precision of each part of the step (:func:`~fdsml.training.precision.precision`)."""
+        return precision(self.loop, self.context.device, self.parts.objective)
 
     def resume(self) -> None:
         """Continue from the checkpoint when it is this run's (:func:`~fdsml.training.resume.resume_state`)."""
@@ -168,12 +168,12 @@ class _Run:
             self.live(self.history)
 
     def announce(self) -> None:
-        """Say, first and in one line (main rank), where and how it trains: device, precision, world size."""
+        """Say, first and in one line (main rank), where and how it trains: device, each part's precision, world size."""
         plan, context = self.plan, self.context
         if context.is_main:
             logger.info(
-                "Training on %s in %s, world size %d: %d steps (%d per epoch), global batch %d, lr %.3g",
-                context.device, str(self.computes_in).removeprefix("torch."), context.world_size,
+                "Training on %s (%s), world size %d: %d steps (%d per epoch), global batch %d, lr %.3g",
+                context.device, self.computes_in, context.world_size,
                 plan.total_steps, plan.batches_per_replica, plan.global_batch, self.parts.optimizer.param_groups[1]["lr"],
             )
 
@@ -204,10 +204,10 @@ class _Run:
         watch = Stopwatch(context.device)
         torch.manual_seed(step_seed(loop.seed, self.step, replica_rank()))
         batch = staged.take()  # on CUDA the device waits here, inside step_s, for a batch still rendering
-        autocast = self.computes_in
-        # The model's forward in bf16 where it pays; every loss leaves autocast and computes in float32
-        # (fdsml.losses.precision), and so do the mining's descriptor distances, which read the batch's float32 psi.
-        with torch.autocast(device_type=context.device.type, dtype=autocast, enabled=autocast != torch.float32):
+        # The trunk in bf16 where the run's precision says so (the head too, unless the model computes it in float32:
+        # compute_head_in); every loss leaves autocast and computes in float32 (fdsml.losses.precision), and so do
+        # the mining's descriptor distances, which read the batch's float32 psi.
+        with torch.autocast(device_type=context.device.type, dtype=torch.bfloat16, enabled=self.computes_in.autocast):
             loss, metrics = parts.objective(wrapped, batch, self.step)
         parts.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -306,6 +306,7 @@ def train(
     parts = Resumable(model, objective, optimizer, build_scheduler(optimizer, optimizer_config, plan, loop.freeze_backbone_steps))
     run = _Run(parts, loop, optimizer_config, plan, context, Path(checkpoint_path), fingerprint, validation, live)
     run.announce()
+    compute_head_in(model, run.computes_in)
     run.resume()  # before DDP wraps the model: every replica starts from the resumed weights
     wrapped = wrap_model(model, loop, context)
     run.start()

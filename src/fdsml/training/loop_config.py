@@ -8,6 +8,7 @@ from typing import Literal
 
 from fdsml.config import ConfigError, require_fraction, require_positive
 from fdsml.fingerprints import non_defining
+from fdsml.training.precision import check_bf16_parts
 
 
 @dataclass(frozen=True)
@@ -59,11 +60,12 @@ class LoopConfig:
 
     ``num_workers`` cannot change the result (every image is drawn from (seed, epoch, index)),
     nor can the log and checkpoint intervals or ``resume``: they are not part of a run's fingerprint.
-    ``amp`` runs the forward pass under bf16 autocast where the device computes bf16 natively and the
-    objective takes it (:mod:`fdsml.training.precision`); false forces float32.
+    ``amp`` computes in bf16 where the device does so natively, in the parts the objective declares
+    (``bf16_parts``: the trunk, the head) or ``bf16_parts`` names (:mod:`fdsml.training.precision`); false
+    forces float32. The loss is float32 either way.
     ``compile`` runs the model through ``torch.compile`` (worth it on GPUs for long runs; off by
     default, as compiling costs minutes and fused kernels round differently; on the CPU conf/cpu's
-    step ran slower compiled than eager: benchmarks/cpu_compile.py).
+    step ran slower compiled than eager: benchmarks/pretrain_step.py --compile).
     ``sync_batchnorm`` normalises over the global batch under DDP (CUDA only: torch's
     SyncBatchNorm has no CPU kernel); otherwise each replica uses its own batch's statistics.
     """
@@ -73,6 +75,7 @@ class LoopConfig:
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
     amp: bool = True
+    bf16_parts: tuple[Literal["trunk", "head"], ...] | None = None
     channels_last: bool = True
     num_workers: int = non_defining(default=0)
     log_every: int = non_defining(default=10)
@@ -86,6 +89,8 @@ class LoopConfig:
 
     def __post_init__(self):
         require_positive("epochs", self.epochs)
+        if self.bf16_parts is not None:
+            object.__setattr__(self, "bf16_parts", check_bf16_parts(self.bf16_parts))
         if self.freeze_backbone_steps < 0:
             raise ConfigError(f"freeze_backbone_steps: must be >= 0, got {self.freeze_backbone_steps}")
         if self.max_steps is not None:

@@ -10,6 +10,7 @@ from torch.nn.parallel import DistributedDataParallel
 from fdsml import distributed
 from fdsml.config import ConfigError
 from fdsml.training.loop_config import LoopConfig
+from fdsml.training.precision import Precision
 
 
 def freeze_batchnorm(model: nn.Module) -> None:
@@ -17,6 +18,14 @@ def freeze_batchnorm(model: nn.Module) -> None:
     for module in model.modules():
         if isinstance(module, nn.modules.batchnorm._BatchNorm):
             module.eval()
+
+
+def compute_head_in(model: nn.Module, computes_in: Precision) -> None:
+    """Have ``model`` compute its head in ``computes_in``'s head precision (float32: on its trunk's features cast to
+    float32, autocast off). A model without a separate head (no ``float32_head``: not an
+    :class:`~fdsml.models.EmbeddingModel`) runs whole in its trunk's precision."""
+    if hasattr(model, "float32_head"):
+        model.float32_head = computes_in.float32_head
 
 
 def synchronised_batchnorm(model: nn.Module, loop: LoopConfig, context: distributed.DistContext) -> nn.Module:

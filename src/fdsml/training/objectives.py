@@ -4,8 +4,9 @@ An objective returns the loss and a dict of named parts (0-d tensors, numbers or
 :class:`~fdsml.timers.Stopwatch` timings) that the loop logs, reading them at log intervals.
 Extra trainable parameters (proxies) are the objective's own, with their own optimiser
 settings in ``param_groups``. The model's forward runs under the loop's autocast; every loss
-runs in float32 (:mod:`fdsml.losses.precision`). An objective that declines the CPU's bf16 autocast
-says so with ``cpu_bf16 = False`` (:mod:`fdsml.training.precision`).
+runs in float32 (:mod:`fdsml.losses.precision`). Which of the model's parts (trunk, head) compute in
+bf16 where the device has it is the objective's ``bf16_parts`` (:mod:`fdsml.training.precision`; none
+declared: both), the same on every device.
 
 Here live cross-entropy (FDSL's and classification's) and the proxy objective (retrieval's). The
 others live beside their settings: pre-training's in :mod:`fdsml.training.pretrain_objectives`,
@@ -55,9 +56,10 @@ class ProxyObjective(nn.Module):
     The proxies train at ``proxy_lr_multiplier`` x the lr.
     """
 
-    # float32 on the CPU: a bf16 fine-tuning killed and resumed did not end on the uninterrupted run's
-    # weights (tests/faults/test_kills.py), which a resumable run must; CUDA keeps its bf16 autocast.
-    cpu_bf16 = False
+    # Float32 in every part, on every device: fine-tuned in bf16 the proxy loss retrieves as in float32 (docs/cpu.md,
+    # precision parity), but a bf16 fine-tuning killed and resumed on the CPU does not end on the uninterrupted run's
+    # weights (tests/faults/test_kills.py, with a bf16 trunk and with trunk and head), which a resumable run must.
+    bf16_parts: tuple[str, ...] = ()
 
     def __init__(self, loss: nn.Module, proxy_lr_multiplier: float = 100.0):
         super().__init__()

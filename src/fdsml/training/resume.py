@@ -3,7 +3,7 @@
 Rank 0 alone decides whether to resume, from its own run folder, and sends the state to every
 replica before DDP wraps the model, so node-local run folders resume alike. A checkpoint is
 continued only when its fingerprint (what defines the run) matches this run's; one written at another
-world size, or in another precision (``precision``: bf16 autocast or float32), is refused with the fix.
+world size, or in another precision (``precision``: what the trunk and the head computed in), is refused with the fix.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from fdsml import distributed
 from fdsml.config import ConfigError
 from fdsml.models.checkpoint import load_checkpoint_file, save_checkpoint
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
-from fdsml.training.precision import precision
+from fdsml.training.precision import Precision, precision
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ class Resumable:
                 "optimizer_config": asdict(optimizer_config),
                 "fingerprint": fingerprint,
                 "world_size": context.world_size,
-                "precision": str(precision(loop.amp, context.device, self.objective)),
+                "precision": str(precision(loop, context.device, self.objective)),
             },
         )
 
@@ -88,7 +88,7 @@ def resume_state(
     if context.is_main and loop.resume and checkpoint_path.exists():
         state = load_checkpoint_file(checkpoint_path, map_location="cpu")
         written_by = state.get("world_size", context.world_size)
-        trained_in, computes_in = state.get("precision"), str(precision(loop.amp, context.device, objective))
+        trained_in, computes_in = state.get("precision"), str(precision(loop, context.device, objective))
         if written_by != context.world_size:
             outcome["refusal"] = (
                 f"{checkpoint_path}: written by {written_by} process(es), this run has {context.world_size}; "
@@ -111,10 +111,15 @@ def resume_state(
 def precision_refusal(checkpoint_path: Path, trained_in: str, computes_in: str, loop: LoopConfig, step_name: str) -> str:
     """Why a checkpoint trained in ``trained_in`` does not continue in ``computes_in``, naming the key and the fix."""
     step = step_name.split("/")[0]
-    fix = "true (on a device with bf16: CUDA, or a CPU with AVX512-BF16 or AMX)" if trained_in == str(torch.bfloat16) else "false"
+    parts = "null" if loop.bf16_parts is None else f"[{', '.join(loop.bf16_parts)}]"
+    fix = (
+        f"{step}.train.amp: false"
+        if trained_in == str(Precision())
+        else f"{step}.train.amp: true, with {step}.train.bf16_parts naming its bf16 parts, on a device that computes bf16 "
+        "natively (CUDA, or a CPU with AVX512-BF16 or AMX)"
+    )
     return (
-        f"{checkpoint_path}: trained in {trained_in.removeprefix('torch.')}, this run computes in "
-        f"{computes_in.removeprefix('torch.')} ({step}.train.amp: {str(loop.amp).lower()}); resuming would mix precisions "
-        f"in one run. Set {step}.train.amp: {fix} to continue it, or start over: remove {checkpoint_path.parent} "
-        f"or set {step}.train.resume: false"
+        f"{checkpoint_path}: trained in {trained_in}, this run computes in {computes_in} ({step}.train.amp: "
+        f"{str(loop.amp).lower()}, bf16_parts: {parts}); resuming would mix precisions in one run. Set {fix} to "
+        f"continue it, or start over: remove {checkpoint_path.parent} or set {step}.train.resume: false"
     )

@@ -38,7 +38,7 @@ def run_folder(run_dir: str | Path, fingerprint: str) -> Path:
 def training_runtime(loop, device: torch.device, objective: object = None) -> dict:
     """What a training run's result depends on beyond its settings: the libraries' versions and the
     resolved device type and precision of ``objective`` (``device: auto`` resolves differently on another machine)."""
-    return {"libraries": fingerprints.library_versions(), "device": device.type, "precision": str(precision(loop.amp, device, objective))}
+    return {"libraries": fingerprints.library_versions(), "device": device.type, "precision": str(precision(loop, device, objective))}
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,8 @@ class TableSettings:
     spread: str | None = None  # the seed key whose values give the spread (the other seed keys are averaged first); null: every combination
     reference: str | None = None  # the arm each row's difference (and its standard error) is to; null: no differences
     differences: tuple[str, ...] = ()  # the metrics whose differences are shown (empty: the first metric)
+    paired: bool = False  # differences per spread value (arms sharing their seeds), their mean ± its standard error
+    arms: tuple[str, ...] | None = None  # the arms this table shows, in this order (null: every arm, in the file's order)
     percent: bool = True  # metrics shown x 100 (in %), seconds never
     digits: int = 1
     every_combination: tuple[str, ...] = ()  # metrics whose std over every seed combination (nothing averaged first) gets a column
@@ -188,8 +190,12 @@ def _check_arms(study: StudyDefinition, path: Path) -> None:
         if "recipe" in own and study.recipes is None:
             raise ConfigError(f"{path}: arms.{name}: study.recipe names a recipe but the study has no recipes file (recipes: PATH)")
     for where, table in tables(study).items():
+        for arm in (arm for arm in table.arms or () if arm not in study.arms):
+            raise ConfigError(f"{path}: {where}.arms: {_none_of(arm, 'arm', study.arms)}")
         if table.reference is not None and table.reference not in study.arms:
             raise ConfigError(f"{path}: {where}.reference: {_none_of(table.reference, 'arm', study.arms)}")
+        if table.reference is not None and table.arms is not None and table.reference not in table.arms:
+            raise ConfigError(f"{path}: {where}.reference: {table.reference!r} is not among the table's arms; add it to {where}.arms")
         if table.spread is not None and table.spread not in study.seeds:
             raise ConfigError(f"{path}: {where}.spread: {_none_of(table.spread, 'seed key', study.seeds)}")
     for arm in (arm for arm in study.first if arm not in study.arms):

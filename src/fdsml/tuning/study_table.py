@@ -4,7 +4,9 @@ difference to a reference arm with its standard error.
 The spread is over the values of one seed key (``table.spread``, e.g. the pre-training seed): a
 unit's metrics are first averaged over the other seed keys (the fine-tuning seeds), so each
 pre-training seed counts once. The difference of arm a to the reference r is mean(a) - mean(r), its
-standard error sqrt(s_a^2 / n_a + s_r^2 / n_r) (independent runs, Welch's). A study may add columns: a
+standard error sqrt(s_a^2 / n_a + s_r^2 / n_r) (independent runs, Welch's); with ``table.paired`` (arms that
+share their seeds, e.g. one model trained in two precisions) it is the mean of the per-seed differences a - r
+over the seeds both ran, its standard error their standard deviation over sqrt(n). A study may add columns: a
 metric's std over every seed combination (``every_combination``: nothing averaged first, e.g. every
 (pre-training, fine-tuning) seed pair), a gain from one metric to another per spread value with the
 smallest gain over three binomial standard errors (``gain``), and a proportion's 95 % Wilson interval
@@ -34,8 +36,18 @@ def difference(values: Sequence[float], reference: Sequence[float]) -> tuple[flo
     return mean - base, math.sqrt(std**2 / len(values) + base_std**2 / len(reference))
 
 
-def arm_values(results: Sequence[Mapping[str, Any]], table: TableSettings) -> dict[str, dict[str, list[float]]]:
-    """Each arm's values of each metric (the table's and the gain's), one per value of the spread key (the other seed keys averaged), in that key's order.
+def paired_difference(values: Mapping[str, float], reference: Mapping[str, float]) -> tuple[float, float]:
+    """The mean of the differences ``values[seed] - reference[seed]`` over the seeds both hold, and its standard error
+    (their sample standard deviation over sqrt(n); NaN for fewer than two pairs)."""
+    differences = [values[seed] - reference[seed] for seed in values if seed in reference]
+    if len(differences) < 2:
+        return (differences[0] if differences else math.nan), math.nan
+    return statistics.mean(differences), statistics.stdev(differences) / math.sqrt(len(differences))
+
+
+def seed_values(results: Sequence[Mapping[str, Any]], table: TableSettings) -> dict[str, dict[str, dict[str, float]]]:
+    """Each arm's values of each metric (the table's and the gain's) by the value of the spread key (the other seed keys
+    averaged), in the order the units came.
 
     ``results``: one per unit, ``{"arm", "seeds": {key: value}, "metrics": {name: value}}``; a metric a unit does
     not yield (FDSL mines no triplets) is NaN, shown as n/a.
@@ -44,32 +56,43 @@ def arm_values(results: Sequence[Mapping[str, Any]], table: TableSettings) -> di
     for result in results:
         key = repr(result["seeds"].get(table.spread)) if table.spread else repr(sorted(result["seeds"].items()))
         groups.setdefault(result["arm"], {}).setdefault(key, []).append(result["metrics"])
-    values: dict[str, dict[str, list[float]]] = {}
-    for arm, by_seed in groups.items():
-        values[arm] = {}
-        ends = (table.gain.start, table.gain.end) if table.gain else ()
-        for metric in dict.fromkeys((*table.metrics, *ends)):
-            for runs in by_seed.values():
-                values[arm].setdefault(metric, []).append(statistics.mean(run.get(metric, math.nan) for run in runs))
-    return values
+    ends = (table.gain.start, table.gain.end) if table.gain else ()
+    return {
+        arm: {
+            metric: {seed: statistics.mean(run.get(metric, math.nan) for run in runs) for seed, runs in by_seed.items()}
+            for metric in dict.fromkeys((*table.metrics, *ends))
+        }
+        for arm, by_seed in groups.items()
+    }
+
+
+def arm_values(results: Sequence[Mapping[str, Any]], table: TableSettings) -> dict[str, dict[str, list[float]]]:
+    """:func:`seed_values` as lists, one value per value of the spread key."""
+    return {arm: {metric: list(by_seed.values()) for metric, by_seed in metrics.items()} for arm, metrics in seed_values(results, table).items()}
 
 
 def study_rows(results: Sequence[Mapping[str, Any]], study: StudyDefinition) -> list[dict[str, Any]]:
-    """The table's rows, in the file's arm order: arm, runs, and per metric its mean, std and difference to the reference."""
+    """The table's rows, in the order of its ``arms`` (or the file's): arm, runs, and per metric its mean, std and
+    difference to the reference."""
     table = study.table
+    by_seed = seed_values(results, table)
     values = arm_values(results, table)
     counts: dict[str, int] = {}
     for result in results:
         counts[result["arm"]] = counts.get(result["arm"], 0) + 1
     shown = table.differences or table.metrics[:1]
     rows = []
-    for arm in (arm for arm in study.arms if arm in values):
+    for arm in (arm for arm in (study.arms if table.arms is None else table.arms) if arm in values):
         row: dict[str, Any] = {"arm": arm, "runs": counts[arm], "spread_n": len(values[arm][table.metrics[0]])}
         for metric in table.metrics:
             row[metric] = mean_std(values[arm][metric])
         if table.reference in values and arm != table.reference:
             for metric in shown:
-                row[f"diff {metric}"] = difference(values[arm][metric], values[table.reference][metric])
+                row[f"diff {metric}"] = (
+                    paired_difference(by_seed[arm][metric], by_seed[table.reference][metric])
+                    if table.paired
+                    else difference(values[arm][metric], values[table.reference][metric])
+                )
         mine = [result for result in results if result["arm"] == arm]
         row |= _added_statistics(mine, values[arm], table)
         rows.append(row)
@@ -129,7 +152,8 @@ def markdown_table(rows: Sequence[Mapping[str, Any]], study: StudyDefinition) ->
     table = study.table
     shown = (table.differences or table.metrics[:1]) if table.reference else ()
     spread = table.spread or "seed combinations"
-    header = ["arm", "runs", f"n ({spread})", *table.metrics, *(f"{metric} - {table.reference} (± SE)" for metric in shown)]
+    error = "paired SE" if table.paired else "SE"
+    header = ["arm", "runs", f"n ({spread})", *table.metrics, *(f"{metric} - {table.reference} (± {error})" for metric in shown)]
     header += _added_headers(table)
     lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
     for row in rows:

@@ -52,7 +52,7 @@ class CrossEntropyPATripletObjective(nn.Module):
     and, like proxies, runs in float32 with the loss.
     """
 
-    cpu_bf16 = False  # a margin on embedding distances, as PATripletObjective's: float32 on the CPU
+    bf16_parts: tuple[str, ...] = ()  # a margin on embedding distances, as PATripletObjective's (docs/cpu.md, precision parity)
 
     def __init__(
         self, triplet: PATripletObjective, num_classes: int, embedding_dim: int, *, weight: float = 1.0, label_smoothing: float = 0.0

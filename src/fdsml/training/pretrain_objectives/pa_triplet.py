@@ -44,9 +44,9 @@ class PATripletObjective(nn.Module):
     (:func:`~fdsml.losses.pa_triplet.graded_margins`) rather than ``margin`` for all.
     """
 
-    # Float32 on the CPU (fdsml.training.precision): its triplets order embedding distances whose differences are
-    # finer than bf16 trunk features resolve; under bf16 it learned on rounding (docs/cpu.md, precision parity).
-    cpu_bf16 = False
+    # Float32 in every part, on every device (fdsml.training.precision): its triplets order embedding distances whose
+    # differences are finer than bf16 features resolve; under bf16 it learned on rounding (docs/cpu.md, precision parity).
+    bf16_parts: tuple[str, ...] = ()
 
     def __init__(
         self,

@@ -32,7 +32,7 @@ class PairLossSettings:
 class PairLossObjective(nn.Module):
     """A pair-based metric-learning loss (:mod:`fdsml.losses.pair`) on the class labels of the embeddings."""
 
-    cpu_bf16 = False  # a margin on embedding distances, as PATripletObjective's: float32 on the CPU
+    bf16_parts: tuple[str, ...] = ()  # a margin on embedding distances, as PATripletObjective's (docs/cpu.md, precision parity)
 
     def __init__(self, loss: nn.Module):
         super().__init__()
