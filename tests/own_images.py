@@ -58,3 +58,18 @@ def tiny_sop(root: Path, classes_per_split: int = 2, images_per_class: int = 3) 
                 rows.append(f"{len(rows)} {label} 1 {path}")
         (root / name).write_text("\n".join(rows) + "\n")
     return root
+
+
+def write_omniglot_folder(root: Path, classes: int, per_class: int, seed: int = 0) -> Path:
+    """``root/<alphabet>_<character>/<drawing>.png``: ``classes`` characters of the embedded Omniglot drawn with ``seed``,
+    the first ``per_class`` of their 20 drawings each, as Omniglot draws them (black strokes on white, 105 px): a
+    folder of small grey-scale line drawings such as a researcher brings (docs/own-data.md's worked example)."""
+    from fdsml.data.omniglot import read_omniglot_images
+
+    images, labels, alphabets = read_omniglot_images()
+    for character in np.sort(np.random.default_rng(seed).choice(labels.max() + 1, classes, replace=False)):
+        folder = root / f"{alphabets[character]}_{character:03d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        for index, row in enumerate(np.flatnonzero(labels == character)[:per_class]):
+            Image.fromarray(255 - images[row]).save(folder / f"{index:02d}.png")
+    return root

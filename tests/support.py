@@ -34,6 +34,19 @@ def tiny_fractals(
     return params | ({} if seed is None else {"seed": seed}) | blocks
 
 
+TINY_RETRIEVAL = {
+    "starts": [
+        {"name": "scratch", "backbone": "resnet18"},
+        {"name": "fdsml", "checkpoint": "pretrained_model", "backbone": "resnet18"},
+    ],
+    "seeds": [0],
+    "data": {"dataset": "digits", "image_size": 16, "batch_size": 64, "eval_batch_size": 512, "flip": False},
+    "embedding": {"embedding_dim": 8},
+    "train": {"max_steps": 2, "device": "cpu", "freeze_backbone_steps": 1},
+}
+"""``params:retrieval`` for two CPU steps of scratch and the pre-trained model on digits at 16 px (no ``run_dir``)."""
+
+
 def tiny_pretrain(max_steps: int = 2, overlay: dict | None = None) -> dict:
     """``params:pretrain`` for a few CPU steps on P x K = 3 x 3 batches, 8-dimensional embeddings, no validation,
     a checkpoint each step; ``overlay`` (dotted keys or nested) changes it."""

@@ -31,6 +31,7 @@ CPU = DistContext(torch.device("cpu"))
 
 
 def retrieval_fingerprint(config, start, seed, start_weights, context, training_images):
+    config = finetune.at_start_rate(config, start)  # a start's own rate, as the comparison fine-tunes it
     task, run = retrieval.fine_tuning(config, n_classes=2), retrieval.finetune_run(config.data.dataset, start, seed)
     return run_fingerprint(finetune.defining_run(task, run, start_weights, training_images), config.train, context)
 
@@ -131,7 +132,9 @@ def test_every_key_and_the_clean_images_of_the_corrupted_test_set():
 
 
 def test_the_declared_non_defining_keys():
-    """What may change without redoing work: paths, log and checkpoint intervals, workers, evaluation-only keys, sweeps."""
+    """What may change without redoing work: paths, log and checkpoint intervals, workers, evaluation-only keys, sweeps;
+    a fine-tuning's rate search and demonstration cap enter its runs as the start's base_lr and the resolved max_steps,
+    and its baselines are scored beside the runs, never in them."""
     declared = {
         name: sorted(".".join(path) for path, defining in leaves(config) if not defining)
         for name, config in {
@@ -150,10 +153,12 @@ def test_the_declared_non_defining_keys():
         # the settings of the objectives it does not select
         "pretrain": sorted(["live_dir", "run_dir", *loop, "transformer_optimizer", "validation", *unselected_objectives]),
         "retrieval": [
-            "data.eval_batch_size", "data.eval_workers", "data.faiss_threads", "data.ks", "data.root",
-            "live_dir", "n_example_queries", "run_dir", "seeds", "starts", *loop,
+            "baselines", "data.eval_batch_size", "data.eval_workers", "data.faiss_threads", "data.ks", "data.root",
+            "demo_max_steps", "live_dir", "n_example_queries", "rate_search", "run_dir", "seeds", "starts", *loop,
         ],
-        "classification": ["datasets", "eval_batch_size", "eval_workers", "live_dir", "run_dir", "starting_points", *loop],
+        "classification": [
+            "baselines", "datasets", "eval_batch_size", "eval_workers", "live_dir", "rate_search", "run_dir", "starting_points", *loop,
+        ],
         "robustness": ["batch_size", "device", "example_index", "released_root", "workers"],
     }
 
@@ -165,6 +170,10 @@ def test_a_run_is_redone_for_another_start_seed_dataset_or_world_size(fingerprin
     assert retrieval_fingerprint(config, StartingPoint("fdsml", "other.pt"), 0, "w", CPU, "images") != base
     assert retrieval_fingerprint(config, start, 0, "w", DistContext(torch.device("cpu"), world_size=8), "images") != base
     assert retrieval_fingerprint(config, start, 0, "w", CPU, "other images") != base
+    # a start's own rate defines its run by its value: the shared rate set by hand (or chosen) is the same run
+    shared = StartingPoint("fdsml", "pretrained_model", base_lr=config.optimizer.base_lr)
+    assert retrieval_fingerprint(config, shared, 0, "w", CPU, "images") == base
+    assert retrieval_fingerprint(config, dataclasses.replace(shared, base_lr=3e-4), 0, "w", CPU, "images") != base
     cls = classification.ClassificationConfig()
     assert classification_fingerprint(cls, classification.DatasetSettings("cifar10"), start, "w", CPU, "images") != (
         classification_fingerprint(cls, classification.DatasetSettings("digits"), start, "w", CPU, "images")

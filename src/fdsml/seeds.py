@@ -29,6 +29,7 @@ STREAMS = {
     "triplet_subsample": TAG_BASE + 14,  # (step, rank + 1 or 0): PA-Triplet's max_triplets subsample of a batch
     "nuisance": TAG_BASE + 15,  # (step, rank + 1 or 0): CouCE's MSRCI amplitude draws of a batch
     "tuning_sampler": TAG_BASE + 16,  # (trials in the study,): the sampler's draws for a study's next trial
+    "rate_search_split": TAG_BASE + 17,  # (): the training classes or images a fine-tuning rate is chosen on
 }
 """Each random stream's purpose and its tag, the first entry of its ``SeedSequence`` spawn key.
 

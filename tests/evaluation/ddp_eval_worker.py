@@ -34,13 +34,13 @@ def evaluate_as_replica(rank: int, world_size: int, port: int, folder: str) -> N
     from tests.support import replica_images, tiny_classifier, tiny_embedding_model, two_kinds_of_image
 
     calls = []
-    scored_once = embedding.retrieval_metrics
+    scored_once = embedding.retrieval_scores
 
     def counting(*args, **kwargs):
         calls.append(distributed.current().rank)
         return scored_once(*args, **kwargs)
 
-    embedding.retrieval_metrics = counting
+    embedding.retrieval_scores = counting
     outputs = embedding.model_outputs(tiny_classifier(), replica_images(), batch_size=2)
     probe = frozen_probe(tiny_embedding_model(), two_kinds_of_image(), image_size=16, crop_fraction=1.0, batch_size=3)
     top = classification_metrics(tiny_classifier(), replica_images(), batch_size=3)

@@ -114,6 +114,15 @@ def test_a_validation_leaves_every_module_mode_and_the_random_state_as_it_found_
     assert set(METRICS) <= set(result) and result["validation_s"] > 0
     assert np.isnan(result["val_probe_recall_at_1"])  # no probe configured
     assert 0 <= result["val_unseen_region_top1"] <= 1 and 0 <= result["val_unseen_class_recall_at_1"] <= 1
+    # every measured metric has its binomial standard error over the items it scored: here 20 triplets per filter
+    agreements = [name for name in validation.available if name.startswith("val_unseen_agreement_")]
+    assert agreements
+    for name in agreements:
+        assert result[f"se_{name}"] == pytest.approx(np.sqrt(result[name] * (1 - result[name]) / 20))
+    instances = int(validation.instance_part.sum())
+    top1 = result["val_unseen_region_top1"]
+    assert result["se_val_unseen_region_top1"] == pytest.approx(np.sqrt(top1 * (1 - top1) / instances))
+    assert np.isnan(result["se_val_probe_recall_at_1"])
 
 
 def _probe(records_per_class: int = 8) -> RetrievalSplits:
@@ -222,4 +231,4 @@ def test_a_probe_with_a_query_set_searches_the_gallery_with_the_queries():
     features = torch.from_numpy(np.random.default_rng(0).normal(size=(24, 8)).astype(np.float32))
     features[12:] = features[:12] + 0.01  # each gallery image next to its query, same label
     expected = retrieval_metrics(features[12:], probe.labels[12:], ks=(1,), query_embeddings=features[:12], query_labels=probe.labels[:12])
-    assert probe.recall_at_1(features, seed=0) == expected["recall@1"] == 1.0
+    assert probe.recall_at_1(features, seed=0) == (expected["recall@1"], 12) and expected["recall@1"] == 1.0  # 12 queries scored

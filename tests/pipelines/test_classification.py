@@ -63,7 +63,10 @@ def test_pipeline_fine_tunes_every_starting_point_and_reports_top1_top5(tmp_path
     assert started == {"scratch": (None, ""), "fdsml": ("pretrained_model", trunk_digest(load_checkpoint_file(tiny_checkpoint)))}
     classifier = load_checkpoint_file(tmp_path / "classifiers.pt")["models"]["digits/fdsml"]
     assert classifier["metadata"]["start_trunk_digest"] == started["fdsml"][1]
-    assert (tmp_path / "metrics.md").read_text().splitlines()[2].startswith("| scratch |")
+    table = (tmp_path / "metrics.md").read_text()
+    assert table.startswith("Classification on `digits`: ") and "| scratch, fine-tuned | 0.001 (classification.optimizer.base_lr) |" in table
+    for scores in metrics["results"]["digits"].values():  # its baselines, on the same 360 test images
+        assert set(scores["baselines"]) == {"raw pixels", "its frozen trunk"} and scores["images"] == 360
     history = pd.read_csv(tmp_path / "history.csv")
     assert history.groupby("start")["step"].max().to_dict() == {"fdsml": 2, "scratch": 2}
     models = CheckpointDataset(filepath=str(tmp_path / "classifiers.pt")).load()["models"]

@@ -1,5 +1,6 @@
 """The pretrain pipeline end to end on a tiny configuration, through a real catalog."""
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -24,6 +25,22 @@ def test_pipeline_trains_from_materialised_shards_and_saves_a_loadable_model(tmp
     model, payload = load_checkpoint(tmp_path / "model.pt")
     assert payload["metadata"]["filter"] == "each" and payload["metadata"]["steps"] == 3
     assert model(torch.rand(2, 3, 32, 32)).shape == (2, 8)
+
+
+def test_the_summary_gives_what_the_objective_trains_for_before_and_after_with_its_noise(tmp_path, caplog):
+    """PA-Triplet `all` trains the held-out `all` agreement: the run's last word says how it moved, against its noise."""
+    every = SHARDED_PRETRAIN | {"pa_triplet": {"filter": "all"}}
+    with caplog.at_level("INFO"):
+        SequentialRunner().run(create_pipeline(), DataCatalog(pretrain_datasets(tmp_path, SHARDED_FRACTALS, every)))
+    history = pd.read_csv(tmp_path / "history.csv")
+    (before, before_se), (after, after_se) = history[["val_unseen_agreement_all", "se_val_unseen_agreement_all"]].iloc[[0, -1]].to_numpy()
+    assert before_se == pytest.approx(np.sqrt(before * (1 - before) / 20))  # binomial over the 20 held-out triplets
+    change, se = after - before, np.hypot(before_se, after_se)
+    said = (
+        f"Held-out unseen_agreement_all, what pa_triplet trains for: {before:.4f} ± {before_se:.4f} at step 0 -> "
+        f"{after:.4f} ± {after_se:.4f} at step 3: {change:+.4f} ± {se:.4f} ({abs(change) / se:.1f} standard errors)"
+    )
+    assert said in caplog.text
 
 
 def _edit_one_descriptor(codes_file) -> None:

@@ -17,18 +17,9 @@ from fdsml.models.starting_points import trunk_digest
 from fdsml.pipelines.retrieval import create_pipeline
 
 from ..own_images import write_image_folder
+from ..support import TINY_RETRIEVAL
 
-TINY = {
-    "starts": [
-        {"name": "scratch", "backbone": "resnet18"},
-        {"name": "fdsml", "checkpoint": "pretrained_model", "backbone": "resnet18"},
-    ],
-    "seeds": [0],
-    "data": {"dataset": "digits", "image_size": 16, "batch_size": 64, "eval_batch_size": 512, "flip": False},
-    "embedding": {"embedding_dim": 8},
-    "train": {"max_steps": 2, "device": "cpu", "freeze_backbone_steps": 1},
-    "n_example_queries": 2,
-}
+TINY = TINY_RETRIEVAL | {"n_example_queries": 2}
 
 
 @pytest.fixture(scope="module")

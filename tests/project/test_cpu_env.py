@@ -24,8 +24,10 @@ def test_env_cpu_overrides_base_where_it_says_and_keeps_the_rest():
     assert cpu["pretrain"]["train"]["max_steps"] > 0 and base["pretrain"]["train"]["max_steps"] is None
     assert cpu["pretrain"]["objective"] == "fdsl" and cpu["pretrain"]["model"] == base["pretrain"]["model"]
     # the downstream stages' longer CPU recipes (conf/base shortens them so the default chain fits 10 minutes)
-    assert (cpu["retrieval"]["train"]["epochs"], cpu["retrieval"]["train"]["max_steps"]) == (2, None)
-    assert base["retrieval"]["train"]["max_steps"] < 2 * 194
+    assert (cpu["retrieval"]["train"]["epochs"], cpu["retrieval"]["train"]["max_steps"], cpu["retrieval"]["demo_max_steps"]) == (2, None, None)
+    assert base["retrieval"]["demo_max_steps"]["omniglot"] < 2 * 194  # the embedded demonstration's cap
+    # each start at the rate its own search chose on training data (conf/base: one rate, stated)
+    assert cpu["retrieval"]["rate_search"] and cpu["classification"]["rate_search"] and base["retrieval"]["rate_search"] is None
     assert cpu["retrieval"]["data"] == base["retrieval"]["data"] and cpu["retrieval"]["starts"] == base["retrieval"]["starts"]
     assert cpu["classification"]["train"]["epochs"] > base["classification"]["train"]["epochs"]
     assert cpu["robustness"]["max_images"] > base["robustness"]["max_images"]

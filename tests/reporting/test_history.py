@@ -1,7 +1,7 @@
 import numpy as np
 import pandas as pd
 
-from fdsml.reporting.history import describe_loss_trend, loss_trend, probe_trend, validation_cost, validation_metrics
+from fdsml.reporting.history import describe_loss_trend, loss_trend, measured_change, validation_cost, validation_metrics
 from fdsml.reporting.report import pretrain_section
 
 
@@ -47,12 +47,23 @@ def test_the_report_shows_the_first_and_last_validation_and_the_cost():
 
 
 
-def test_probe_trend_compares_the_initialisation_with_the_last_validation():
+def test_measured_change_gives_the_first_and_last_validation_with_their_noise_and_the_change_in_standard_errors():
+    nan = np.nan
     history = pd.DataFrame(
-        {"step": [0, 1, 2, 3], "loss": [np.nan, 0.9, 0.8, 0.7], "val_probe_recall_at_1": [0.2, np.nan, 0.3, 0.45]}
+        {
+            "step": [0, 1, 2, 3],
+            "loss": [nan, 0.9, 0.8, 0.7],
+            "val_probe_recall_at_1": [0.2, nan, 0.3, 0.45],
+            "se_val_probe_recall_at_1": [0.03, nan, 0.035, 0.04],
+        }
     )
-    assert probe_trend(history) == (0.2, 0.45)
-    assert probe_trend(history.drop(columns="val_probe_recall_at_1")) is None
+    # change 0.25, its standard error sqrt(0.03^2 + 0.04^2) = 0.05: five standard errors
+    assert measured_change(history, "val_probe_recall_at_1") == (
+        "0.2000 ± 0.0300 at step 0 -> 0.4500 ± 0.0400 at step 3: +0.2500 ± 0.0500 (5.0 standard errors)"
+    )
+    unmeasured = history.drop(columns="se_val_probe_recall_at_1")
+    assert measured_change(unmeasured, "val_probe_recall_at_1") == "0.2000 at step 0 -> 0.4500 at step 3"
+    assert measured_change(history.drop(columns="val_probe_recall_at_1"), "val_probe_recall_at_1") is None
 
 
 def test_the_validation_rows_without_a_loss_never_make_the_trend_nan():

@@ -15,7 +15,6 @@ from fdsml.training.classification import (
     MixupObjective,
     MixupSettings,
     finetune_classifier,
-    metrics_table,
     mix_batch,
     parse_classification_params,
     run_classification,
@@ -117,13 +116,3 @@ def test_finetuning_starts_from_the_checkpoint_trunk_under_a_fresh_classifier(tm
         if name.endswith("weight") and tensor.ndim == 4:
             torch.testing.assert_close(payload["state_dict"][f"backbone.{name}"], tensor, rtol=0, atol=1e-6)
     assert history["step"].tolist() == [1, 2] and set(history["start"]) == {"pre"}
-
-
-def test_metrics_table_has_a_row_per_start_and_two_columns_per_dataset():
-    table = metrics_table({"digits": {"scratch": {"top1": 0.5, "top5": 0.9}, "fdsml": {"top1": 0.75, "top5": 1.0}}})
-    assert table.splitlines() == [
-        "| starting point | digits top-1 | digits top-5 |",
-        "|---|---:|---:|",
-        "| scratch | 50.00 | 90.00 |",
-        "| fdsml | 75.00 | 100.00 |",
-    ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import Dataset
@@ -38,11 +39,19 @@ def classification_metrics(
     model: nn.Module, dataset: Dataset, *, batch_size: int = 256, device: str | torch.device = "cpu", workers: int = 0
 ) -> dict[str, float]:
     """``{"top1", "top5"}`` of ``model`` on ``dataset``, the same on every replica (rank 0 scores)."""
+    return classification_scores(model, dataset, batch_size=batch_size, device=device, workers=workers)[0]
+
+
+def classification_scores(
+    model: nn.Module, dataset: Dataset, *, batch_size: int = 256, device: str | torch.device = "cpu", workers: int = 0
+) -> tuple[dict[str, float], np.ndarray]:
+    """:func:`classification_metrics` and each image's top-1 hit (bool, in order), the same on every replica."""
     outputs = model_outputs(model, dataset, batch_size=batch_size, device=device, workers=workers)
 
-    def scores() -> dict[str, float]:
-        accuracy = topk_accuracy(*outputs, (1, 5))
-        return {"top1": accuracy[1], "top5": accuracy[5]}
+    def scores() -> tuple[dict[str, float], np.ndarray]:
+        logits, labels = outputs
+        accuracy = topk_accuracy(logits, labels, (1, 5))
+        return {"top1": accuracy[1], "top5": accuracy[5]}, (logits.argmax(dim=1) == labels).numpy()
 
     return distributed.on_main_rank(scores, distributed.current())
 

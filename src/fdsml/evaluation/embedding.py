@@ -18,7 +18,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, Subset
 
 from fdsml.data import ImageRecords, RetrievalSplits
-from fdsml.evaluation.retrieval import retrieval_metrics
+from fdsml.evaluation.retrieval import retrieval_scores
 from fdsml import distributed
 from fdsml.native_bf16 import device_has_bf16
 
@@ -97,11 +97,18 @@ def retrieval_split_metrics(
     ``embed`` maps records to their embeddings in order (None off rank 0, as :func:`model_outputs`);
     rank 0 computes the metrics with faiss on ``threads`` threads while the others wait.
     """
+    return retrieval_split_scores(embed, splits, seed=seed, threads=threads)[0]
+
+
+def retrieval_split_scores(
+    embed: Callable[[ImageRecords], np.ndarray | None], splits: RetrievalSplits, *, seed: int = 0, threads: int | None = None
+) -> tuple[dict[str, float], np.ndarray]:
+    """:func:`retrieval_split_metrics` and each scored query's Recall@1 hit (:func:`~fdsml.evaluation.retrieval.retrieval_scores`)."""
     context = distributed.current()
     if splits.has_query_set:
         gallery, queries = embed(splits.gallery), embed(splits.query)
         return distributed.on_main_rank(
-            lambda: retrieval_metrics(
+            lambda: retrieval_scores(
                 gallery,
                 splits.gallery.labels,
                 ks=splits.ks,
@@ -114,5 +121,5 @@ def retrieval_split_metrics(
         )
     test = embed(splits.test)
     return distributed.on_main_rank(
-        lambda: retrieval_metrics(test, splits.test.labels, ks=splits.ks, seed=seed, threads=threads), context
+        lambda: retrieval_scores(test, splits.test.labels, ks=splits.ks, seed=seed, threads=threads), context
     )

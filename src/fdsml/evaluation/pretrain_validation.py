@@ -15,6 +15,10 @@ images in their test view (decoded once); each validation embeds both in one pas
 * ``val_probe_recall_at_1``: the frozen trunk's Recall@1 on a real retrieval dataset (:mod:`fdsml.evaluation.frozen_probe`);
 * ``validation_s``: the seconds the validation took (its cost against the step time).
 
+Each metric comes with its binomial standard error over the items it scored, ``se_<metric>`` (the
+triplets, the images, the queries with another image of their class), so a change between two
+validations is read against its noise.
+
 The representation is what each objective shapes: PA-Triplet's output embedding, FDSL's pooled
 trunk features (its output is class logits of the training classes, meaningless for unseen
 ones). The agreement measures Euclidean distances in the space the objective trained: between
@@ -43,7 +47,8 @@ from fdsml.data.epoch_items import collated
 from fdsml.data.holdout import HoldoutSplit
 from fdsml.evaluation.classification import topk_accuracy
 from fdsml.evaluation.embedding import trunk_autocast
-from fdsml.evaluation.retrieval import retrieval_metrics
+from fdsml.evaluation.noise import binomial_se
+from fdsml.evaluation.retrieval import retrieval_scores
 from fdsml.evaluation.validation_settings import ValidationSettings
 from fdsml.ifs.descriptor import descriptor_distance
 from fdsml.losses.candidates import FILTERS, TripletPools, first_is_positive
@@ -57,6 +62,8 @@ METRICS = (
     "val_unseen_class_recall_at_1",
     "val_probe_recall_at_1",
 )  # every validation reports them all (NaN where the data or the model has none), so history columns never vary
+SE_PREFIX = "se_"
+"""``se_<metric>``: a metric's binomial standard error over the items it scored (:func:`fdsml.evaluation.noise.binomial_se`)."""
 
 
 @dataclass(frozen=True)
@@ -153,15 +160,18 @@ class ProbeImages:
             labels.append(np.asarray(records.labels))
         return cls(torch.stack(views), np.concatenate(labels), len(splits.query) if splits.has_query_set else 0)
 
-    def recall_at_1(self, features: torch.Tensor, seed: int) -> float:
-        """Recall@1 of ``features`` (one row per image, in order), as the retrieval metrics compute it."""
+    def recall_at_1(self, features: torch.Tensor, seed: int) -> tuple[float, int]:
+        """Recall@1 of ``features`` (one row per image, in order), as the retrieval metrics compute it, and the number of
+        queries it scored (those with another image of their class to find)."""
         if not self.queries:
-            return retrieval_metrics(features, self.labels, ks=(1,), seed=seed, recall_only=True)["recall@1"]
-        cut = self.queries
-        return retrieval_metrics(
-            features[cut:], self.labels[cut:], ks=(1,), query_embeddings=features[:cut], query_labels=self.labels[:cut],
-            seed=seed, recall_only=True,
-        )["recall@1"]  # fmt: skip
+            found, hits = retrieval_scores(features, self.labels, ks=(1,), seed=seed, recall_only=True)
+        else:
+            cut = self.queries
+            found, hits = retrieval_scores(
+                features[cut:], self.labels[cut:], ks=(1,), query_embeddings=features[:cut], query_labels=self.labels[:cut],
+                seed=seed, recall_only=True,
+            )  # fmt: skip
+        return found["recall@1"], len(hits)
 
 
 def trunk_features(model: nn.Module, parts: list[torch.Tensor], batch_size: int) -> list[torch.Tensor]:
@@ -264,21 +274,27 @@ class PretrainValidation:
         return represented.float().cpu(), outputs.float().cpu(), probe
 
     def metrics(self, model: nn.Module) -> dict[str, float]:
-        """Every metric of ``METRICS``, NaN where the held-out data or the settings allow none (the model in eval mode)."""
-        result = dict.fromkeys(METRICS, float("nan"))
+        """Every metric of ``METRICS`` and its standard error (``se_<metric>``), NaN where the held-out data or the
+        settings allow none (the model in eval mode)."""
+        scored: dict[str, tuple[float, int]] = {}  # each measured metric: its value and the items it scored
         vectors, outputs, probe = self._embedded(model)
         if vectors is not None:
             for name, triplets in self.triplets.items():
                 if triplets is not None:
-                    result[f"val_unseen_agreement_{name}"] = ordering_agreement(vectors, triplets, self.normalize)
+                    agreement = ordering_agreement(vectors, triplets, self.normalize)
+                    scored[f"val_unseen_agreement_{name}"] = agreement, len(triplets.anchors)
             if "val_unseen_region_top1" in self.available:
-                result["val_unseen_region_top1"] = topk_accuracy(outputs[self.instance_part], self.instance_labels, (1,))[1]
+                labels = self.instance_labels
+                scored["val_unseen_region_top1"] = topk_accuracy(outputs[self.instance_part], labels, (1,))[1], len(labels)
             unseen = (~self.instance_part).numpy()
             if "val_unseen_class_recall_at_1" in self.available:
-                recall = retrieval_metrics(vectors[unseen], self.class_ids[unseen], ks=(1,), seed=self.seed, recall_only=True)
-                result["val_unseen_class_recall_at_1"] = recall["recall@1"]
+                found, hits = retrieval_scores(vectors[unseen], self.class_ids[unseen], ks=(1,), seed=self.seed, recall_only=True)
+                scored["val_unseen_class_recall_at_1"] = found["recall@1"], len(hits)
         if probe is not None:
-            result["val_probe_recall_at_1"] = self.probe.recall_at_1(probe, self.seed)
+            scored["val_probe_recall_at_1"] = self.probe.recall_at_1(probe, self.seed)
+        result = dict.fromkeys((*METRICS, *(SE_PREFIX + name for name in METRICS)), float("nan"))
+        for name, (value, count) in scored.items():
+            result[name], result[SE_PREFIX + name] = value, binomial_se(value, count)
         return result
 
     def __call__(self, model: nn.Module, step: int) -> dict[str, float]:

@@ -57,7 +57,7 @@ class _RetrievalCalculator(AccuracyCalculator):
         super().__init__(**kwargs)
 
     def requires_knn(self) -> list[str]:
-        return [*super().requires_knn(), "recall_at_ks"]
+        return [*super().requires_knn(), "recall_at_ks", "query_hits"]
 
     def calculate_recall_at_ks(
         self, knn_labels: torch.Tensor, query_labels: torch.Tensor, not_lone_query_mask: torch.Tensor, **kwargs
@@ -65,6 +65,12 @@ class _RetrievalCalculator(AccuracyCalculator):
         """Fraction of queries with at least one of their K nearest sharing their label."""
         hits = knn_labels[not_lone_query_mask] == query_labels[not_lone_query_mask, None]
         return {k: hits[:, :k].any(dim=1).double().mean().item() for k in self.ks}
+
+    def calculate_query_hits(
+        self, knn_labels: torch.Tensor, query_labels: torch.Tensor, not_lone_query_mask: torch.Tensor, **kwargs
+    ) -> np.ndarray:
+        """Whether each query with a relevant item has one as its nearest neighbour: Recall@1 query by query."""
+        return (knn_labels[not_lone_query_mask, 0] == query_labels[not_lone_query_mask]).numpy()
 
     def calculate_mean_average_precision_at_r(self, **kwargs) -> float:
         """Mean over queries of (sum of precision@i at each hit i <= R) / R, R the query's relevant count."""
@@ -96,7 +102,12 @@ def _hits_within_r(
     return hits, relevant.double()
 
 
-def retrieval_metrics(
+def retrieval_metrics(embeddings: np.ndarray | torch.Tensor, labels: np.ndarray | torch.Tensor, **options) -> dict[str, float]:
+    """Recall@K for each K, MAP@R, R-Precision and NMI, as fractions in [0, 1] (``options``: :func:`retrieval_scores`'s)."""
+    return retrieval_scores(embeddings, labels, **options)[0]
+
+
+def retrieval_scores(
     embeddings: np.ndarray | torch.Tensor,
     labels: np.ndarray | torch.Tensor,
     *,
@@ -106,8 +117,10 @@ def retrieval_metrics(
     seed: int = 0,
     threads: int | None = None,
     recall_only: bool = False,
-) -> dict[str, float]:
-    """Recall@K for each K, MAP@R, R-Precision and NMI, as fractions in [0, 1].
+) -> tuple[dict[str, float], np.ndarray]:
+    """Recall@K for each K, MAP@R, R-Precision and NMI, as fractions in [0, 1], and each scored query's Recall@1 hit
+    (bool, the queries with a relevant item, in order), from the same neighbour lists: a difference between two
+    embeddings of the same queries is then paired.
 
     ``embeddings``/``labels`` are the searched set; without ``query_embeddings`` each of
     them queries all the others, with them (In-Shop) the queries search ``embeddings``
@@ -136,7 +149,9 @@ def retrieval_metrics(
     num_neighbours = max(ks) if recall_only else _neighbours_needed(query_codes, gallery_codes, max(ks), candidates)
     calculator = _RetrievalCalculator(
         ks,
-        include=("recall_at_ks",) if recall_only else ("mean_average_precision_at_r", "r_precision", "NMI", "recall_at_ks"),
+        include=("recall_at_ks", "query_hits")
+        if recall_only
+        else ("mean_average_precision_at_r", "r_precision", "NMI", "recall_at_ks", "query_hits"),
         k=num_neighbours,
         device=torch.device("cpu"),
         knn_func=FaissKNN(),
@@ -162,7 +177,7 @@ def retrieval_metrics(
         metrics["r_precision"] = float(result["r_precision"])
         metrics["nmi"] = float(result["NMI"])
     logger.debug("retrieval metrics: %s", metrics)
-    return metrics
+    return metrics, result["query_hits"]
 
 
 @contextmanager

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from fdsml.config import ConfigError
 from fdsml.errors import CheckpointError
 from fdsml.models.backbones import check_overrides
 from fdsml.models.backbones import require_backbone as require_known_backbone
@@ -25,12 +26,21 @@ PRETRAINED = "pretrained_model"
 
 @dataclass(frozen=True)
 class StartingPoint:
-    """``checkpoint: null`` trains from scratch on ``backbone``; otherwise the checkpoint's trunk is loaded."""
+    """``checkpoint: null`` trains from scratch on ``backbone``; otherwise the checkpoint's trunk is loaded.
+
+    ``base_lr`` is this start's own fine-tuning rate (the task's ``optimizer.base_lr`` when null): starts
+    fine-tune best at different rates, and a comparison at one shared rate favours the start it suits.
+    """
 
     name: str
     checkpoint: str | None = None
     backbone: str = "resnet18"
     overrides: dict[str, Any] = field(default_factory=dict)
+    base_lr: float | None = None
+
+    def __post_init__(self):
+        if self.base_lr is not None and not self.base_lr > 0:
+            raise ConfigError(f"base_lr: must be a positive learning rate (or null: the task's optimizer.base_lr), got {self.base_lr!r}")
 
 
 def check_start_settings(starts: tuple[StartingPoint, ...], key: str) -> None:

@@ -101,11 +101,12 @@ def _check_pretrain(params: Any, run: RunInputs) -> None:
 
 
 def _check_retrieval(params: Any, run: RunInputs) -> None:
-    from fdsml.training.retrieval import load_splits, plan_retrieval
+    from fdsml.training.retrieval import load_splits
+    from fdsml.training.retrieval_comparison import check_recipe_fits
 
     config = PARSERS["retrieval"](params)
     splits = load_splits(config)  # the folder, its layout, and Recall@K against what a query searches
-    plan_retrieval(config, len(splits.train), _world_size()).check()
+    check_recipe_fits(config, splits, _world_size())  # the plan, the test queries, the rate search's split
     _check_starts(config.starts, run)
     _check_retrieval_images(splits, config.data.dataset)
     _say_lone_queries(splits)
@@ -119,8 +120,10 @@ def _say_lone_queries(splits: RetrievalSplits) -> None:
 
 
 def _check_classification(params: Any, run: RunInputs) -> None:
+    from dataclasses import replace
+
     from fdsml.data.classification_datasets import classification_keeps_copies, read_classification_dataset
-    from fdsml.training.classification import plan_classification
+    from fdsml.training.classification_comparison import check_recipe_fits
 
     config = PARSERS["classification"](params)
     _check_starts(config.starting_points, run)
@@ -128,7 +131,7 @@ def _check_classification(params: Any, run: RunInputs) -> None:
     for dataset in config.datasets:  # every dataset's problem at once (conf/paper lists seven)
         try:
             splits = read_classification_dataset(dataset.name, dataset.root, seed=config.train.seed)
-            plan_classification(config, dataset.name, len(splits.train), _world_size()).check()
+            check_recipe_fits(replace(config, datasets=(dataset,)), {dataset.name: splits}, _world_size())
             _check_images(splits.name, {"train": splits.train, "test": splits.test}, ("test",), classification_keeps_copies(dataset.name))
         except UserFixableError as error:
             errors.append(error)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from fdsml.evaluation.pretrain_validation import SE_PREFIX
+
 
 def loss_trend(history: pd.DataFrame) -> tuple[float, float] | None:
     """(mean loss over the first tenth of the steps, over the last tenth); a tenth is at least one step.
@@ -39,10 +41,24 @@ def validation_metrics(history: pd.DataFrame) -> pd.DataFrame:
     return ran.set_index("step")[[c for c in history.columns if c.startswith(VALIDATION_PREFIX)]].dropna(axis=1, how="all")
 
 
-def probe_trend(history: pd.DataFrame, column: str = "val_probe_recall_at_1") -> tuple[float, float] | None:
-    """(the frozen probe's ``column`` at the first validation, normally step 0, at the last); None when never measured."""
-    measured = history[column].dropna() if column in history else pd.Series(dtype=float)
-    return None if measured.empty else (float(measured.iloc[0]), float(measured.iloc[-1]))
+def measured_change(history: pd.DataFrame, column: str) -> str | None:
+    """``column`` at the first validation and at the last, each ± its standard error, and the change ± its standard error
+    (the two errors combined as independent: conservative, since both score the same items) with how many standard
+    errors it is: ``0.036 ± 0.015 at step 0 -> 0.063 ± 0.020 at step 36: +0.027 ± 0.025 (1.1 standard errors)``.
+    None when never measured; without the standard errors (a history written before they were), the values alone."""
+    rows = history.dropna(subset=[column]) if column in history else history.iloc[:0]
+    if rows.empty:
+        return None
+    first, last = rows.iloc[0], rows.iloc[-1]
+    errors = (first.get(SE_PREFIX + column), last.get(SE_PREFIX + column))
+    if any(error is None or pd.isna(error) for error in errors):
+        return f"{first[column]:.4f} at step {first['step']:.0f} -> {last[column]:.4f} at step {last['step']:.0f}"
+    change, error = last[column] - first[column], (errors[0] ** 2 + errors[1] ** 2) ** 0.5
+    ratio = f"{abs(change) / error:.1f} standard errors" if error > 0 else "no measured noise"
+    return (
+        f"{first[column]:.4f} ± {errors[0]:.4f} at step {first['step']:.0f} -> {last[column]:.4f} ± {errors[1]:.4f} at "
+        f"step {last['step']:.0f}: {change:+.4f} ± {error:.4f} ({ratio})"
+    )
 
 
 def validation_cost(history: pd.DataFrame) -> float | None:

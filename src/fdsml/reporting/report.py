@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from fdsml.reporting.embedding import embed_page  # noqa: E402
-from fdsml.reporting.history import VALIDATION_PREFIX, describe_loss_trend, validation_cost, validation_metrics  # noqa: E402
+from fdsml.reporting.history import SE_PREFIX, VALIDATION_PREFIX, describe_loss_trend, validation_cost, validation_metrics  # noqa: E402
 from fdsml.reporting.provenance import not_run_for_this_checkpoint  # noqa: E402
 
 
@@ -79,16 +79,26 @@ def heldout_validation(history: pd.DataFrame) -> str:
     shown = validation.iloc[[0, -1]] if len(validation) > 1 else validation
     header = "| metric | " + " | ".join(f"step {step}" for step in shown.index) + " |\n"
     header += "|---|" + "---:|" * len(shown) + "\n"
+    ran = history[history["validation_s"].notna()].set_index("step")
+    errors = {name: ran[SE_PREFIX + name] if SE_PREFIX + name in ran else pd.Series(dtype=float) for name in shown.columns}
+
+    def value(name: str, step: int) -> str:
+        found, error = shown.at[step, name], errors[name].get(step)
+        if pd.isna(found):
+            return "n/a"
+        return f"{found:.3f}" if error is None or pd.isna(error) else f"{found:.3f} ± {error:.3f}"
+
     rows = "".join(
-        f"| {name.removeprefix(VALIDATION_PREFIX)} | " + " | ".join("n/a" if pd.isna(v) else f"{v:.3f}" for v in shown[name]) + " |\n"
+        f"| {name.removeprefix(VALIDATION_PREFIX)} | " + " | ".join(value(name, step) for step in shown.index) + " |\n"
         for name in shown.columns
     )
     cost = validation_cost(history)
     return (
         "\nHeld-out validation (rows never trained on: `fractals.holdout`; agreement = fraction of held-out "
         "triplets per filter ordered as the descriptor orders them; top1 on held-out instances of training classes; "
-        "class_recall_at_1 among held-out classes; probe_recall_at_1 of the frozen trunk on real images), "
-        f"{len(validation)} validations costing {100 * cost:.1f} % of the training steps' time:\n\n" + header + rows
+        "class_recall_at_1 among held-out classes; probe_recall_at_1 of the frozen trunk on real images; each ± its "
+        f"binomial standard error), {len(validation)} validations costing {100 * cost:.1f} % of the training steps' "
+        "time:\n\n" + header + rows
     )
 
 

@@ -1,7 +1,8 @@
 """Classification fine-tuning (docs/method.md §5.4): settings, objectives, and its part of the fine-tuning assembly.
 
-Every starting point (scratch, FDSL or FDSML checkpoints) gets the same recipe: the trunk from
-its checkpoint, a fresh linear classifier, cross-entropy with label smoothing, optionally mixup
+Every starting point (scratch, FDSL or FDSML checkpoints) gets the same recipe, at its own rate when
+it has one (its ``base_lr``, or the rate search's: :mod:`fdsml.training.classification_comparison`): the
+trunk from its checkpoint, a fresh linear classifier, cross-entropy with label smoothing, optionally mixup
 or cutmix, AdamW with warm-up and cosine decay by default. Training runs a fixed number of
 steps and the last weights are scored once on the test split: no model selection on it.
 """
@@ -33,10 +34,12 @@ from fdsml.models import model_from_payload, model_payload
 from fdsml.seeds import replica_rank, step_seed
 from fdsml.models.starting_points import PRETRAINED, StartingPoint, check_start_settings, recorded_start, start_payload, trunk_digest
 from fdsml import distributed
-from fdsml.training.finetune import FineTuneRun, FineTuning, finetune
+from fdsml.training.comparison import BaselineSettings, rate_record
+from fdsml.training.finetune import FineTuneRun, FineTuning, at_start_rate, defining_start, finetune
 from fdsml.training.live import LiveRun, live_metrics
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
 from fdsml.training.objectives import CrossEntropyObjective, soft_target_cross_entropy
+from fdsml.training.rate_search import RateSearchSettings
 from fdsml.training.training_plan import PlanKeys, TrainingPlan, check_plans, plan_training
 
 logger = logging.getLogger(__name__)
@@ -120,6 +123,9 @@ class ClassificationConfig:
         )
     )
     train: LoopConfig = field(default_factory=LoopConfig)
+    # Which rate each start fine-tunes at enters its run through the start's base_lr; the search's settings do not.
+    rate_search: RateSearchSettings | None = fingerprints.non_defining(default=None)
+    baselines: BaselineSettings = fingerprints.non_defining(default_factory=BaselineSettings)
     run_dir: str = fingerprints.non_defining(default="data/06_models/classification_run")
     live_dir: str | None = fingerprints.non_defining(default=None)
 
@@ -289,8 +295,9 @@ def fine_tuning(config: ClassificationConfig, name: str, num_classes: int, read_
 
 def finetune_run(config: ClassificationConfig, name: str, start: StartingPoint, dataset: Any = None) -> FineTuneRun:
     """The run of ``start`` on dataset ``name`` (``dataset``: where it was read from; default its name alone),
-    with the training seed: its folder ``<dataset>/<start>``; its dataset and start define it."""
-    defines = {"dataset": dataset or {"name": name}, "start": start}
+    with the training seed: its folder ``<dataset>/<start>``; its dataset and start (its rate is the configuration's)
+    define it."""
+    defines = {"dataset": dataset or {"name": name}, "start": defining_start(start)}
     return FineTuneRun(start, config.train.seed, f"{name}/{start.name}", defines)
 
 
@@ -303,8 +310,9 @@ def finetune_classifier(
     pretrained: dict | None = None,
     plan: TrainingPlan | None = None,
     live: LiveRun | None = None,
+    run: FineTuneRun | None = None,
 ) -> tuple[dict, pd.DataFrame]:
-    """Fine-tune ``start`` on ``splits.train``; returns the model file payload and the per-step history.
+    """Fine-tune ``start`` on ``splits.train`` at its own rate; returns the model file payload and the per-step history.
 
     ``pretrained`` is the pre-training pipeline's model file, used by starts whose checkpoint is
     ``pretrained_model``.
@@ -312,10 +320,11 @@ def finetune_classifier(
     ``dataset`` (where the splits were read from) enters the run's fingerprint, so a checkpoint
     left by another dataset of the same name is never resumed, and so does its reader's code. ``plan`` (default: planned here)
     is the checked plan of ``splits.train``. ``live`` (main rank only) is given the history rows as they settle.
+    ``run`` replaces the start's own run (:func:`finetune_run`): a rate search's runs live in folders of their own.
     """
     read_by = (classification_reader_module(dataset.name),) if dataset is not None else ()
-    task = fine_tuning(config, splits.name, splits.num_classes, read_by)
-    run = finetune_run(config, splits.name, start, dataset)
+    task = fine_tuning(at_start_rate(config, start), splits.name, splits.num_classes, read_by)
+    run = run or finetune_run(config, splits.name, start, dataset)
     result, fingerprint = finetune(task, splits.train, run, pretrained=pretrained, plan=plan, live=live)
     payload = model_payload(
         result.model,
@@ -334,84 +343,104 @@ def finetune_classifier(
 
 def evaluate_classifier(model: nn.Module, records: ImageRecords, config: ClassificationConfig) -> dict[str, float]:
     """``{"top1", "top5"}`` of ``model`` on ``records`` through the test view (under DDP: shared by the replicas)."""
-    return score_records(
-        model,
-        records,
-        config.image_size,
-        config.augment.crop_fraction,
-        config.eval_batch_size,
-        config.train.device,
-        workers=config.eval_workers,
-    )
+    return evaluate_classifier_scores(model, records, config)[0]
 
 
-def score_records(
-    model: nn.Module,
-    records: ImageRecords,
-    image_size: int,
-    crop_fraction: float,
-    batch_size: int,
-    device: str = "auto",
-    *,
-    workers: int = 0,
-) -> dict[str, float]:
-    """``{"top1", "top5"}`` of ``model`` on ``records`` seen at ``image_size`` through the test view."""
+def evaluate_classifier_scores(
+    model: nn.Module, records: ImageRecords, config: ClassificationConfig
+) -> tuple[dict[str, float], np.ndarray]:
+    """:func:`evaluate_classifier` and each image's top-1 hit, for differences paired over the same images."""
     from fdsml.data import ImageRecordsDataset
-    from fdsml.evaluation.classification import classification_metrics
+    from fdsml.evaluation.classification import classification_scores
 
-    dataset = ImageRecordsDataset(records, eval_transform(image_size, crop_fraction))
-    device = distributed.resolve_device(device, distributed.current().local_rank)
-    return classification_metrics(model, dataset, batch_size=batch_size, device=device, workers=workers)
+    dataset = ImageRecordsDataset(records, eval_transform(config.image_size, config.augment.crop_fraction))
+    device = distributed.resolve_device(config.train.device, distributed.current().local_rank)
+    return classification_scores(model, dataset, batch_size=config.eval_batch_size, device=device, workers=config.eval_workers)
+
+
+def rate_source(config: ClassificationConfig, start: StartingPoint) -> str:
+    """Where ``start``'s rate comes from: its own ``base_lr`` key, or the task's ``optimizer.base_lr``."""
+    if start.base_lr is None:
+        return "classification.optimizer.base_lr"
+    return f"classification.starting_points[{[s.name for s in config.starting_points].index(start.name)}].base_lr"
+
+
+def read_datasets(config: ClassificationConfig) -> dict[str, ClassificationSplits]:
+    """Every dataset of ``config`` read, by name."""
+    return {d.name: read_classification_dataset(d.name, d.root, seed=config.train.seed) for d in config.datasets}
+
+
+def start_plans(
+    config: ClassificationConfig, read: dict[str, ClassificationSplits], world_size: int
+) -> dict[tuple[str, str], TrainingPlan]:
+    """Each (dataset, start)'s plan at the start's own rate, unchecked."""
+    return {
+        (name, start.name): plan_classification(at_start_rate(config, start), name, len(splits.train), world_size)
+        for name, splits in read.items()
+        for start in config.starting_points
+    }
+
+
+@dataclass(frozen=True)
+class ClassifierResult:
+    """One start fine-tuned on one dataset: its model file, plan, scores on the test split, each test image's top-1 hit,
+    and its history."""
+
+    payload: dict
+    plan: TrainingPlan
+    scores: dict[str, float]
+    hits: np.ndarray
+    history: pd.DataFrame
+
+
+def classify_start(
+    config: ClassificationConfig,
+    dataset: DatasetSettings,
+    splits: ClassificationSplits,
+    start: StartingPoint,
+    plan: TrainingPlan,
+    *,
+    pretrained: dict | None = None,
+    live=None,
+) -> ClassifierResult:
+    """Fine-tune ``start`` on ``dataset`` at its own rate and score it once on the test split; its rows and scores go live
+    to ``live`` under ``<dataset>/<start>/``."""
+    logger.info("Fine-tuning %s on %s", start.name, dataset.name)
+    run = f"{dataset.name}/{start.name}/"
+    payload, history = finetune_classifier(
+        splits, start, config, dataset=dataset, pretrained=pretrained, plan=plan, live=live.run(run) if live is not None else None
+    )
+    scores, hits = evaluate_classifier_scores(model_from_payload(payload), splits.test, config)
+    if live is not None:
+        live.final(scores, run)
+    logger.info("%s on %s: top-1 %.4f, top-5 %.4f", start.name, dataset.name, scores["top1"], scores["top5"])
+    return ClassifierResult(payload, plan, scores, hits, history)
 
 
 def run_classification(
     config: ClassificationConfig, pretrained: dict | None = None
 ) -> tuple[dict[str, dict], dict[str, Any], pd.DataFrame]:
-    """Fine-tune every starting point on every dataset and score each once on the test split.
+    """Fine-tune every starting point on every dataset, each at its own rate, and score each once on the test split.
 
     Every dataset is read and its plan checked first: an impossible plan stops the run before
     any dataset trains. Returns ``(models, metrics, history)``: ``models[f"{dataset}/{start}"]`` is a model payload,
-    ``metrics[dataset][start] = {"top1", "top5", "steps"}``, and the histories stacked. Each run's
+    ``metrics[dataset][start] = {"top1", "top5", "steps", "rate"}``, and the histories stacked. Each run's
     rows and scores go live to ``live_dir`` under ``<dataset>/<start>/``.
     """
     check_starting_points(config.starting_points)
     context = distributed.setup(config.train.device)
-    read = {d.name: read_classification_dataset(d.name, d.root, seed=config.train.seed) for d in config.datasets}
-    plans = {name: plan_classification(config, name, len(splits.train), context.world_size) for name, splits in read.items()}
+    read = read_datasets(config)
+    plans = start_plans(config, read, context.world_size)
     check_plans(list(plans.values()))  # every dataset is planned before any trains
     live = live_metrics(config.live_dir, config, context)
     models, metrics, histories = {}, {}, []
     for dataset in config.datasets:
-        splits = read[dataset.name]
         metrics[dataset.name] = {}
         for start in config.starting_points:
-            logger.info("Fine-tuning %s on %s", start.name, dataset.name)
-            run = f"{dataset.name}/{start.name}/"
-            payload, history = finetune_classifier(
-                splits, start, config, dataset=dataset, pretrained=pretrained, plan=plans[dataset.name],
-                live=live.run(run) if live is not None else None,
-            )
-            scores = evaluate_classifier(model_from_payload(payload), splits.test, config)
-            if live is not None:
-                live.final(scores, run)
-            logger.info("%s on %s: top-1 %.4f, top-5 %.4f", start.name, dataset.name, scores["top1"], scores["top5"])
-            models[f"{dataset.name}/{start.name}"] = payload
-            metrics[dataset.name][start.name] = {**scores, "steps": payload["metadata"]["steps"], **recorded_start(payload)}
-            histories.append(history)
+            plan = plans[dataset.name, start.name]
+            result = classify_start(config, dataset, read[dataset.name], start, plan, pretrained=pretrained, live=live)
+            models[f"{dataset.name}/{start.name}"] = result.payload
+            rate = rate_record(at_start_rate(config, start).optimizer.base_lr, plan, rate_source(config, start))
+            metrics[dataset.name][start.name] = {**result.scores, "steps": result.payload["metadata"]["steps"], "rate": rate, **recorded_start(result.payload)}
+            histories.append(result.history)
     return models, metrics, pd.concat(histories, ignore_index=True)
-
-
-def metrics_table(metrics: dict[str, dict[str, dict[str, float]]]) -> str:
-    """A Markdown table: one row per starting point, top-1 / top-5 (%) per dataset."""
-    datasets = list(metrics)
-    starts = list(dict.fromkeys(s for d in datasets for s in metrics[d]))
-    header = "| starting point | " + " | ".join(f"{d} top-1 | {d} top-5" for d in datasets) + " |"
-    rule = "|---|" + "---:|---:|" * len(datasets)
-    rows = []
-    for start in starts:
-        cells = []
-        for d in datasets:
-            scores = metrics[d].get(start)
-            cells += [f"{100 * scores['top1']:.2f}", f"{100 * scores['top5']:.2f}"] if scores else ["", ""]
-        rows.append(f"| {start} | " + " | ".join(cells) + " |")
-    return "\n".join([header, rule, *rows]) + "\n"

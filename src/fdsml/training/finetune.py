@@ -68,6 +68,27 @@ def defining_run(task: FineTuning, run: FineTuneRun, start_weights: str, trainin
     return RunDefinition({task.key: task.config, **run.defines}, code=task.code, inputs=inputs)
 
 
+def defining_start(start: StartingPoint) -> StartingPoint:
+    """``start`` as it defines a run: without its ``base_lr``, which the run's configuration holds already
+    (:func:`at_start_rate`), so that one rate defines one run whether it was set by hand, chosen or shared."""
+    return replace(start, base_lr=None)
+
+
+def at_start_rate(config: Any, start: StartingPoint) -> Any:
+    """A task's configuration with ``start``'s own fine-tuning rate (``start.base_lr``) when it has one."""
+    if start.base_lr is None:
+        return config
+    return replace(config, optimizer=replace(config.optimizer, base_lr=start.base_lr))
+
+
+def starting_model(task: FineTuning, run: FineTuneRun, payload: dict | None) -> nn.Module:
+    """The model a run starts from, before any step: the start's trunk (``payload``: its model file, None from
+    scratch, drawn from the run's seed) under the task's fresh head. Its trunk is the run's frozen baseline."""
+    start = run.start
+    trunk = StartingPoint(start.name, start.checkpoint, start.backbone, task.model_overrides | dict(start.overrides))
+    return build_from_start(trunk, payload=payload, seed=run.seed, img_size=task.image_size, **task.head)
+
+
 def finetune(
     task: FineTuning,
     records: ImageRecords,
@@ -86,9 +107,8 @@ def finetune(
     config = task.config
     context = distributed.setup(config.train.device)
     plan = plan or task.plan(len(records), context.world_size).check()
-    start, payload = run.start, start_payload(run.start, pretrained)
-    trunk = StartingPoint(start.name, start.checkpoint, start.backbone, task.model_overrides | dict(start.overrides))
-    model = build_from_start(trunk, payload=payload, seed=run.seed, img_size=task.image_size, **task.head)
+    payload = start_payload(run.start, pretrained)
+    model = starting_model(task, run, payload)
     dataset = ImageRecordsDataset(records, task.training_view(), seed=run.seed)
     sampler = ShuffledBatchSampler(
         len(dataset), plan.batch_per_replica, seed=run.seed, num_replicas=context.world_size, rank=context.rank

@@ -164,6 +164,17 @@ def batch_triplets(config: PretrainConfig):
     return config.recipe.batch_triplets(config.objective_settings)
 
 
+def trained_heldout_metric(config: PretrainConfig) -> str:
+    """The held-out validation's column of what the objective trains for: the ordering agreement of the filter whose
+    triplets it learns from; a classifier's top-1 on held-out instances of its classes (FDSL); else Recall@1 among the
+    held-out classes."""
+    mined = batch_triplets(config)
+    triplet_filter = mined[0] if mined is not None else config.batches.triplet_filter
+    if triplet_filter is not None:
+        return f"val_unseen_agreement_{triplet_filter}"
+    return "val_unseen_region_top1" if config.recipe.head == "classifier" else "val_unseen_class_recall_at_1"
+
+
 def normalized_distances(config: PretrainConfig) -> bool:
     """Whether the selected objective compares L2-normalised embeddings (its recipe's answer)."""
     return config.recipe.normalized_distances(config.objective_settings)

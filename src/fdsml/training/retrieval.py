@@ -1,15 +1,17 @@
 """Retrieval fine-tuning with proxy losses and its evaluation (docs/method.md §5.1 and §8).
 
-Each starting point (scratch, or a pre-trained checkpoint's trunk) gets the same recipe: a
-fresh embedding head, a proxy loss whose proxies train at a multiple of the model's rate, a
-warm-up with the trunk frozen, then a fixed schedule. There is no model selection: the test
-classes are used once, for the final numbers.
+Each starting point (scratch, or a pre-trained checkpoint's trunk) gets the same recipe, at its
+own rate when it has one (its ``base_lr``, or the rate search's: :mod:`fdsml.training.retrieval_comparison`):
+a fresh embedding head, a proxy loss whose proxies train at a multiple of the model's rate, a
+warm-up with the trunk frozen, then a fixed schedule whose length follows the data's epochs
+(:func:`sized_to_data`: the embedded datasets keep their demonstration's step cap). There is no
+model selection: the test classes are used once, for the final numbers.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -28,7 +30,7 @@ from fdsml.data import (
     reader_module,
 )
 from fdsml.data.retrieval_datasets import splits_by_class
-from fdsml.evaluation.embedding import model_outputs, retrieval_split_metrics
+from fdsml.evaluation.embedding import model_outputs, retrieval_split_scores
 from fdsml.evaluation.retrieval_examples import nearest_neighbours, top_k_figure
 from fdsml.losses.couce import CouCESettings, build_couce_objective
 from fdsml.losses.proxy import PROXY_LOSSES, build_proxy_loss
@@ -36,10 +38,12 @@ from fdsml.models import model_payload
 from fdsml.models.network import EmbeddingModel
 from fdsml.models.starting_points import StartingPoint, check_start_settings, start_payload, start_record
 from fdsml import distributed
-from fdsml.training.finetune import FineTuneRun, FineTuning, finetune
+from fdsml.training.comparison import BaselineSettings, rate_record, seed_summary
+from fdsml.training.finetune import FineTuneRun, FineTuning, at_start_rate, defining_start, finetune
 from fdsml.training.live import live_metrics
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
 from fdsml.training.objectives import ProxyObjective
+from fdsml.training.rate_search import RateSearchSettings
 from fdsml.training.training_plan import PlanKeys, TrainingPlan, plan_training
 
 logger = logging.getLogger(__name__)
@@ -125,11 +129,18 @@ class RetrievalConfig:
     )
     train: LoopConfig = field(default_factory=LoopConfig)
     couce: CouCESettings | None = None
+    # Which rate each start fine-tunes at enters its runs through the start's base_lr; the search's settings do not.
+    rate_search: RateSearchSettings | None = fingerprints.non_defining(default=None)
+    # The embedded demonstration's step caps, resolved into train.max_steps before a run is fingerprinted (sized_to_data).
+    demo_max_steps: dict[str, int] | None = fingerprints.non_defining(default=None)
+    baselines: BaselineSettings = fingerprints.non_defining(default_factory=BaselineSettings)
     run_dir: str = fingerprints.non_defining(default="data/06_models/retrieval_runs")
     live_dir: str | None = fingerprints.non_defining(default=None)
     n_example_queries: int = fingerprints.non_defining(default=6)
 
     def __post_init__(self):
+        for dataset, steps in (self.demo_max_steps or {}).items():
+            require_positive(f"demo_max_steps.{dataset}", steps)
         if not self.starts:
             raise ConfigError("starts: give at least one starting point (e.g. {name: scratch})")
         names = [start.name for start in self.starts]
@@ -181,15 +192,37 @@ def _check_ks_fit(ks: tuple[int, ...], splits: RetrievalSplits, *, given: bool) 
     )
 
 
+def demo_cap(config: RetrievalConfig) -> int | None:
+    """The embedded demonstration's step cap of this run's dataset (``demo_max_steps``), when ``train.max_steps`` is null."""
+    return None if config.train.max_steps is not None else (config.demo_max_steps or {}).get(config.data.dataset)
+
+
+def sized_to_data(config: RetrievalConfig) -> RetrievalConfig:
+    """``config`` with its budget resolved: ``train.max_steps`` when given, else the dataset's demonstration cap
+    (``demo_max_steps``: the embedded default's one-minute budget), else ``train.epochs`` full epochs (your own data)."""
+    cap = demo_cap(config)
+    return config if cap is None else replace(config, train=replace(config.train, max_steps=cap))
+
+
+def budget_note(config: RetrievalConfig) -> str:
+    """Where each run's length comes from, in the words of its keys."""
+    cap = demo_cap(config)
+    if cap is not None:
+        return f"budget: {cap} steps, the embedded demonstration's cap (retrieval.demo_max_steps.{config.data.dataset})"
+    if config.train.max_steps is not None:
+        return f"budget: {config.train.max_steps} steps (retrieval.train.max_steps)"
+    return f"budget: {config.train.epochs} epochs of the training split (retrieval.train.epochs)"
+
+
 def plan_retrieval(config: RetrievalConfig, images: int, world_size: int) -> TrainingPlan:
-    """The fine-tuning plan of every (start, seed) on ``images`` training images (unchecked)."""
+    """The fine-tuning plan of every (start, seed) on ``images`` training images (unchecked), its budget sized to the data."""
     return plan_training(
         f"retrieval/{config.data.dataset}",
         images=images,
         batch_per_replica=config.data.batch_size,
         world_size=world_size,
         optimizer=config.optimizer,
-        loop=config.train,
+        loop=sized_to_data(config).train,
         keys=PlanKeys(batch="retrieval.data.batch_size", warmup="retrieval.optimizer.warmup_steps"),
         lr_multipliers={"proxies": config.loss.proxy_lr_multiplier},
     )
@@ -213,8 +246,9 @@ def fine_tuning(config: RetrievalConfig, n_classes: int) -> FineTuning:
 
 def finetune_run(dataset: str, start: StartingPoint, seed: int) -> FineTuneRun:
     """The run of ``start`` with ``seed`` on ``dataset`` (the splits' name): its folder ``<dataset>/<start>_seed<seed>``,
-    so that two datasets' runs live side by side and each resumes; its start and seed define it."""
-    return FineTuneRun(start, seed, f"{dataset}/{start.name}_seed{seed}", {"start": start, "seed": seed})
+    so that two datasets' runs live side by side and each resumes; its start (its rate is the configuration's) and seed
+    define it."""
+    return FineTuneRun(start, seed, f"{dataset}/{start.name}_seed{seed}", {"start": defining_start(start), "seed": seed})
 
 
 def build_objective(config: RetrievalConfig, n_classes: int, seed: int):
@@ -244,71 +278,96 @@ def embed(model: EmbeddingModel, records: ImageRecords, config: RetrievalConfig)
 
 def evaluate(model: EmbeddingModel, splits: RetrievalSplits, config: RetrievalConfig, seed: int = 0) -> dict[str, float]:
     """Recall@K, MAP@R, R-Precision and NMI on the test classes (or queries against the gallery), on every replica."""
-    return retrieval_split_metrics(
+    return evaluate_scores(model, splits, config, seed)[0]
+
+
+def evaluate_scores(
+    model: EmbeddingModel, splits: RetrievalSplits, config: RetrievalConfig, seed: int = 0
+) -> tuple[dict[str, float], np.ndarray]:
+    """:func:`evaluate` and each scored query's Recall@1 hit, for differences paired over the same queries."""
+    return retrieval_split_scores(
         lambda records: embed(model, records, config), splits, seed=seed, threads=config.data.faiss_threads
     )
 
 
-def compare_starting_points(config: RetrievalConfig, pretrained: dict | None = None) -> tuple[dict, pd.DataFrame, dict[str, dict]]:
-    """Fine-tune and evaluate every starting point with every seed.
+@dataclass(frozen=True)
+class StartResult:
+    """One start fine-tuned with every seed: its plan at its own rate, each seed's metrics and Recall@1 hits (one array
+    per seed, over the same queries), the stacked histories, and the first seed's model file."""
 
-    Returns the metrics (``{start: {"dataset": name, "seeds": {seed: metrics}, "mean": ..., "std": ...}}``), the
-    concatenated training histories, and the model files of the first seed per starting point.
-    Each run's rows and final metrics go live to ``live_dir`` under ``<dataset>/<start>_seed<seed>/``.
+    start: StartingPoint
+    plan: TrainingPlan
+    per_seed: dict[str, dict[str, float]]
+    hits: list[np.ndarray]
+    history: pd.DataFrame
+    model: dict
+    recorded: dict[str, Any]  # which trunk these numbers belong to, and the queries they leave out
+
+    def record(self, dataset: str, rate: dict[str, Any]) -> dict[str, Any]:
+        """Its entry in ``retrieval_metrics``: the trunk it began from, the dataset, the queries left out, its rate, its
+        length, and every seed's metrics with their mean (and standard deviation from two seeds on)."""
+        return {**self.recorded, "dataset": dataset, "rate": rate, "steps": self.plan.total_steps, **seed_summary(self.per_seed)}
+
+
+def finetune_start(
+    config: RetrievalConfig, splits: RetrievalSplits, start: StartingPoint, pretrained: dict | None = None, live=None
+) -> StartResult:
+    """Fine-tune ``start`` with every seed at its own rate (its ``base_lr``, else ``optimizer.base_lr``) and score each run.
+
+    ``config`` is sized to the data (:func:`sized_to_data`); each run's rows and final metrics go live to ``live``
+    under ``<dataset>/<start>_seed<seed>/``.
     """
-    splits = load_splits(config)
     context = distributed.setup(config.train.device)
-    plan = plan_retrieval(config, len(splits.train), context.world_size).check()
-    live = live_metrics(config.live_dir, config, context)
-    task = fine_tuning(config, int(splits.train.labels.max()) + 1)
-    metrics, histories, models = {}, [], {}
-    for start in config.starts:
-        per_seed = {}
-        for seed in config.seeds:
-            run = finetune_run(splits.name, start, seed)
-            prefix = f"{run.folder}/"
-            live_run = live.run(prefix) if live is not None else None
-            result, _ = finetune(task, splits.train, run, pretrained=pretrained, plan=plan, live=live_run)
-            model = result.model
-            per_seed[str(seed)] = evaluate(model, splits, config, seed)
-            if live is not None:
-                live.final(per_seed[str(seed)], prefix)
-            logger.info("%s seed %d: %s", start.name, seed, _format(per_seed[str(seed)]))
-            histories.append(result.history.assign(dataset=splits.name, start=start.name, seed=seed))
-            if seed == config.seeds[0]:
-                models[start.name] = model_payload(model.cpu(), start=start.name, checkpoint=start.checkpoint, seed=seed)
-        table = pd.DataFrame(per_seed).T
-        metrics[start.name] = {
-            **start_record(start.checkpoint, start_payload(start, pretrained)),  # which trunk these numbers belong to
-            "dataset": splits.name,
-            "queries_left_out": splits.lone_queries,  # no other image of their class to find
-            "seeds": per_seed,
-            "mean": table.mean().to_dict(),
-            "std": table.std(ddof=1).fillna(0.0).to_dict() if len(table) > 1 else {k: 0.0 for k in table.columns},
-        }
-    return metrics, pd.concat(histories, ignore_index=True), models
+    at_rate = at_start_rate(config, start)
+    plan = plan_retrieval(at_rate, len(splits.train), context.world_size).check()
+    task = fine_tuning(at_rate, int(splits.train.labels.max()) + 1)
+    per_seed, hits, histories, first_model = {}, [], [], None
+    for seed in config.seeds:
+        run = finetune_run(splits.name, start, seed)
+        prefix = f"{run.folder}/"
+        result, _ = finetune(task, splits.train, run, pretrained=pretrained, plan=plan, live=live.run(prefix) if live else None)
+        per_seed[str(seed)], seed_hits = evaluate_scores(result.model, splits, at_rate, seed)
+        hits.append(seed_hits)
+        if live is not None:
+            live.final(per_seed[str(seed)], prefix)
+        logger.info("%s seed %d: %s", start.name, seed, _format(per_seed[str(seed)]))
+        histories.append(result.history.assign(dataset=splits.name, start=start.name, seed=seed))
+        if first_model is None:
+            first_model = model_payload(result.model.cpu(), start=start.name, checkpoint=start.checkpoint, seed=seed)
+    recorded = start_record(start.checkpoint, start_payload(start, pretrained)) | {"queries_left_out": splits.lone_queries}
+    return StartResult(start, plan, per_seed, hits, pd.concat(histories, ignore_index=True), first_model, recorded)
+
+
+def rate_source(config: RetrievalConfig, start: StartingPoint) -> str:
+    """Where ``start``'s rate comes from: its own ``base_lr`` key, or the task's ``optimizer.base_lr``."""
+    if start.base_lr is None:
+        return "retrieval.optimizer.base_lr"
+    return f"retrieval.starts[{[s.name for s in config.starts].index(start.name)}].base_lr"
+
+
+def compare_starting_points(config: RetrievalConfig, pretrained: dict | None = None) -> tuple[dict, pd.DataFrame, dict[str, dict]]:
+    """Fine-tune and evaluate every starting point with every seed, each at its own rate.
+
+    Returns the metrics (``{start: {"dataset": name, "rate": ..., "steps": ..., "seeds": {seed: metrics}, "mean": ...,
+    "std": ...}}``, ``std`` None for one seed), the concatenated training histories, and the model files of the first
+    seed per starting point. Each run's rows and final metrics go live to ``live_dir`` under ``<dataset>/<start>_seed<seed>/``.
+    """
+    config = sized_to_data(config)
+    splits = load_splits(config)
+    live = live_metrics(config.live_dir, config, distributed.setup(config.train.device))
+    results = [finetune_start(config, splits, start, pretrained, live) for start in config.starts]
+    metrics = {
+        result.start.name: result.record(
+            splits.name,
+            rate_record(at_start_rate(config, result.start).optimizer.base_lr, result.plan, rate_source(config, result.start)),
+        )
+        for result in results
+    }
+    return metrics, pd.concat([result.history for result in results], ignore_index=True), {r.start.name: r.model for r in results}
 
 
 def _format(metrics: dict[str, float]) -> str:
     return ", ".join(f"{name} {100 * value:.1f}" for name, value in metrics.items())
-
-
-def comparison_table(metrics: dict) -> str:
-    """Markdown: the dataset, then rows = starting points, columns = metrics (mean ± std over seeds, in %)."""
-    first = next(iter(metrics.values()))
-    names = list(first["mean"])
-    lines = [f"Retrieval on `{first['dataset']}`:", "", "| start | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
-    for start, result in metrics.items():
-        cells = [f"{100 * result['mean'][n]:.1f} ± {100 * result['std'][n]:.1f}" for n in names]
-        lines.append(f"| {start} | " + " | ".join(cells) + " |")
-    seeds = len(next(iter(metrics.values()))["seeds"])
-    return "\n".join(lines) + f"\n\nMean ± standard deviation over {seeds} seed(s), in %.\n" + _left_out_line(first)
-
-
-def _left_out_line(result: dict) -> str:
-    """The queries Recall@K, MAP@R and R-Precision leave out, when there are any."""
-    left_out = result.get("queries_left_out", 0)
-    return f"Queries with no other image of their class to find, left out of Recall@K, MAP@R and R-Precision: {left_out}.\n" if left_out else ""
 
 
 def retrieval_examples(model: EmbeddingModel, splits: RetrievalSplits, config: RetrievalConfig, k: int = 5):

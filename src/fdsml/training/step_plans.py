@@ -15,10 +15,12 @@ from fdsml.training.training_plan import PublishedSizes, TrainingPlan, parse_pla
 PIPELINES = ("pretrain", "retrieval", "classification")
 
 
-def _images(kind: str, name: str, count: Callable[[], int], sizes: PublishedSizes) -> tuple[int, str]:
-    """The dataset's training images, counted when readable, else its published size; and where it came from."""
+def _images(kind: str, name: str, read: Callable[[], Any], sizes: PublishedSizes) -> tuple[int, str, Any]:
+    """The dataset's training images, counted when readable, else its published size; where the count came from; and the
+    splits read (None when only the published size is known)."""
     try:
-        return count(), "counted in the dataset's folder"
+        splits = read()
+        return len(splits.train), "counted in the dataset's folder", splits
     except DatasetLayoutError:
         published = getattr(sizes, kind)
         if name not in published:
@@ -26,7 +28,7 @@ def _images(kind: str, name: str, count: Callable[[], int], sizes: PublishedSize
                 f"plan.dataset_sizes.{kind}.{name}: no folder to count {name}'s training images and no published size; "
                 "add it to conf/base/parameters_plan.yml"
             ) from None
-        return published[name], "published split size (plan.dataset_sizes), no folder here"
+        return published[name], "published split size (plan.dataset_sizes), no folder here", None
 
 
 def plan_steps(parameters: dict[str, Any], pipelines: tuple[str, ...], world_size: int) -> list[TrainingPlan]:
@@ -41,18 +43,21 @@ def plan_steps(parameters: dict[str, Any], pipelines: tuple[str, ...], world_siz
         plans.append(dataclasses.replace(plan, notes=(note,)))
     if "retrieval" in pipelines:
         from fdsml.training.retrieval import load_splits, parse_retrieval_params, plan_retrieval
+        from fdsml.training.retrieval_comparison import recipe_notes
 
         config = parse_retrieval_params(parameters["retrieval"])
-        images, source = _images("retrieval", config.data.dataset, lambda: len(load_splits(config).train), sizes)
-        plans.append(dataclasses.replace(plan_retrieval(config, images, world_size), notes=(f"images: {source}",)))
+        images, source, splits = _images("retrieval", config.data.dataset, lambda: load_splits(config), sizes)
+        notes = (f"images: {source}", *recipe_notes(config, splits))
+        plans.append(dataclasses.replace(plan_retrieval(config, images, world_size), notes=notes))
     if "classification" in pipelines:
         from fdsml.data.classification_datasets import read_classification_dataset
         from fdsml.training.classification import parse_classification_params, plan_classification
+        from fdsml.training.classification_comparison import recipe_notes as classification_notes
 
         config = parse_classification_params(parameters["classification"])
         for dataset in config.datasets:
-            count = lambda d=dataset: len(read_classification_dataset(d.name, d.root, seed=config.train.seed).train)  # noqa: E731
-            images, source = _images("classification", dataset.name, count, sizes)
+            read = lambda d=dataset: read_classification_dataset(d.name, d.root, seed=config.train.seed)  # noqa: E731
+            images, source, splits = _images("classification", dataset.name, read, sizes)
             plan = plan_classification(config, dataset.name, images, world_size)
-            plans.append(dataclasses.replace(plan, notes=(f"images: {source}",)))
+            plans.append(dataclasses.replace(plan, notes=(f"images: {source}", *classification_notes(config, splits))))
     return plans

@@ -26,6 +26,11 @@ class PlanKeys:
     batch: str
     warmup: str
 
+    @property
+    def freeze(self) -> str:
+        """The head-only warm-up's key, beside the optimiser's section (``retrieval.train.freeze_backbone_steps``)."""
+        return self.warmup.split(".", 1)[0] + ".train.freeze_backbone_steps"
+
 
 @dataclass(frozen=True)
 class TrainingPlan:
@@ -46,6 +51,7 @@ class TrainingPlan:
     triplet_mining_bytes: int | None
     keys: PlanKeys
     notes: tuple[str, ...] = field(default=())
+    freeze_backbone_steps: int = 0
 
     @property
     def global_batch(self) -> int:
@@ -77,6 +83,11 @@ class TrainingPlan:
             )
         elif self.total_steps < 1:
             found.append(f"{where}: 0 training steps; raise the epochs or max_steps")
+        if 0 < self.total_steps <= self.freeze_backbone_steps:
+            found.append(
+                f"{where}: the head-only warm-up ({self.freeze_backbone_steps} steps) is not shorter than training "
+                f"({self.total_steps} steps), the trunk would never train; lower {self.keys.freeze} or raise the epochs"
+            )
         if self.total_steps > 0 and self.warmup_steps >= self.total_steps:
             found.append(
                 f"{where}: the warm-up ({self.warmup_steps} steps) is not shorter than training ({self.total_steps} steps), "
@@ -105,6 +116,7 @@ class TrainingPlan:
             ("epochs", f"{self.epochs:,}"),
             ("total steps", f"{self.total_steps:,}"),
             ("warm-up steps", f"{self.warmup_steps:,} ({self.schedule})"),
+            *((("head-only steps", f"{self.freeze_backbone_steps:,}"),) if self.freeze_backbone_steps else ()),
             *((f"learning rate, {group}", f"{rate:.4g}") for group, rate in self.learning_rates.items()),
             ("images per epoch", f"{self.images_per_epoch:,}"),
         ]
@@ -165,6 +177,7 @@ def plan_training(
         triplet_mining_bytes=None if triplets is None else triplet_mining_bytes(batch_per_replica, triplets[1]),
         keys=keys,
         notes=notes,
+        freeze_backbone_steps=loop.freeze_backbone_steps,
     )
 
 

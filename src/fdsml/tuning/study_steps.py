@@ -163,6 +163,17 @@ def frozen_probe(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
     return {f"frozen.{key}": float(value) for key, value in found.items()}
 
 
+def pixels(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
+    """The raw-pixel baseline: k-NN on the test view's pixels of ``retrieval.data.dataset``'s test classes (shrunk to at
+    most ``retrieval.baselines.pixel_size`` a side), scored as the trunks are; no training, no seed."""
+    from fdsml.training.retrieval import load_splits, parse_retrieval_params
+    from fdsml.training.retrieval_comparison import pixel_scores
+
+    retrieval = parse_retrieval_params(params["retrieval"])
+    found, _ = pixel_scores(retrieval, load_splits(retrieval))
+    return {f"pixels.{key}": float(value) for key, value in found.items()}
+
+
 def finetune(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
     """Fine-tune the pre-trained model (or scratch) with ``retrieval``'s recipe and seeds; the metrics' means over the seeds."""
     from fdsml.training.retrieval import compare_starting_points, parse_retrieval_params
@@ -329,6 +340,7 @@ STEPS: dict[str, Step] = {
     "sweeps": Step(sweeps, ("fractals", "validate_descriptor"), ("generation.failed", *SWEEP_METRICS), ("generation", "sweeps", "statistics")),
     "classify": Step(classify, ("pretrain", "classification"), ("classified.top1", "classified.top5", "classify.seconds")),
     "frozen_probe": Step(frozen_probe, ("pretrain", "retrieval"), tuple(f"frozen.{name}" for name in RETRIEVAL_METRICS)),
+    "pixels": Step(pixels, ("retrieval",), tuple(f"pixels.{name}" for name in RETRIEVAL_METRICS)),
     "finetune": Step(
         finetune, ("pretrain", "retrieval"), tuple(f"finetuned.{name}" for name in RETRIEVAL_METRICS) + ("finetune.seconds",)
     ),

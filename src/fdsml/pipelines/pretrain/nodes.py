@@ -9,8 +9,8 @@ import pandas as pd
 
 from fdsml.data.fractals_config import parse_fractals_params
 from fdsml.data.holdout import split_table
-from fdsml.reporting.history import describe_loss_trend, probe_trend, validation_cost
-from fdsml.training.pretrain import parse_pretrain_params, pretrain
+from fdsml.reporting.history import describe_loss_trend, measured_change, validation_cost
+from fdsml.training.pretrain import parse_pretrain_params, pretrain, trained_heldout_metric
 
 logger = logging.getLogger(__name__)
 
@@ -41,12 +41,13 @@ def pretrain_model(
     )
     if len(history):
         logger.info("Pre-training %s", describe_loss_trend(history))
-    probe = probe_trend(history)
+    probe = measured_change(history, "val_probe_recall_at_1")
     if probe is not None:
-        logger.info(
-            "Frozen probe Recall@1 (%s): %.4f at initialisation -> %.4f after pre-training",
-            config.validation.probe.dataset, *probe,
-        )
+        logger.info("Frozen probe Recall@1 (%s): %s", config.validation.probe.dataset, probe)
+    trained = trained_heldout_metric(config)
+    change = measured_change(history, trained)
+    if change is not None:
+        logger.info("Held-out %s, what %s trains for: %s", trained.removeprefix("val_"), config.objective, change)
     cost = validation_cost(history)
     if cost is not None:
         logger.info("Validation took %.1f %% of the steps' time", 100 * cost)

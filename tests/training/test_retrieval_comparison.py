@@ -1,0 +1,152 @@
+"""The retrieval comparison: baselines on the same split, each start at its own rate, a budget sized to the data,
+spreads only where seeds ran, and a dataset too small for the recipe refused before any work."""
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from fdsml.config import ConfigError, env_parameters
+from fdsml.evaluation.frozen_probe import frozen_probe
+from fdsml.models import build_model, model_payload
+from fdsml.models.starting_points import StartingPoint, build_from_start
+from fdsml.pipelines.run_checks import RunCheckError, check_run
+from fdsml.training.retrieval import load_splits, parse_retrieval_params, plan_retrieval
+from fdsml.training.retrieval_comparison import check_recipe_fits, comparison_table, recipe_notes, retrieval_comparison
+
+from tests.own_images import write_image_folder
+from tests.support import ROOT, TINY_RETRIEVAL
+
+TINY = TINY_RETRIEVAL
+
+
+@pytest.fixture(scope="module")
+def pretrained():
+    torch.manual_seed(123)  # a trunk unlike the scratch start's seed-0 initialisation
+    return model_payload(build_model("resnet18", embedding_dim=4, img_size=16), objective="pa_triplet")
+
+
+def _config(tmp_path, **changes):
+    return parse_retrieval_params(TINY | {"run_dir": str(tmp_path / "runs")} | changes)
+
+
+def test_the_baselines_are_raw_pixels_and_each_trunk_before_fine_tuning_on_the_same_queries(tmp_path, pretrained, caplog):
+    config = _config(tmp_path)
+    with caplog.at_level("INFO"):
+        metrics, history, _ = retrieval_comparison(config, pretrained)
+    splits = load_splits(config)
+    first = caplog.records[0].getMessage()
+    assert first.startswith("Retrieval on digits: budget: 2 steps (retrieval.train.max_steps); batch: 64")
+    assert "rates: scratch 0.0001 (retrieval.optimizer.base_lr); fdsml 0.0001 (retrieval.optimizer.base_lr)" in first
+    for name, trunk in (
+        ("scratch", build_from_start(StartingPoint("scratch"), seed=0, img_size=16, head="embedding", embedding_dim=8)),
+        ("fdsml", build_from_start(StartingPoint("fdsml", "pretrained_model"), payload=pretrained, seed=0, img_size=16)),
+    ):
+        result = metrics[name]
+        frozen = frozen_probe(trunk, splits, 16, crop_fraction=config.data.crop_fraction)
+        assert result["baselines"]["its frozen trunk"]["mean"] == pytest.approx(frozen)  # the trunk the run started from
+        pixels = result["baselines"]["raw pixels"]["mean"]
+        assert pixels["recall@1"] > 0.9  # digits' 8 x 8 pixels sort themselves
+        for baseline, found in result["versus"].items():
+            base = result["baselines"][baseline]["mean"]["recall@1"]
+            assert found["difference"] == pytest.approx(result["mean"]["recall@1"] - base)  # paired over the same queries
+            assert 0 < found["se"] < 0.05
+        # two steps cannot beat the pixels: the verdict says so, in the metrics and the log
+        assert result["verdict"].startswith(f"fine-tuning did not help: {name} fine-tuned reaches Recall@1")
+        assert "raw pixels at" in result["verdict"] and "most likely at fault: too few steps" in result["verdict"]
+        assert result["verdict"] in caplog.text
+        assert result["rate"] == {"base_lr": 1e-4, "learning_rate": pytest.approx(1e-4 * 64 / 32), "source": "retrieval.optimizer.base_lr"}
+    assert result["queries"] == len(splits.test) and result["std"] is None  # one seed: no spread
+    table = comparison_table(metrics)
+    rows = table.split("\n\n")[1].splitlines()
+    assert [row.split(" |")[0] for row in rows[2:]] == [
+        "| raw pixels (k-NN)", "| scratch, frozen trunk", "| scratch, fine-tuned", "| fdsml, frozen trunk", "| fdsml, fine-tuned"
+    ]  # fmt: skip
+    assert "1 seed, no spread measured" in table and not any("±" in row for row in rows)
+    assert table.count("Fine-tuning did not help: ") == 2
+    assert set(history["start"]) == {"scratch", "fdsml"}
+
+
+def _two_seeds(rate: dict) -> dict:
+    """A start's metrics over seeds 0 and 1 (R@1 10 and 15 %), as the comparison writes them."""
+    seeds = {"0": {"recall@1": 0.10, "map@r": 0.02}, "1": {"recall@1": 0.15, "map@r": 0.04}}
+    frozen = {"seeds": {"0": {"recall@1": 0.05, "map@r": 0.01}}, "mean": {"recall@1": 0.05, "map@r": 0.01}, "std": None}
+    return {
+        "dataset": "toy", "rate": rate, "steps": 100, "queries": 200, "seeds": seeds,
+        "mean": {"recall@1": 0.125, "map@r": 0.03}, "std": {"recall@1": 0.0353553, "map@r": 0.0141421},
+        "baselines": {"raw pixels": {"mean": {"recall@1": 0.2, "map@r": 0.05}, "std": None}, "its frozen trunk": frozen},
+        "versus": {
+            "raw pixels": {"metric": "recall@1", "baseline": 0.2, "difference": -0.075, "se": 0.031},
+            "its frozen trunk": {"metric": "recall@1", "baseline": 0.05, "difference": 0.075, "se": 0.02},
+        },
+        "verdict": None,
+    }  # fmt: skip
+
+
+def test_two_seeds_print_mean_and_std_and_the_differences_their_standard_errors():
+    rate = {"base_lr": 3e-4, "learning_rate": 3e-4, "source": "chosen on validation"}
+    table = comparison_table({"fdsml": _two_seeds(rate)})
+    assert "mean ± standard deviation over 2 seeds" in table and "1 seed" not in table
+    assert "| fdsml, fine-tuned | 0.0003 (chosen on validation) | 12.5 ± 3.5 | 3.0 ± 1.4 |" in table
+    assert "| raw pixels (k-NN) | | 20.0 | 5.0 |" in table  # no seed, no spread
+    assert "| fdsml | -7.5 ± 3.1 | +7.5 ± 2.0 |" in table and "and over the seeds" in table
+
+
+def test_each_start_fine_tunes_at_its_own_rate_chosen_on_training_classes_or_set_by_hand(tmp_path, pretrained):
+    starts = [{"name": "scratch", "backbone": "resnet18"}, {"name": "fdsml", "checkpoint": "pretrained_model", "base_lr": 0.01}]
+    config = _config(tmp_path, starts=starts, rate_search={"rates": [1e-4, 3e-3], "validation_fraction": 0.4})
+    metrics, history, _ = retrieval_comparison(config, pretrained)
+    scratch, fdsml = metrics["scratch"]["rate"], metrics["fdsml"]["rate"]
+    search = scratch["search"]
+    assert scratch["source"] == "chosen on validation" and scratch["base_lr"] == search["chosen"] in (1e-4, 3e-3)
+    assert set(search["rates"]) == {"0.0001", "0.003"} and search["metric"] == "map@r" and search["seconds"] > 0
+    assert search["validation"] == "2 of the 5 training classes held out (355 images)"  # digits 0-4 train: 5-9 are never read
+    best = max(search["rates"], key=lambda rate: search["rates"][rate]["map@r"])
+    assert float(best) == search["chosen"]
+    assert fdsml == {"base_lr": 0.01, "learning_rate": pytest.approx(0.02), "source": "retrieval.starts[1].base_lr"}
+    # each final run trained at its start's rate: the rate of its first step, before the schedule decays it
+    first_steps = history[history["step"] == 1].set_index("start")["lr"]
+    assert first_steps["scratch"] == pytest.approx(search["chosen"] * 2) and first_steps["fdsml"] == pytest.approx(0.02)
+    searched = sorted(p.parent.name for p in (tmp_path / "runs" / "digits" / "rate_search").glob("*/last.pt"))
+    assert searched == ["scratch_lr0.0001_seed0", "scratch_lr0.003_seed0"]  # the start with its own rate was not searched
+    assert "| scratch | " in comparison_table(metrics).split("Rates chosen on validation (map@r, %, on 2 of the 5")[1]
+
+
+def _own_params(root, **changes) -> dict:
+    params = env_parameters(str(ROOT / "conf"), "base")["retrieval"]
+    return params | {"data": params["data"] | {"dataset": "imagefolder", "root": str(root)}} | changes
+
+
+def test_the_budget_follows_the_epochs_on_your_own_data_and_the_cap_stays_with_the_embedded_demonstration(tmp_path):
+    own = parse_retrieval_params(_own_params(write_image_folder(tmp_path / "shapes", classes=40, per_class=2)))
+    splits = load_splits(own)
+    plan = plan_retrieval(own, len(splits.train), 1)
+    assert plan.total_steps == 30 * (40 // 14) == own.train.epochs * plan.batches_per_replica  # 40 training images, 30 epochs
+    assert recipe_notes(own, splits)[0] == "budget: 30 epochs of the training split (retrieval.train.epochs)"
+    assert "data: training 20 classes of 2 images (40); test 20 classes of 2 images (40)" in recipe_notes(own, splits)
+    embedded = parse_retrieval_params(env_parameters(str(ROOT / "conf"), "base")["retrieval"])
+    assert plan_retrieval(embedded, 2720, 1).total_steps == 120
+    assert recipe_notes(embedded)[0] == "budget: 120 steps, the embedded demonstration's cap (retrieval.demo_max_steps.omniglot)"
+    cpu = parse_retrieval_params(env_parameters(str(ROOT / "conf"), "cpu")["retrieval"])
+    assert plan_retrieval(cpu, 2720, 1).total_steps == 388 and cpu.rate_search is not None and embedded.rate_search is None
+
+
+@pytest.mark.parametrize(
+    "per_class, changes, message",
+    [
+        (1, {}, "fewer than two test images have another image of their class"),
+        (2, {"train": {"epochs": 1, "freeze_backbone_steps": 16}}, r"head-only warm-up \(16 steps\) is not shorter than training \(4 steps\)"),
+        (2, {"rate_search": {"rates": [1e-4, 1e-3]}}, r"retrieval.rate_search: the 2 training classes .* cannot give two validation classes"),
+    ],
+)
+def test_a_dataset_too_small_for_the_recipe_stops_before_any_work_with_the_fix(tmp_path, per_class, changes, message):
+    params = _own_params(write_image_folder(tmp_path / "few", classes=4 if "rate_search" in changes else 8, per_class=per_class))
+    data = params["data"] | {"batch_size": 2, "ks": [1, 2]}
+    params = params | {"data": data, "train": params["train"] | changes.pop("train", {})} | changes
+    config = parse_retrieval_params(params)
+    with pytest.raises(ConfigError, match=message):
+        check_recipe_fits(config, load_splits(config), 1)
+    with pytest.raises(RunCheckError, match=message):  # kedro run's checks before its first node, and kedro check's
+        check_run({"retrieval": params}, reads={"retrieval"})
