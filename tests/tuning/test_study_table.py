@@ -183,3 +183,13 @@ def test_a_table_shows_only_its_arms_in_its_order():
     study = with_table(arms=["fdsl"])
     results = [agreement_unit("scratch", 0, 0.2), agreement_unit("fdsl", 0, 0.5)]
     assert [row["arm"] for row in study_rows(results, study)] == ["fdsl"]
+
+
+def test_a_metric_an_arm_lacks_in_several_runs_is_not_applicable_rather_than_an_error():
+    assert all(math.isnan(value) for value in mean_std([math.nan, math.nan]))
+
+
+def test_a_difference_between_two_single_runs_has_no_standard_error_and_says_so():
+    assert math.isnan(difference([0.5], [0.3])[1]) and difference([0.5], [0.3])[0] == pytest.approx(0.2)
+    rows = study_rows([result("scratch", 0, 0, 0.3), result("fdsl", 0, 0, 0.5)], STUDY)
+    assert "| fdsl | 1 | 1 | 50.0 | +20.0 (no SE: one run each) |" in markdown_table(rows, STUDY)

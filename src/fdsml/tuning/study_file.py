@@ -100,6 +100,7 @@ class TrendSettings:
     baseline: str | None = None  # an arm every start is also compared to (raw-pixel k-NN)
     baseline_metrics: dict[str, str] = field(default_factory=dict)  # the baseline's metric set against each of ``metrics`` (its own name when absent)
     floor: str | None = None  # an arm shown beside them (scratch)
+    spread: str | None = None  # the seed key whose values are the independent samples (others averaged first); null: every combination
 
 
 @dataclass(frozen=True)
@@ -219,6 +220,8 @@ def _check_trend(study: StudyDefinition, path: Path) -> None:
     for start in (trend.reference, *trend.rivals, trend.baseline, trend.floor):
         if start is not None and start not in study.arms:
             raise ConfigError(f"{path}: trend: {_none_of(start, 'arm', study.arms)}")
+    if trend.spread is not None and trend.spread not in study.seeds:
+        raise ConfigError(f"{path}: trend.spread: {_none_of(trend.spread, 'seed key', study.seeds)}")
     for axis_name, axis in trend.axes.items():
         for point in (point for point in axis.points if point != "base"):
             for start in (trend.reference, *trend.rivals):

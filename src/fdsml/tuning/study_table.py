@@ -27,12 +27,17 @@ from fdsml.tuning.study_file import StudyDefinition, TableSettings
 
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
     """The mean and the sample standard deviation (0 for a single value; NaN when a value is: a metric an arm lacks)."""
-    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0 * values[0]
+    if any(math.isnan(value) for value in values):
+        return math.nan, math.nan
+    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
 def difference(values: Sequence[float], reference: Sequence[float]) -> tuple[float, float]:
-    """mean(values) - mean(reference) and the difference's standard error (Welch's: sqrt(s_a^2/n_a + s_r^2/n_r))."""
+    """mean(values) - mean(reference) and the difference's standard error (Welch's: sqrt(s_a^2/n_a + s_r^2/n_r); NaN,
+    never measured, when each side ran once)."""
     (mean, std), (base, base_std) = mean_std(values), mean_std(reference)
+    if len(values) == len(reference) == 1:
+        return mean - base, math.nan
     return mean - base, math.sqrt(std**2 / len(values) + base_std**2 / len(reference))
 
 
@@ -144,6 +149,8 @@ def _difference_cell(row: Mapping[str, Any], metric: str, table: TableSettings) 
     if row["arm"] == table.reference:
         return "reference"
     found = row.get(f"diff {metric}")
+    if found is not None and math.isnan(found[1]) and not math.isnan(found[0]):
+        return f"{_scale(table, metric) * found[0]:+.{table.digits}f} (no SE: one run each)"
     return "n/a" if found is None else _cell(found, _scale(table, metric), table.digits, "+")
 
 

@@ -2,7 +2,8 @@
 and where they would close.
 
 For each axis of a study's ``trend`` and each of its metrics, at every point of the axis: the reference start's mean
-over every seed combination, the best rival's (the rival with the highest mean there), the baseline's and the floor's;
+over the values of ``trend.spread`` (the pre-training seed: the fine-tuning seeds of one trunk averaged first, since
+they share it), the best rival's (the rival with the highest mean there), the baseline's and the floor's;
 the gaps reference - best rival, reference - baseline and best rival - baseline, each with its standard error
 (Welch's, :func:`fdsml.tuning.study_table.difference`). Each gap is then fitted by weighted least squares against
 log2 of the axis value (weights 1 / SE^2): the slope is the gap's change per doubling, with its standard error.
@@ -104,9 +105,9 @@ def _summary(values: Sequence[float]) -> tuple[float, float, int]:
 def trend_points(results: Sequence[Mapping[str, Any]], study: StudyDefinition, axis: TrendAxis, metric: str) -> list[TrendPoint]:
     """The axis's points (in the order of their values) that the reference ran at, for ``metric``."""
     trend = study.trend
-    values = arm_values(results, TableSettings(metrics=(metric,)))
+    values = arm_values(results, TableSettings(metrics=(metric,), spread=trend.spread))
     baseline_metric = trend.baseline_metrics.get(metric, metric)
-    baselines = arm_values(results, TableSettings(metrics=(baseline_metric,)))
+    baselines = arm_values(results, TableSettings(metrics=(baseline_metric,), spread=trend.spread))
     found = []
     for point, x in sorted(axis.points.items(), key=lambda item: item[1]):
         reference = values.get(_arm_at(study.arms, trend.reference, point), {}).get(metric)
@@ -179,7 +180,8 @@ def trend_markdown(found: Mapping[str, Mapping[str, Mapping[str, Any]]], study: 
     """The trend section of the study's page: a table per axis and metric, and a sentence per gap."""
     trend, table = study.trend, study.table
     scale, digits = (100.0 if table.percent else 1.0), table.digits
-    lines = [f"\n## How the gaps change along each axis\n\nGaps as differences of means over every seed combination ± their standard error; "
+    samples = f"values of `{trend.spread}` (the other seeds averaged first)" if trend.spread else "every seed combination"
+    lines = [f"\n## How the gaps change along each axis\n\nGaps as differences of means over the {samples} ± their standard error; "
              f"the best rival is the best of {', '.join(trend.rivals)} at each point; the lines are weighted least-squares fits against log2 of the axis.\n"]
     for name, by_metric in found.items():
         axis = trend.axes[name]
