@@ -8,14 +8,13 @@ cannot train, 2 when the parameters are invalid (an unknown key at any depth inc
 checks the rest before work: folders, images, Recall@K, starting checkpoints.
 
     python -m fdsml.plan --env paper --world-size 8 --pipelines pretrain
+    python -m fdsml.plan --study paper_ordering              # a study file's GPU-hours on one GPU and on eight
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +22,10 @@ from kedro.config import OmegaConfigLoader
 from omegaconf import OmegaConf
 
 from fdsml import settings
-from fdsml.config import ConfigError, require_each_key_once
-from fdsml.data.layout import DatasetLayoutError
+from fdsml.config import require_each_key_once
 from fdsml.errors import UserFixableError
-from fdsml.training.training_plan import PublishedSizes, TrainingPlan, format_plans, parse_plan_params
-
-PIPELINES = ("pretrain", "retrieval", "classification")
+from fdsml.training.step_plans import PIPELINES, plan_steps
+from fdsml.training.training_plan import format_plans
 
 
 def load_parameters(env: str | None, params: list[str], conf_source: str | Path = "conf") -> dict[str, Any]:
@@ -39,54 +36,6 @@ def load_parameters(env: str | None, params: list[str], conf_source: str | Path 
     return loader["parameters"]
 
 
-def _images(kind: str, name: str, read: Callable[[], Any], sizes: PublishedSizes) -> tuple[int, str, Any]:
-    """The dataset's training images, counted when readable, else its published size; where the count came from; and the
-    splits read (None when only the published size is known)."""
-    try:
-        splits = read()
-        return len(splits.train), "counted in the dataset's folder", splits
-    except DatasetLayoutError:
-        published = getattr(sizes, kind)
-        if name not in published:
-            raise ConfigError(
-                f"plan.dataset_sizes.{kind}.{name}: no folder to count {name}'s training images and no published size; "
-                "add it to conf/base/parameters_plan.yml"
-            ) from None
-        return published[name], "published split size (plan.dataset_sizes), no folder here", None
-
-
-def plan_steps(parameters: dict[str, Any], pipelines: tuple[str, ...], world_size: int) -> list[TrainingPlan]:
-    """The (unchecked) plans of the training steps of ``pipelines`` at ``world_size``."""
-    sizes = parse_plan_params(parameters.get("plan", {})).dataset_sizes
-    plans = []
-    if "pretrain" in pipelines:
-        from fdsml.training.pretrain import parse_pretrain_params, plan_pretrain, pretraining_rows
-
-        images, note = pretraining_rows(parameters["fractals"])
-        plan = plan_pretrain(parse_pretrain_params(parameters["pretrain"]), images, world_size)
-        plans.append(dataclasses.replace(plan, notes=(note,)))
-    if "retrieval" in pipelines:
-        from fdsml.training.retrieval import load_splits, parse_retrieval_params, plan_retrieval
-        from fdsml.training.retrieval_comparison import recipe_notes
-
-        config = parse_retrieval_params(parameters["retrieval"])
-        images, source, splits = _images("retrieval", config.data.dataset, lambda: load_splits(config), sizes)
-        notes = (f"images: {source}", *recipe_notes(config, splits))
-        plans.append(dataclasses.replace(plan_retrieval(config, images, world_size), notes=notes))
-    if "classification" in pipelines:
-        from fdsml.data.classification_datasets import read_classification_dataset
-        from fdsml.training.classification import parse_classification_params, plan_classification
-        from fdsml.training.classification_comparison import recipe_notes as classification_notes
-
-        config = parse_classification_params(parameters["classification"])
-        for dataset in config.datasets:
-            read = lambda d=dataset: read_classification_dataset(d.name, d.root, seed=config.train.seed)  # noqa: E731
-            images, source, splits = _images("classification", dataset.name, read, sizes)
-            plan = plan_classification(config, dataset.name, images, world_size)
-            plans.append(dataclasses.replace(plan, notes=(f"images: {source}", *classification_notes(config, splits))))
-    return plans
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fdsml.plan", description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default=None, help="Kedro environment on top of base (e.g. paper); default: local")
@@ -94,7 +43,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pipelines", default=",".join(PIPELINES), help=f"comma-separated, from {', '.join(PIPELINES)}")
     parser.add_argument("--params", default="", help="overrides as kedro run takes them: key.path=value,other.key=value")
     parser.add_argument("--conf-source", default="conf", help="the project's conf/ folder")
+    parser.add_argument("--study", help="a study file of conf/studies: its GPU-hours (plan.gpu_throughput) instead of one run's plan")
+    parser.add_argument("--scale", help="with --study: one of the file's scales")
+    parser.add_argument("--gpus", default="1,8", help="with --study: the GPU counts to give the hours for")
     args = parser.parse_args(argv)
+    if args.study:
+        return _study_cost(args)
     pipelines = tuple(p.strip() for p in args.pipelines.split(",") if p.strip())
     unknown = sorted(set(pipelines) - set(PIPELINES))
     if unknown:
@@ -110,6 +64,29 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(format_plans(plans, f"Training plan, environment {args.env or 'base'}, {args.world_size} replica(s)"))
     return 1 if any(plan.problems() for plan in plans) else 0
+
+
+def _study_cost(args: argparse.Namespace) -> int:
+    """Print the study's GPU-hours; exit status 2 when its file or parameters are invalid."""
+    from fdsml.config import env_parameters
+    from fdsml.training.training_plan import parse_plan_params
+    from fdsml.tuning.study_cost import format_cost, unit_costs
+    from fdsml.tuning.study_file import read_study
+    from fdsml.tuning.study_runner import parse_study_settings, study_path
+
+    try:
+        settings = parse_study_settings({"name": args.study, "scale": args.scale, "conf_source": args.conf_source})
+        study = read_study(study_path(settings))
+        base = env_parameters(args.conf_source, study.env)
+        throughput = parse_plan_params(base.get("plan", {})).gpu_throughput
+        costs = unit_costs(study, settings, base, throughput)
+        gpus = tuple(int(count) for count in args.gpus.split(",") if count.strip())
+    except (UserFixableError, ValueError) as error:
+        print(f"invalid study: {error}", file=sys.stderr)
+        return 2
+    scale = f", scale {args.scale}" if args.scale else ""
+    print(format_cost(costs, throughput, gpus, f"Study {args.study}{scale} (environment {study.env}), each unit on one GPU"))
+    return 0
 
 
 if __name__ == "__main__":

@@ -106,3 +106,23 @@ def test_jobs_and_separate_processes_on_one_storage_run_each_arm_exactly_once(tm
     assert len({line.split()[1] for line in runs(log)}) >= 2
     table = arm_results(open_arms_study("s", storage=storage), arms)
     assert sorted(table["arm"]) == sorted(arms) and json.dumps(table["result"].tolist())
+
+
+def visible_devices(log: str, arm: str) -> tuple[float, dict]:
+    """Records the GPUs the worker running ``arm`` sees (its CUDA_VISIBLE_DEVICES)."""
+    time.sleep(0.5)  # long enough for both workers to take arms
+    with open(log, "a") as handle:
+        handle.write(f"{arm} {os.getpid()} {os.environ.get('CUDA_VISIBLE_DEVICES')}\n")
+    return 0.0, {}
+
+
+def test_each_worker_sees_the_one_device_it_was_given(tmp_path):
+    log = tmp_path / "log"
+    arms = {f"a{index}": "f1" for index in range(6)}
+    assert run_arms("s", arms, partial(visible_devices, str(log)), jobs=2, storage_dir=str(tmp_path), devices=("3", "5")) == []
+    seen = {}
+    for line in runs(log):
+        _, pid, device = line.split()
+        seen.setdefault(pid, set()).add(device)
+    assert sorted(device for devices in seen.values() for device in devices) == ["3", "5"]  # one device per worker, both used
+    assert all(len(devices) == 1 for devices in seen.values())

@@ -79,6 +79,32 @@ def test_a_complete_unit_is_reused_a_changed_arm_reruns_alone_a_failed_one_rerun
     assert sorted(CALLS) == [(13.0, 0), (13.0, 1)]  # failed units run again
 
 
+def test_the_first_arms_complete_before_the_others_and_one_failing_stops_the_study_before_they_start(counting):
+    checked = {**COUNTED, "arms": {"check": {"pretrain.optimizer.base_lr": 13.0}, **COUNTED["arms"]}, "first": ["check"]}
+    results, failed = counting(checked)
+    assert sorted(CALLS) == [(13.0, 0), (13.0, 1)] and results == []  # the check failed: no other unit ran
+    assert sorted(failed) == ["check|pretrain.train.seed=0", "check|pretrain.train.seed=1"]
+    CALLS.clear()
+    passing = {**checked, "arms": {**checked["arms"], "check": {"pretrain.optimizer.base_lr": 5.0}}}
+    results, failed = counting(passing)
+    assert CALLS[:2] == [(5.0, 0), (5.0, 1)] and len(CALLS) == 6 and failed == []  # the check first, then the rest
+
+
+def test_an_unseeded_arm_runs_once_with_the_environments_seed(counting):
+    results, _ = counting({**COUNTED, "arms": {**COUNTED["arms"], "once": {"pretrain.optimizer.base_lr": 7.0, "study.seeded": False}}})
+    assert sorted(call for call in CALLS if call[0] == 7.0) == [(7.0, 0)]  # conf/base's seed 0, once
+    assert [r["seeds"] for r in results if r["arm"] == "once"] == [{}]
+
+
+def test_the_gpu_check_steps_rows_are_counted_by_the_status_under_its_header():
+    from fdsml.tuning.study_steps import _status_counts
+
+    table = "gpu_check --quick: device cpu (none)\ncheck                 status        detail\n"
+    table += "pre-training resnet18  ok            76 img/s\nkernel alone          skipped       needs a CUDA device\n"
+    table += "CouCE step            FAIL          RuntimeError: x\nrenderer              not run       budget spent\n"
+    assert _status_counts(table) == {"ok": 1, "skipped": 1, "FAIL": 1, "not run": 1}
+
+
 def test_units_differing_downstream_of_pretraining_share_its_run_folder_and_scratch_draws_its_trunk_from_the_seed(tmp_path):
     project = study_project(tmp_path / "p")
     study = read_study(project / "conf/studies/tiny.yml")
@@ -204,7 +230,7 @@ def test_two_sweep_ranges_give_two_sweep_tables_with_their_factors_and_every_sta
     assert f"**{narrow}**" in page and f"**{wide}**" in page
     assert {row["arm"]: row["wide_range.sweeps.n_sweeps"] for row in found["more_tables"][wide]} == {"default": (12.0, 0.0), "one map": (12.0, 0.0)}
     wide_table = page.split(f"**{wide}**")[1].split("**")[0]
-    assert "| default | 1 | 1 | 12.0 ± 0.0 |" in wide_table  # a count is shown as it is, not x 100
+    assert "| default | 1 | 1 | 12.0 |" in wide_table  # a count is shown as it is, not x 100; one run, no spread
     seconds_table = page.split("**CPU seconds per stage")[1].split("Reproduce")[0]
     header, _, *rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in seconds_table.splitlines() if line.startswith("|")]
     columns = header[3:]

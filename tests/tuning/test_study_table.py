@@ -53,7 +53,7 @@ def test_fine_tuning_seeds_are_averaged_within_each_pretraining_seed_before_the_
 
 def test_without_the_reference_arm_a_row_has_no_difference_rather_than_being_called_the_reference():
     rows = study_rows([result("fdsl", 0, 0, 0.5)], STUDY)  # scratch, the reference, did not run (a scale without it)
-    assert "| fdsl | 1 | 1 | 50.0 ± 0.0 | n/a |" in markdown_table(rows, STUDY)
+    assert "| fdsl | 1 | 1 | 50.0 | n/a |" in markdown_table(rows, STUDY)  # one run: its value, no spread
 
 
 def test_a_metric_an_arm_does_not_yield_is_shown_as_not_applicable():
@@ -143,7 +143,7 @@ def test_fractions_are_shown_in_percent_and_seconds_and_counts_as_they_are():
     study = replace(STUDY, table=replace(STUDY.table, metrics=tuple(metrics), reference=None))
     values = {"sweeps.contractive_fraction": 0.5, "sweeps.n_sweeps": 12.0, "finetune.seconds": 3.25, "cpu_seconds.descriptor.sweeps": 1.5}
     results = [{"arm": "scratch", "seeds": {"pretrain.train.seed": 0}, "metrics": values}]
-    assert "| scratch | 1 | 1 | 50.0 ± 0.0 | 12.0 ± 0.0 | 3.2 ± 0.0 | 1.5 ± 0.0 |" in markdown_table(study_rows(results, study), study)
+    assert "| scratch | 1 | 1 | 50.0 | 12.0 | 3.2 | 1.5 |" in markdown_table(study_rows(results, study), study)
 
 
 def test_a_page_run_at_a_scale_states_the_seeds_that_scale_ran_not_the_files():
@@ -183,3 +183,13 @@ def test_a_table_shows_only_its_arms_in_its_order():
     study = with_table(arms=["fdsl"])
     results = [agreement_unit("scratch", 0, 0.2), agreement_unit("fdsl", 0, 0.5)]
     assert [row["arm"] for row in study_rows(results, study)] == ["fdsl"]
+
+
+def test_a_metric_an_arm_lacks_in_several_runs_is_not_applicable_rather_than_an_error():
+    assert all(math.isnan(value) for value in mean_std([math.nan, math.nan]))
+
+
+def test_a_difference_between_two_single_runs_has_no_standard_error_and_says_so():
+    assert math.isnan(difference([0.5], [0.3])[1]) and difference([0.5], [0.3])[0] == pytest.approx(0.2)
+    rows = study_rows([result("scratch", 0, 0, 0.3), result("fdsl", 0, 0, 0.5)], STUDY)
+    assert "| fdsl | 1 | 1 | 50.0 | +20.0 (no SE: one run each) |" in markdown_table(rows, STUDY)

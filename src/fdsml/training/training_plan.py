@@ -220,10 +220,32 @@ class PublishedSizes:
 
 
 @dataclass(frozen=True)
+class GpuThroughput:
+    """``params:plan.gpu_throughput``: training images per second of one GPU, per backbone, at ``reference_size`` px."""
+
+    reference_size: int = 224
+    images_per_second: dict[str, float] = field(default_factory=dict)
+    source: str = ""  # where the figures come from (a measurement's machine, or a published figure)
+
+    def __post_init__(self):
+        require_positive("reference_size", self.reference_size)
+        for backbone, rate in self.images_per_second.items():
+            require_positive(f"images_per_second.{backbone}", rate)
+
+    def rate(self, backbone: str, image_size: int) -> float:
+        """Images per second for ``backbone`` at ``image_size`` px: the reference's, times the ratio of pixels."""
+        if backbone not in self.images_per_second:
+            known = ", ".join(sorted(self.images_per_second)) or "none"
+            raise ConfigError(f"plan.gpu_throughput.images_per_second: no figure for {backbone} (known: {known}); add its training images/s on one GPU at {self.reference_size} px (benchmarks/gpu_check.py measures it)")
+        return self.images_per_second[backbone] * (self.reference_size / image_size) ** 2
+
+
+@dataclass(frozen=True)
 class PlanSettings:
     """``params:plan``."""
 
     dataset_sizes: PublishedSizes = field(default_factory=PublishedSizes)
+    gpu_throughput: GpuThroughput = field(default_factory=GpuThroughput)
 
 
 def parse_plan_params(params: dict[str, Any]) -> PlanSettings:

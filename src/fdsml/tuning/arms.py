@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
-from collections.abc import Callable, Mapping
+import os
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
 import optuna
@@ -98,24 +99,33 @@ def work(study: optuna.Study, arms: Mapping[str, str], run: ArmRun) -> list[str]
     return failed
 
 
-def _worker(task: tuple[str, str | None, str, dict[str, str], ArmRun]) -> list[str]:
-    name, storage, storage_dir, arms, run = task
+def _worker(task: tuple[str, str | None, str, dict[str, str], ArmRun, str | None]) -> list[str]:
+    name, storage, storage_dir, arms, run, device = task
+    if device is not None:  # a spawned process that has not touched CUDA yet: it sees this GPU alone
+        os.environ["CUDA_VISIBLE_DEVICES"] = device
     return work(open_arms_study(name, storage, storage_dir), arms, run)
 
 
 def run_arms(
-    name: str, arms: Mapping[str, str], run: ArmRun, jobs: int = 1, storage: str | None = None, storage_dir: str = STUDIES_DIR
+    name: str,
+    arms: Mapping[str, str],
+    run: ArmRun,
+    jobs: int = 1,
+    storage: str | None = None,
+    storage_dir: str = STUDIES_DIR,
+    devices: Sequence[str] = (),
 ) -> list[str]:
-    """Run every arm (name: fingerprint) of study ``name`` not yet COMPLETE, ``jobs`` at a time; the arms that failed.
+    """Run every arm (name: fingerprint) of study ``name`` not yet COMPLETE, ``jobs`` at a time (worker k on GPU
+    ``devices[k]`` when given); the arms that failed.
 
     ``run`` must be picklable when ``jobs`` > 1 (a module-level function, or a ``functools.partial`` of one).
     """
-    if jobs <= 1:
+    if jobs <= 1 and not devices:
         return work(open_arms_study(name, storage, storage_dir), arms, run)
     open_arms_study(name, storage, storage_dir)  # created once, before the workers race to create it
-    task = (name, storage, storage_dir, dict(arms), run)
+    tasks = [(name, storage, storage_dir, dict(arms), run, devices[k] if devices else None) for k in range(jobs)]
     with multiprocessing.get_context("spawn").Pool(jobs, maxtasksperchild=1) as pool:
-        return sorted({arm for failed in pool.map(_worker, [task] * jobs) for arm in failed})
+        return sorted({arm for failed in pool.map(_worker, tasks, chunksize=1) for arm in failed})
 
 
 def arm_results(study: optuna.Study, arms: Mapping[str, str]) -> pd.DataFrame:

@@ -6,8 +6,9 @@ own dotted overlay of any pipeline's parameters (``arms``), the seeds as a grid 
 (``seeds``: every arm runs once per combination), the steps each arm runs (``steps``,
 :mod:`fdsml.tuning.study_steps`), the metrics those steps yield and the table to print. Two keys of an
 arm's overlay are the study's own rather than parameters: ``study.steps`` (this arm's steps instead of
-the study's, e.g. scratch has no pre-training) and ``study.recipe`` (a recipe of the study's
-``recipes`` file overlaid on ``pretrain`` before the arm's own keys). A step may run twice on different
+the study's, e.g. scratch has no pre-training), ``study.recipe`` (a recipe of the study's
+``recipes`` file overlaid on ``pretrain`` before the arm's own keys) and ``study.seeded: false`` (an arm whose steps
+draw nothing at random, raw pixels or the descriptor, runs once, without the seed grid). A step may run twice on different
 parameters: ``named_steps`` names a step with an overlay of its own (a second sweep range), and ``steps``
 lists it by that name. docs/studies.md says how to add one.
 """
@@ -24,7 +25,7 @@ import yaml
 
 from fdsml.config import ConfigError, closest_key, parse, with_overlay
 
-STUDY_KEYS = ("steps", "recipe")
+STUDY_KEYS = ("steps", "recipe", "seeded")
 """The keys an arm's overlay may set under ``study.``: they choose what the arm runs, not a parameter."""
 
 
@@ -68,6 +69,41 @@ class FigureSettings:
 
 
 @dataclass(frozen=True)
+class TrendAxis:
+    """One axis of a trend: its points by name (``base`` is the study's base point, the others arms' suffixes) and the
+    value of each on the axis (images seen, pixels, classes, trunk parameters); the fit and the figure use log2 of it."""
+
+    label: str
+    points: dict[str, float]
+
+    def __post_init__(self):
+        if "base" not in self.points or len(self.points) < 2:
+            raise ConfigError("points: name the base point (base) and at least one other")
+        for name, value in self.points.items():
+            if value <= 0:
+                raise ConfigError(f"points.{name}: {value} is not a positive axis value (the trend fits log2 of it)")
+
+
+@dataclass(frozen=True)
+class TrendSettings:
+    """How far one start leads the others as an axis of the regime grows: per axis (``axes``) and metric, the gap of
+    ``reference`` to the best of ``rivals`` and of each to ``baseline`` at every point, their change per doubling and,
+    where the gap narrows, the extrapolated crossing (:mod:`fdsml.tuning.study_trend`).
+
+    The arm of start ``s`` at point ``p`` is ``s`` at the base point and ``s_p`` elsewhere; a start without an arm at
+    a point (scratch does not change with the pre-training's steps) is its base arm there."""
+
+    metrics: tuple[str, ...]
+    reference: str
+    rivals: tuple[str, ...]
+    axes: dict[str, TrendAxis]
+    baseline: str | None = None  # an arm every start is also compared to (raw-pixel k-NN)
+    baseline_metrics: dict[str, str] = field(default_factory=dict)  # the baseline's metric set against each of ``metrics`` (its own name when absent)
+    floor: str | None = None  # an arm shown beside them (scratch)
+    spread: str | None = None  # the seed key whose values are the independent samples (others averaged first); null: every combination
+
+
+@dataclass(frozen=True)
 class NamedStep:
     """A step run again under a name of its own on the unit's parameters with ``overlay`` applied (the sweeps over a
     second factor range beside ``descriptor``'s); its metrics are ``<name>.<metric>``."""
@@ -83,6 +119,7 @@ class Scale:
     arms: tuple[str, ...] | None = None  # null: every arm
     seeds: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # replaces these keys' values in the grid
     overlay: dict[str, Any] = field(default_factory=dict)
+    named_steps: dict[str, dict[str, Any]] = field(default_factory=dict)  # laid over a named step's own overlay (a converged fine-tuning made short)
 
 
 @dataclass(frozen=True)
@@ -91,7 +128,7 @@ class StudyDefinition:
 
     title: str
     question: str
-    env: Literal["base", "cpu", "fair", "faithful"]
+    env: Literal["base", "cpu", "fair", "faithful", "paper"]
     steps: tuple[str, ...]
     arms: dict[str, dict[str, Any]]
     table: TableSettings
@@ -102,6 +139,8 @@ class StudyDefinition:
     figure: FigureSettings | None = None
     more_tables: dict[str, TableSettings] = field(default_factory=dict)  # further tables of the page over the same units, by heading
     named_steps: dict[str, NamedStep] = field(default_factory=dict)  # steps run again with an overlay, by the name ``steps`` gives them
+    trend: TrendSettings | None = None  # the gaps between starts along axes of the regime (its figure replaces ``figure``'s)
+    first: tuple[str, ...] = ()  # arms whose units complete before any other starts (a machine check); one failing stops the study
 
 
 def tables(study: StudyDefinition) -> dict[str, TableSettings]:
@@ -147,6 +186,8 @@ def _check_arms(study: StudyDefinition, path: Path) -> None:
             guess = closest_key(unknown[0], STUDY_KEYS)
             meant = f" (did you mean study.{guess}?)" if guess else ""
             raise ConfigError(f"{path}: arms.{name}: unknown key study.{unknown[0]}{meant}; an arm's study keys: {', '.join(STUDY_KEYS)}")
+        if not isinstance(own.get("seeded", True), bool):
+            raise ConfigError(f"{path}: arms.{name}: study.seeded must be true or false, got {own['seeded']!r}")
         if "recipe" in own and study.recipes is None:
             raise ConfigError(f"{path}: arms.{name}: study.recipe names a recipe but the study has no recipes file (recipes: PATH)")
     for where, table in tables(study).items():
@@ -158,11 +199,39 @@ def _check_arms(study: StudyDefinition, path: Path) -> None:
             raise ConfigError(f"{path}: {where}.reference: {table.reference!r} is not among the table's arms; add it to {where}.arms")
         if table.spread is not None and table.spread not in study.seeds:
             raise ConfigError(f"{path}: {where}.spread: {_none_of(table.spread, 'seed key', study.seeds)}")
+    for arm in (arm for arm in study.first if arm not in study.arms):
+        raise ConfigError(f"{path}: first: {_none_of(arm, 'arm', study.arms)}")
+    if study.trend is not None:
+        _check_trend(study, path)
     for name, scale in study.scales.items():
         for arm in (arm for arm in scale.arms or () if arm not in study.arms):
             raise ConfigError(f"{path}: scales.{name}.arms: {_none_of(arm, 'arm', study.arms)}")
         for key in (key for key in scale.seeds if key not in study.seeds):
             raise ConfigError(f"{path}: scales.{name}.seeds: {_none_of(key, 'seed key', study.seeds)}")
+        for step in (step for step in scale.named_steps if step not in study.named_steps):
+            raise ConfigError(f"{path}: scales.{name}.named_steps: {_none_of(step, 'named step', study.named_steps or ['(none)'])}")
+
+
+def _check_trend(study: StudyDefinition, path: Path) -> None:
+    """Every start the trend compares has its base arm; the reference and rivals have an arm at every point of every axis."""
+    trend = study.trend
+    if study.figure is not None:
+        raise ConfigError(f"{path}: trend and figure: a study draws one picture; the trend's replaces the figure's, drop one")
+    for start in (trend.reference, *trend.rivals, trend.baseline, trend.floor):
+        if start is not None and start not in study.arms:
+            raise ConfigError(f"{path}: trend: {_none_of(start, 'arm', study.arms)}")
+    if trend.spread is not None and trend.spread not in study.seeds:
+        raise ConfigError(f"{path}: trend.spread: {_none_of(trend.spread, 'seed key', study.seeds)}")
+    for axis_name, axis in trend.axes.items():
+        for point in (point for point in axis.points if point != "base"):
+            for start in (trend.reference, *trend.rivals):
+                if trend_arm(start, point) not in study.arms:
+                    raise ConfigError(f"{path}: trend.axes.{axis_name}.points.{point}: no arm {trend_arm(start, point)} ({start} at {point})")
+
+
+def trend_arm(start: str, point: str) -> str:
+    """The arm of ``start`` at a trend's ``point``: the start's own arm at the base point, ``<start>_<point>`` elsewhere."""
+    return start if point == "base" else f"{start}_{point}"
 
 
 def _none_of(name: str, kind: str, known) -> str:
@@ -211,11 +280,17 @@ def scaled(study: StudyDefinition, scale: str | None) -> tuple[StudyDefinition, 
     chosen = study.scales[scale]
     arms = {arm: overlay for arm, overlay in study.arms.items() if chosen.arms is None or arm in chosen.arms}
     seeds = {key: tuple(chosen.seeds.get(key, values)) for key, values in study.seeds.items()}
-    return replace(study, arms=arms, seeds=seeds), dict(chosen.overlay)
+    named = {name: replace(step, overlay={**step.overlay, **chosen.named_steps.get(name, {})}) for name, step in study.named_steps.items()}
+    return replace(study, arms=arms, seeds=seeds, named_steps=named), dict(chosen.overlay)
 
 
 def units(study: StudyDefinition) -> list[Unit]:
-    """Every arm with every combination of the seeds, in the file's order."""
+    """Every arm with every combination of the seeds (an arm with ``study.seeded: false`` once, without them), in the file's order."""
     keys = list(study.seeds)
     combinations = [dict(zip(keys, values)) for values in itertools.product(*(study.seeds[key] for key in keys))]
-    return [Unit(arm, seeds) for arm in study.arms for seeds in combinations]
+    return [Unit(arm, seeds) for arm in study.arms for seeds in (combinations if seeded(study, arm) else [{}])]
+
+
+def seeded(study: StudyDefinition, arm: str) -> bool:
+    """Whether ``arm`` runs once per combination of the seeds (every arm but one with ``study.seeded: false``)."""
+    return arm_study_keys(study.arms[arm]).get("seeded", True) is not False

@@ -29,6 +29,7 @@ from fdsml.tuning.arms import STUDIES_DIR, arm_results, open_arms_study, run_arm
 from fdsml.tuning.study_file import NamedStep, StudyDefinition, Unit, arm_steps, arm_study_keys, parameter_overlay, scaled, tables, units
 from fdsml.tuning.study_steps import STEPS, Metrics, Step
 from fdsml.tuning.study_table import markdown_table, study_rows
+from fdsml.tuning.study_trend import trend_json, trend_markdown, trend_results
 
 logger = logging.getLogger(__name__)
 SECTION_PARSERS = {
@@ -51,6 +52,7 @@ class StudySettings:
     jobs: int = 1  # units run in parallel, one process each
     threads: int = 1  # torch threads of each process
     storage: str | None = None  # the units' Optuna storage (null: <storage_dir>/<name>.db); a URL or journal file several machines share
+    devices: tuple[int, ...] = ()  # the GPUs of the workers, one each (CUDA_VISIBLE_DEVICES of worker k: devices[k]); empty: as the machine has them
     storage_dir: str = STUDIES_DIR
     run_dir: str = "data/06_models/studies"  # <run_dir>/pretrain: the pre-training runs every study shares; <run_dir>/<name>/units: its fine-tunings
     conf_source: str = "conf"  # the configuration folder holding studies/ and the environments
@@ -91,7 +93,10 @@ def step_metrics(study: StudyDefinition, name: str) -> tuple[str, ...]:
 
 def parse_study_settings(params: dict[str, Any]) -> StudySettings:
     """Validate ``params:study``; a wrong key or value raises ConfigError naming it."""
-    return parse(StudySettings, params, "study")
+    settings = parse(StudySettings, params, "study")
+    if settings.devices and len(settings.devices) != settings.jobs:
+        raise ConfigError(f"study.devices: {len(settings.devices)} device(s) for {settings.jobs} worker(s) (study.jobs); give one per worker, e.g. study.jobs={len(settings.devices)}")
+    return settings
 
 
 def study_path(settings: StudySettings) -> Path:
@@ -153,7 +158,7 @@ def plan_units(study: StudyDefinition, settings: StudySettings, base: dict[str, 
     for unit in units(chosen):
         params = unit_parameters(study, settings, base, recipes, unit, last)
         steps = arm_steps(study, unit.arm)
-        named = {name: study.named_steps[name] for name in steps if name in study.named_steps}
+        named = {name: chosen.named_steps[name] for name in steps if name in chosen.named_steps}
         sections, code = defining_sections(params, tuple(resolved_step(study, name)[0] for name in steps))
         definition = {"steps": list(steps), "seeds": unit.seeds, "sections": sections}
         if named:
@@ -228,7 +233,11 @@ def run_study(study: StudyDefinition, settings: StudySettings, base: dict[str, A
     plans = plan_units(study, settings, base)
     fingerprints = {name: plan.fingerprint for name, plan in plans.items()}
     run = partial(run_unit, plans, settings.threads, study.table.metrics[0])
-    failed = run_arms(str(settings.name), fingerprints, run, settings.jobs, settings.storage, settings.storage_dir)
+    first = {name: fingerprint for name, fingerprint in fingerprints.items() if plans[name].unit.arm in study.first}
+    failed = run_arms(str(settings.name), first, run, 1, settings.storage, settings.storage_dir) if first else []
+    if not failed:  # the first arms (a machine check) passed: the rest may spend their hours
+        rest = {name: fingerprint for name, fingerprint in fingerprints.items() if name not in first}
+        failed = run_arms(str(settings.name), rest, run, settings.jobs, settings.storage, settings.storage_dir, tuple(map(str, settings.devices)))
     complete = arm_results(open_arms_study(str(settings.name), settings.storage, settings.storage_dir), fingerprints)
     results = complete["result"].tolist()
     keys = {table.trials for table in tables(study).values() if table.trials is not None}
@@ -255,6 +264,7 @@ def study_report(study: StudyDefinition, settings: StudySettings, results: list[
     The figure is linked by file name: the catalog writes it beside the page, named like it (``study_figure``)."""
     rows = study_rows(results, study)
     more = {heading: study_rows(results, replace(study, table=table)) for heading, table in study.more_tables.items()}
+    trend = trend_results(results, study) if study.trend else None
     ran, _ = scaled(study, settings.scale)  # a scale's seeds, not the file's, are what the units ran with
     seeds = ", ".join(f"`{key}` {list(values)}" for key, values in ran.seeds.items()) or "none"
     small = f" At scale `{settings.scale}` (the file's `scales.{settings.scale}`)." if settings.scale else ""
@@ -265,8 +275,10 @@ def study_report(study: StudyDefinition, settings: StudySettings, results: list[
         f"{study.table.spread or 'every seed combination'}{'' if not study.table.percent else ', in %'}.{small} Commit(s) {commits}.\n\n"
         + markdown_table(rows, study)
         + "".join(f"\n**{heading}**\n\n" + markdown_table(more[heading], replace(study, table=table)) for heading, table in study.more_tables.items())
+        + (trend_markdown(trend, study) + f"\n![the gaps along each axis]({settings.name}.png)\n" if trend else "")
         + (f"\n![{study.figure.title or ', '.join(study.figure.metrics)}]({settings.name}.png)\n" if study.figure else "")
         + f"\nReproduce: `kedro run --pipelines=study --params=study.name={settings.name}{f',study.scale={settings.scale}' if settings.scale else ''}` (units already complete with the same "
         "definition and code are reused; the definition: `conf/studies/" + f"{settings.name}.yml`).\n"
     )
-    return page, {"study": settings.name, "units": results, "rows": rows, "more_tables": more}
+    found = {"study": settings.name, "units": results, "rows": rows, "more_tables": more}
+    return page, found | ({"trend": trend_json(trend)} if trend else {})

@@ -163,6 +163,17 @@ def frozen_probe(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
     return {f"frozen.{key}": float(value) for key, value in found.items()}
 
 
+def pixels(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
+    """The raw-pixel baseline: k-NN on the test view's pixels of ``retrieval.data.dataset``'s test classes (shrunk to at
+    most ``retrieval.baselines.pixel_size`` a side), scored as the trunks are; no training, no seed."""
+    from fdsml.training.retrieval import load_splits, parse_retrieval_params
+    from fdsml.training.retrieval_comparison import pixel_scores
+
+    retrieval = parse_retrieval_params(params["retrieval"])
+    found, _ = pixel_scores(retrieval, load_splits(retrieval))
+    return {f"pixels.{key}": float(value) for key, value in found.items()}
+
+
 def finetune(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
     """Fine-tune the pre-trained model (or scratch) with ``retrieval``'s recipe and seeds; the metrics' means over the seeds."""
     from fdsml.training.retrieval import compare_starting_points, parse_retrieval_params
@@ -266,6 +277,49 @@ def sweeps(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
     return {"generation.failed": 0.0} | _sweep_metrics(table, fractals, config, state)
 
 
+GPU_CHECK = Path("benchmarks/gpu_check.py")
+GPU_CHECK_STATUSES = ("ok", "skipped", "not run", "FAIL", "TIMEOUT")
+
+
+def gpu_check(params: dict[str, Any], state: dict[str, Any]) -> Metrics:
+    """Run ``benchmarks/gpu_check.py`` (every row on a CUDA machine; ``--quick``, its CPU rows at tiny sizes, without
+    one) from the project folder; its rows counted by status. A failed row fails the step, so a study that runs it
+    first (``first`` of the study file) spends no GPU-hour on a machine that cannot run the project."""
+    import subprocess
+    import sys
+    import tempfile
+
+    import torch
+
+    if not GPU_CHECK.is_file():
+        raise FileNotFoundError(f"{GPU_CHECK} is not under {Path.cwd()}: run the study from the project folder")
+    with tempfile.TemporaryDirectory() as folder:
+        table = Path(folder) / "gpu_check.txt"
+        mode = [] if torch.cuda.is_available() else ["--quick"]
+        done = subprocess.run([sys.executable, str(GPU_CHECK), *mode, "--table", str(table)], capture_output=True, text=True)
+        text = table.read_text() if table.is_file() else ""
+    logger.info("benchmarks/gpu_check.py %s:\n%s", " ".join(mode) or "(every row)", text or done.stdout[-2000:] + done.stderr[-2000:])
+    counts = _status_counts(text)
+    if done.returncode != 0 or not text:
+        raise RuntimeError(f"benchmarks/gpu_check.py failed (exit {done.returncode}): {counts.get('FAIL', 0):.0f} row(s) FAIL, "
+                           f"{counts.get('TIMEOUT', 0):.0f} TIMEOUT; its table is in the log above")
+    return {f"gpu_check.{status.replace(' ', '_').lower()}": counts.get(status, 0.0) for status in GPU_CHECK_STATUSES}
+
+
+def _status_counts(table: str) -> dict[str, float]:
+    """Rows of a gpu_check table by status (the column under its header's ``status``)."""
+    lines = table.splitlines()
+    header = next((index for index, line in enumerate(lines) if line.startswith("check") and "status" in line), None)
+    if header is None:
+        return {}
+    start = lines[header].index("status")
+    counts: dict[str, float] = {}
+    for line in lines[header + 1 :]:
+        status = line[start : start + 12].strip()
+        counts[status] = counts.get(status, 0.0) + 1
+    return counts
+
+
 STEPS: dict[str, Step] = {
     "pretrain": Step(pretrain_every_row, ("fractals", "pretrain"), ("pretrain.steps", "pretrain.seconds")),
     "pretrain_heldout": Step(
@@ -286,8 +340,10 @@ STEPS: dict[str, Step] = {
     "sweeps": Step(sweeps, ("fractals", "validate_descriptor"), ("generation.failed", *SWEEP_METRICS), ("generation", "sweeps", "statistics")),
     "classify": Step(classify, ("pretrain", "classification"), ("classified.top1", "classified.top5", "classify.seconds")),
     "frozen_probe": Step(frozen_probe, ("pretrain", "retrieval"), tuple(f"frozen.{name}" for name in RETRIEVAL_METRICS)),
+    "pixels": Step(pixels, ("retrieval",), tuple(f"pixels.{name}" for name in RETRIEVAL_METRICS)),
     "finetune": Step(
         finetune, ("pretrain", "retrieval"), tuple(f"finetuned.{name}" for name in RETRIEVAL_METRICS) + ("finetune.seconds",)
     ),
+    "gpu_check": Step(gpu_check, (), tuple(f"gpu_check.{status.replace(' ', '_').lower()}" for status in GPU_CHECK_STATUSES)),
 }
 """Every step a study file may name: what it runs, reads and yields."""

@@ -27,12 +27,17 @@ from fdsml.tuning.study_file import StudyDefinition, TableSettings
 
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
     """The mean and the sample standard deviation (0 for a single value; NaN when a value is: a metric an arm lacks)."""
-    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0 * values[0]
+    if any(math.isnan(value) for value in values):
+        return math.nan, math.nan
+    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
 def difference(values: Sequence[float], reference: Sequence[float]) -> tuple[float, float]:
-    """mean(values) - mean(reference) and the difference's standard error (Welch's: sqrt(s_a^2/n_a + s_r^2/n_r))."""
+    """mean(values) - mean(reference) and the difference's standard error (Welch's: sqrt(s_a^2/n_a + s_r^2/n_r); NaN,
+    never measured, when each side ran once)."""
     (mean, std), (base, base_std) = mean_std(values), mean_std(reference)
+    if len(values) == len(reference) == 1:
+        return mean - base, math.nan
     return mean - base, math.sqrt(std**2 / len(values) + base_std**2 / len(reference))
 
 
@@ -131,9 +136,12 @@ def _scale(table: TableSettings, metric: str) -> float:
     return 100.0 if table.percent and not counted else 1.0
 
 
-def _cell(value: tuple[float, float], scale: float, digits: int, sign: str = "") -> str:
+def _cell(value: tuple[float, float], scale: float, digits: int, sign: str = "", n: int = 2) -> str:
+    """``mean ± std``; the value alone over a single run (``n`` 1), whose spread was never measured."""
     mean, spread = value
-    return "n/a" if math.isnan(mean) else f"{scale * mean:{sign}.{digits}f} ± {scale * spread:.{digits}f}"
+    if math.isnan(mean):
+        return "n/a"
+    return f"{scale * mean:{sign}.{digits}f}" + (f" ± {scale * spread:.{digits}f}" if n > 1 else "")
 
 
 def _difference_cell(row: Mapping[str, Any], metric: str, table: TableSettings) -> str:
@@ -141,6 +149,8 @@ def _difference_cell(row: Mapping[str, Any], metric: str, table: TableSettings) 
     if row["arm"] == table.reference:
         return "reference"
     found = row.get(f"diff {metric}")
+    if found is not None and math.isnan(found[1]) and not math.isnan(found[0]):
+        return f"{_scale(table, metric) * found[0]:+.{table.digits}f} (no SE: one run each)"
     return "n/a" if found is None else _cell(found, _scale(table, metric), table.digits, "+")
 
 
@@ -155,7 +165,7 @@ def markdown_table(rows: Sequence[Mapping[str, Any]], study: StudyDefinition) ->
     lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
     for row in rows:
         cells = [row["arm"], str(row["runs"]), str(row["spread_n"])]
-        cells += [_cell(row[metric], _scale(table, metric), table.digits) for metric in table.metrics]
+        cells += [_cell(row[metric], _scale(table, metric), table.digits, n=row["spread_n"]) for metric in table.metrics]
         cells += [_difference_cell(row, metric, table) for metric in shown]
         cells += _added_cells(row, table)
         lines.append("| " + " | ".join(cells) + " |")

@@ -10,6 +10,7 @@ from fdsml.errors import UserFixableError
 from fdsml.config import env_parameters
 from fdsml.tuning.study_runner import parse_study_settings, run_study, study_path, study_report
 from fdsml.tuning.study_figure import draw_figure
+from fdsml.tuning.study_trend import draw_trend, trend_results
 from fdsml.tuning.study_file import read_study
 
 
@@ -19,11 +20,12 @@ class StudyUnitsFailed(UserFixableError, RuntimeError):
 
 def run_study_file(study_params: dict[str, Any]) -> tuple[str, dict, Figure]:
     """Run every unit of ``params:study``'s study file not yet complete; its page (Markdown), results (JSON) and
-    figure (one without axes, written as no file, when the file has no ``figure``)."""
+    figure (the trend's when it has one; one without axes, written as no file, when the file has neither)."""
     settings = parse_study_settings(study_params)
     study = read_study(study_path(settings))
     results, failed = run_study(study, settings, env_parameters(settings.conf_source, study.env))
     if failed:
         raise StudyUnitsFailed(f"study {settings.name}: unit(s) {', '.join(failed)} failed (their errors are logged above); run the same command again to rerun them")
     page, found = study_report(study, settings, results)
-    return page, found, draw_figure(study, found["rows"])
+    figure = draw_trend(trend_results(results, study), study) if study.trend else draw_figure(study, found["rows"])
+    return page, found, figure
