@@ -57,27 +57,29 @@ def test_a_16_px_resnet18_trains_layer4_on_its_true_gradient_in_bf16():
     """The flaky case itself, repeated: layer4.0.conv1's weight gradient is the one its input and upstream gradient give."""
     from fdsml import distributed
     from fdsml.training.loop_config import LoopConfig
-    from fdsml.training.model_setup import prepare_model
+    from fdsml.training.model_setup import cpu_bf16_guard, prepare_model
 
     torch.manual_seed(0)
     model = build_model("resnet18", embedding_dim=8, img_size=16)
     for module in model.modules():
         if isinstance(module, nn.BatchNorm2d):  # timm zero-initialises each block's last BatchNorm: no gradient reaches conv1
             nn.init.uniform_(module.weight, 0.5, 1.5)
-    prepare_model(model, LoopConfig(device="cpu"), distributed.setup("cpu"))
-    conv, seen = model.backbone.layer4[0].conv1, {}
+    with cpu_bf16_guard(prepare_model(model, LoopConfig(device="cpu"), distributed.setup("cpu")), torch.device("cpu")):  # as the loop trains
+        conv, seen = model.backbone.layer4[0].conv1, {}
 
-    def keep(module, args, output):
-        seen["input"] = args[0].detach()
-        output.register_hook(lambda upstream: seen.update(upstream=upstream.detach()))
+        def keep(module, args, output):
+            seen["input"] = args[0].detach()
+            output.register_hook(lambda upstream: seen.update(upstream=upstream.detach()))
 
-    conv.register_forward_hook(keep)
-    images = torch.rand(4, 3, 16, 16)
-    for _ in range(REPEATS):
-        model.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            embedding = model(images)
-        embedding.float().square().sum().backward()
-        assert seen["input"].shape[-2:] == (1, 1)
-        truth = torch.nn.grad.conv2d_weight(seen["input"].double(), conv.weight.shape, seen["upstream"].double(), stride=2, padding=1)
-        torch.testing.assert_close(conv.weight.grad.double(), truth, rtol=1e-3, atol=1e-3 * float(truth.abs().max()))
+        kept = conv.register_forward_hook(keep)
+        images = torch.rand(4, 3, 16, 16)
+        for _ in range(REPEATS):
+            model.zero_grad(set_to_none=True)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                embedding = model(images)
+            embedding.float().square().sum().backward()
+            assert seen["input"].shape[-2:] == (1, 1)
+            truth = torch.nn.grad.conv2d_weight(seen["input"].double(), conv.weight.shape, seen["upstream"].double(), stride=2, padding=1)
+            torch.testing.assert_close(conv.weight.grad.double(), truth, rtol=1e-3, atol=1e-3 * float(truth.abs().max()))
+        kept.remove()
+    assert all(not module._forward_hooks and not module._forward_pre_hooks for module in model.modules())  # gone with the training

@@ -34,7 +34,7 @@ from fdsml.timers import Stopwatch
 from fdsml.run_events import StepReport, report_step
 from fdsml.seeds import replica_rank, step_seed
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
-from fdsml.training.model_setup import compute_head_in, freeze_batchnorm, prepare_model, wrap_model
+from fdsml.training.model_setup import compute_head_in, cpu_bf16_guard, freeze_batchnorm, prepare_model, wrap_model
 from fdsml.training.optimizer import build_optimizer, build_scheduler
 from fdsml.training.prefetch import Prefetcher, Staged
 from fdsml.training.resume import Resumable, resume_state
@@ -301,32 +301,33 @@ def train(
     check_plan(plan, batch_sampler, context)
     configure_torch(loop, context)
     model = prepare_model(model, loop, context)
-    objective.to(context.device)
-    optimizer = build_optimizer(model, objective, optimizer_config, plan.learning_rate)
-    parts = Resumable(model, objective, optimizer, build_scheduler(optimizer, optimizer_config, plan, loop.freeze_backbone_steps))
-    run = _Run(parts, loop, optimizer_config, plan, context, Path(checkpoint_path), fingerprint, validation, live)
-    run.announce()
-    compute_head_in(model, run.computes_in)
-    run.resume()  # before DDP wraps the model: every replica starts from the resumed weights
-    wrapped = wrap_model(model, loop, context)
-    run.start()
-    batches = EpochBatches(batch_sampler)
-    cuda = context.device.type == "cuda"
-    loader = epoch_loader(dataset, batches, num_workers=loop.num_workers, pin_memory=cuda)
-    prefetch = Prefetcher(context.device, channels_last=loop.channels_last and cuda, model_input=getattr(dataset, "model_input", None))
-    run.validate_initialisation()
-    model.train()
-    if loop.freeze_batchnorm:
-        freeze_batchnorm(model)
-    while run.step < plan.total_steps:
-        epoch, offset = divmod(run.step, plan.batches_per_replica)
-        batches.start(epoch, offset)
-        fetched = time.perf_counter()
-        for staged in prefetch(islice(loader, min(len(batches), plan.total_steps - run.step))):
-            lr = run.train_step(wrapped, staged, epoch, time.perf_counter() - fetched)
-            if run.step % loop.log_every == 0 or run.step == plan.total_steps:
-                run.log(lr)
-            if run.step % loop.checkpoint_every == 0 or run.step == plan.total_steps:
-                run.checkpoint()
+    with cpu_bf16_guard(model, context.device):  # float32 where the CPU's bf16 kernels are wrong, while training
+        objective.to(context.device)
+        optimizer = build_optimizer(model, objective, optimizer_config, plan.learning_rate)
+        parts = Resumable(model, objective, optimizer, build_scheduler(optimizer, optimizer_config, plan, loop.freeze_backbone_steps))
+        run = _Run(parts, loop, optimizer_config, plan, context, Path(checkpoint_path), fingerprint, validation, live)
+        run.announce()
+        compute_head_in(model, run.computes_in)
+        run.resume()  # before DDP wraps the model: every replica starts from the resumed weights
+        wrapped = wrap_model(model, loop, context)
+        run.start()
+        batches = EpochBatches(batch_sampler)
+        cuda = context.device.type == "cuda"
+        loader = epoch_loader(dataset, batches, num_workers=loop.num_workers, pin_memory=cuda)
+        prefetch = Prefetcher(context.device, channels_last=loop.channels_last and cuda, model_input=getattr(dataset, "model_input", None))
+        run.validate_initialisation()
+        model.train()
+        if loop.freeze_batchnorm:
+            freeze_batchnorm(model)
+        while run.step < plan.total_steps:
+            epoch, offset = divmod(run.step, plan.batches_per_replica)
+            batches.start(epoch, offset)
             fetched = time.perf_counter()
-    return run.finish()
+            for staged in prefetch(islice(loader, min(len(batches), plan.total_steps - run.step))):
+                lr = run.train_step(wrapped, staged, epoch, time.perf_counter() - fetched)
+                if run.step % loop.log_every == 0 or run.step == plan.total_steps:
+                    run.log(lr)
+                if run.step % loop.checkpoint_every == 0 or run.step == plan.total_steps:
+                    run.checkpoint()
+                fetched = time.perf_counter()
+        return run.finish()

@@ -4,6 +4,7 @@ DDP across replicas and compiled when asked (:func:`fdsml.training.loop.train` c
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import contextmanager
 
 import torch
 from torch import nn
@@ -71,23 +72,33 @@ class Float32WhereCpuBf16Fails:
         if module in self.paused:
             self.paused.pop(module).__exit__(None, None, None)
 
-    def install(self, model: nn.Module) -> nn.Module:
+    def install(self, model: nn.Module) -> list[torch.utils.hooks.RemovableHandle]:
+        """Its hooks on every convolution of ``model``; the handles that remove them."""
+        handles = []
         for module in model.modules():
             if isinstance(module, nn.Conv2d):
-                module.register_forward_pre_hook(self.before)
-                module.register_forward_hook(self.after)
-        return model
+                handles += [module.register_forward_pre_hook(self.before), module.register_forward_hook(self.after)]
+        return handles
+
+
+@contextmanager
+def cpu_bf16_guard(model: nn.Module, device: torch.device):
+    """While training on a CPU, the convolutions its bf16 kernels get wrong compute in float32
+    (:class:`Float32WhereCpuBf16Fails`); the hooks leave with the training, so the model it returns is a plain one."""
+    handles = Float32WhereCpuBf16Fails().install(model) if device.type == "cpu" else []
+    try:
+        yield model
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 def prepare_model(model: nn.Module, loop: LoopConfig, context: distributed.DistContext) -> nn.Module:
-    """``model`` ready to wrap: BatchNorm synchronised if asked, on the context's device, channels-last on CUDA;
-    on a CPU, the convolutions its bf16 kernels get wrong in float32 (:class:`Float32WhereCpuBf16Fails`)."""
+    """``model`` ready to wrap: BatchNorm synchronised if asked, on the context's device, channels-last on CUDA."""
     model = synchronised_batchnorm(model, loop, context)
     model.to(context.device)
     if loop.channels_last and context.device.type == "cuda":
         model.to(memory_format=torch.channels_last)
-    if context.device.type == "cpu":
-        Float32WhereCpuBf16Fails().install(model)
     return model
 
 
