@@ -65,10 +65,16 @@ def _name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+def declared_parts(loop, objective: object = None) -> tuple[str, ...]:
+    """The parts a run of ``objective`` under ``loop`` computes in bf16 on a device that has it natively (a GPU):
+    ``loop.bf16_parts`` when set, else the objective's declaration; none with ``amp`` off."""
+    declared = loop.bf16_parts if loop.bf16_parts is not None else getattr(objective, "bf16_parts", DEFAULT_BF16_PARTS)
+    return check_bf16_parts(declared) if loop.amp else ()
+
+
 def precision(loop, device: torch.device, objective: object = None) -> Precision:
     """The precision a run of ``objective`` computes in under ``loop`` (its ``amp`` and ``bf16_parts``) on ``device``:
     bf16 in the parts ``loop.bf16_parts`` names (null: the objective's ``bf16_parts``) where ``amp`` is on and the
     device computes bf16 natively; float32 in every other part."""
-    declared = loop.bf16_parts if loop.bf16_parts is not None else getattr(objective, "bf16_parts", DEFAULT_BF16_PARTS)
-    in_bf16 = check_bf16_parts(declared) if loop.amp and device_has_bf16(device) else ()
+    in_bf16 = declared_parts(loop, objective) if device_has_bf16(device) else ()
     return Precision(*(torch.bfloat16 if part in in_bf16 else torch.float32 for part in PARTS))

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fdsml.config import ConfigError, parse, require_positive
+from fdsml.config import ConfigError, parse, require_fraction, require_positive
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
 from fdsml.training.schedules import scaled_learning_rate
 
@@ -221,23 +221,29 @@ class PublishedSizes:
 
 @dataclass(frozen=True)
 class GpuThroughput:
-    """``params:plan.gpu_throughput``: training images per second of one GPU, per backbone, at ``reference_size`` px."""
+    """``params:plan.gpu_throughput``: training images per second of one GPU, per backbone, at ``reference_size`` px in
+    bf16, and what a float32 (TF32) step runs at beside it (``float32_ratio``): an objective that keeps its trunk in
+    float32 (PA-Triplet: docs/cpu.md) trains that much slower."""
 
     reference_size: int = 224
     images_per_second: dict[str, float] = field(default_factory=dict)
+    float32_ratio: float = 1.0
     source: str = ""  # where the figures come from (a measurement's machine, or a published figure)
 
     def __post_init__(self):
         require_positive("reference_size", self.reference_size)
+        require_fraction("float32_ratio", self.float32_ratio, inclusive_zero=False)
         for backbone, rate in self.images_per_second.items():
             require_positive(f"images_per_second.{backbone}", rate)
 
-    def rate(self, backbone: str, image_size: int) -> float:
-        """Images per second for ``backbone`` at ``image_size`` px: the reference's, times the ratio of pixels."""
+    def rate(self, backbone: str, image_size: int, *, bf16: bool = True) -> float:
+        """Images per second for ``backbone`` at ``image_size`` px (the reference's, times the ratio of pixels), in bf16
+        or float32."""
         if backbone not in self.images_per_second:
             known = ", ".join(sorted(self.images_per_second)) or "none"
             raise ConfigError(f"plan.gpu_throughput.images_per_second: no figure for {backbone} (known: {known}); add its training images/s on one GPU at {self.reference_size} px (benchmarks/gpu_check.py measures it)")
-        return self.images_per_second[backbone] * (self.reference_size / image_size) ** 2
+        scaled = self.images_per_second[backbone] * (self.reference_size / image_size) ** 2
+        return scaled if bf16 else scaled * self.float32_ratio
 
 
 @dataclass(frozen=True)

@@ -40,12 +40,35 @@ class UnitCost:
 
 
 def _step_seconds(pipeline: str, parameters: dict[str, Any], throughput: GpuThroughput) -> float:
-    """GPU seconds of one training step: images seen over the backbone's throughput at the step's image size."""
+    """GPU seconds of one training step: images seen over the backbone's throughput at the step's image size, in the
+    precision its objective computes its trunk in on a GPU (:func:`fdsml.training.precision.declared_parts`)."""
     from fdsml.training.step_plans import plan_steps
 
     plan = plan_steps(parameters, (pipeline,), 1)[0]
     backbone, size = _backbone_and_size(pipeline, parameters)
-    return plan.total_steps * plan.global_batch / throughput.rate(backbone, size)
+    return plan.total_steps * plan.global_batch / throughput.rate(backbone, size, bf16="trunk" in _gpu_bf16_parts(pipeline, parameters))
+
+
+def _gpu_bf16_parts(pipeline: str, parameters: dict[str, Any]) -> tuple[str, ...]:
+    """The parts a training step computes in bf16 on a GPU: its objective's declaration under its ``train`` block."""
+    from fdsml.training.precision import declared_parts
+
+    if pipeline == "pretrain":
+        from fdsml.training.pretrain import build_objective, parse_pretrain_params
+
+        config = parse_pretrain_params(parameters["pretrain"])
+        objective = build_objective(config, num_classes=2, embedding_dim=8)
+    elif pipeline == "retrieval":
+        from fdsml.training.retrieval import fine_tuning, parse_retrieval_params
+
+        config = parse_retrieval_params(parameters["retrieval"])
+        objective = fine_tuning(config, 2).objective(0)
+    else:
+        from fdsml.training.classification import fine_tuning, parse_classification_params
+
+        config = parse_classification_params(parameters["classification"])
+        objective = fine_tuning(config, "plan", 2).objective(0)
+    return declared_parts(config.train, objective)
 
 
 def _backbone_and_size(pipeline: str, parameters: dict[str, Any]) -> tuple[str, int]:
