@@ -53,7 +53,7 @@ def leaves(config, prefix=()):
             yield (*prefix, field.name), defining
 
 
-OTHER_VALUES = {("objective",): "fdsl", ("data", "dataset"): "digits"}
+OTHER_VALUES = {("objective",): "fdsl", ("data", "dataset"): "digits", ("train", "bf16_parts"): ("trunk",)}
 """A changed value a fingerprint can still be computed for (a registered name, not any string)."""
 
 
