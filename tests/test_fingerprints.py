@@ -7,9 +7,11 @@ field added tomorrow is covered the day it is added.
 
 import copy
 import dataclasses
+import hashlib
 
 import numpy as np
 import pandas as pd
+import pytest
 import torch
 
 from fdsml import fingerprints
@@ -225,3 +227,34 @@ def test_code_that_computes_a_step_enters_its_fingerprint(monkeypatch, tmp_path)
         monkeypatch.undo()
         fingerprints.code_digest.cache_clear()
     assert fractals_fingerprint(FINGERPRINT_FRACTALS) == before
+
+
+def test_declared_fields_keep_their_defaults_and_leave_the_configuration_at_any_depth():
+    """A non-defining field and an unselected plug-in's settings are left out of nested dataclasses, lists, tuples
+    and mappings alike (keys as strings); their defaults stay theirs. Declared here, not at import: the helpers run now."""
+
+    @dataclasses.dataclass
+    class Settings:
+        kind: str = "a"
+        workers: int = fingerprints.non_defining(default=4)
+        options: dict = fingerprints.defining_when(lambda settings: settings.kind == "b", default_factory=lambda: {"x": 1})
+
+    assert (Settings().workers, Settings().options) == (4, {"x": 1})
+    assert not fingerprints.field_defines(dataclasses.fields(Settings)[1], Settings())
+    nested = {"steps": [Settings(workers=1), (Settings(kind="b"),)], 7: Settings(kind="c")}
+    assert fingerprints.defining_configuration(nested) == {
+        "steps": [{"kind": "a"}, [{"kind": "b", "options": {"x": 1}}]],
+        "7": {"kind": "c"},
+    }
+
+
+def test_a_tables_column_names_a_mappings_keys_and_a_files_bytes_enter_its_content_digest(tmp_path):
+    table = pd.DataFrame({"seed": [1, 2], "n_maps": [3, 4]})
+    assert fingerprints.content_digest(table) != fingerprints.content_digest(table.rename(columns={"seed": "class_id"}))
+    weights = {"head.weight": torch.ones(2)}
+    assert fingerprints.content_digest(weights) != fingerprints.content_digest({"head.bias": torch.ones(2)})
+    path = tmp_path / "weights.pt"
+    path.write_bytes(b"first")
+    assert fingerprints.content_digest(path) == fingerprints.content_digest(str(path)) == hashlib.sha256(b"first").hexdigest()
+    with pytest.raises(TypeError, match="no content digest for int"):
+        fingerprints.content_digest(3)

@@ -48,6 +48,46 @@ def test_comments_docstrings_and_layout_keep_pretrainings_code_digest(edit_modul
     assert fingerprints.code_digest("fdsml.training.pretrain") != before
 
 
+def test_the_first_statement_after_a_docstring_counts_and_a_syntax_error_names_its_file(edit_module):
+    module = "fdsml.evaluation.corruptions"
+    edit_module(module, lambda source: source + '\ndef added():\n    """Its docstring."""\n    return 1\n')
+    before = fingerprints.code_digest("fdsml.training.pretrain")
+    edit_module(module, lambda source: source + '\ndef added():\n    """Its docstring."""\n    return 2\n')
+    assert fingerprints.code_digest("fdsml.training.pretrain") != before
+    edit_module(module, lambda source: source + "\ndef broken(:\n")
+    with pytest.raises(SyntaxError) as error:
+        fingerprints.code_digest("fdsml.training.pretrain")
+    assert error.value.filename.endswith(f"{module}.py")
+    with pytest.raises(ModuleNotFoundError, match="no source for module 'fdsml.no_such_module'"):
+        fingerprints.source_path("fdsml.no_such_module")
+
+
+def test_an_outside_packages_code_is_its_module_parent_packages_and_what_they_import_relatively_or_not(tmp_path, monkeypatch):
+    """A plug-in package outside fdsml (docs/plugins.md): the module, its parent packages (their code runs when it is
+    imported), the modules of its package it imports absolutely or relatively, and the fdsml modules it imports (fdsml's
+    own package with them); not a module of its package that nothing imports."""
+    sources = {
+        "__init__.py": "",
+        "families/__init__.py": "",
+        "families/discs.py": "from fdsml.families import Family\nfrom .shapes import disc\nfrom .. import settings\n",
+        "families/shapes.py": "def disc():\n    return 1\n",
+        "families/lone.py": "RADIUS = 1\n",
+        "settings.py": "import my_fdsml_discs.constants\n",
+        "constants.py": "RADIUS = 2\n",
+        "unused.py": "",
+    }
+    for name, source in sources.items():
+        (tmp_path / "my_fdsml_discs" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "my_fdsml_discs" / name).write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    closure = fingerprints.code_modules("my_fdsml_discs.families.discs")
+    assert {name for name in closure if not name.startswith("fdsml")} == {
+        f"my_fdsml_discs{name}" for name in ("", ".families", ".families.discs", ".families.shapes", ".settings", ".constants")
+    }
+    assert {"fdsml", "fdsml.families"} <= closure
+    assert fingerprints.code_modules("my_fdsml_discs.families.lone") == {"my_fdsml_discs", "my_fdsml_discs.families", "my_fdsml_discs.families.lone"}
+
+
 def test_a_lazily_imported_module_enters_the_digest_of_the_package_that_loads_it(edit_module):
     """``fdsml.data`` loads ``image_records`` through its ``__getattr__`` hook, by a name in a string."""
     before = fingerprints.code_digest("fdsml.data")

@@ -208,9 +208,10 @@ def _package_imports(module: str, packages: frozenset[str]) -> set[str]:
     for node in ast.walk(_parsed(module)):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            source = _imported_from(node, module)
+            names.add(source)
+            names.update(f"{source}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.split(".")[0] in packages:
             names.add(node.value)
     found = set()
@@ -223,6 +224,15 @@ def _package_imports(module: str, packages: frozenset[str]) -> set[str]:
             if is_module(candidate):
                 found.add(candidate)
     return found
+
+
+def _imported_from(node: ast.ImportFrom, module: str) -> str:
+    """The absolute name ``module``'s ``from ... import`` reads from: a relative import (a plug-in package's own
+    ``from .helpers import ...``) resolved against ``module``'s package."""
+    if node.level == 0:
+        return node.module
+    package = module if source_path(module).name == "__init__.py" else module.rpartition(".")[0]
+    return importlib.util.resolve_name("." * node.level + (node.module or ""), package)
 
 
 @functools.cache
