@@ -10,7 +10,7 @@ from fdsml.config import ConfigError
 from fdsml.data import ImageRecords
 from fdsml.data.classification_datasets import ClassificationSplits
 from fdsml.models import build_model, model_payload, save_checkpoint
-from fdsml.models.starting_points import StartingPoint
+from fdsml.models.starting_points import StartingPoint, trunk_digest
 from fdsml.training.classification import (
     MixupObjective,
     MixupSettings,
@@ -95,7 +95,8 @@ def tiny_splits() -> ClassificationSplits:
 def test_finetuning_starts_from_the_checkpoint_trunk_under_a_fresh_classifier(tmp_path):
     torch.manual_seed(0)
     pretrained = build_model("resnet18", embedding_dim=8, img_size=16)
-    save_checkpoint(tmp_path / "pre.pt", model_payload(pretrained, objective="pa_triplet"))
+    saved = model_payload(pretrained, objective="pa_triplet")
+    save_checkpoint(tmp_path / "pre.pt", saved)
     config = parse_classification_params(
         {
             "image_size": 16,
@@ -108,8 +109,8 @@ def test_finetuning_starts_from_the_checkpoint_trunk_under_a_fresh_classifier(tm
     payload, history = finetune_classifier(tiny_splits(), StartingPoint("pre", str(tmp_path / "pre.pt")), config)
     assert payload["model"]["head"] == "classifier" and payload["model"]["num_classes"] == 3
     assert payload["metadata"] | {"run_fingerprint": None} == {
-        "dataset": "tiny", "start": "pre", "start_checkpoint": str(tmp_path / "pre.pt"), "num_classes": 3,
-        "image_size": 16, "crop_fraction": 0.875, "steps": 2, "run_fingerprint": None,
+        "dataset": "tiny", "start": "pre", "start_checkpoint": str(tmp_path / "pre.pt"),
+        "start_trunk_digest": trunk_digest(saved), "num_classes": 3, "image_size": 16, "crop_fraction": 0.875, "steps": 2, "run_fingerprint": None,
     }  # fmt: skip
     # a vanishing learning rate leaves the trunk's weights where the checkpoint put them
     for name, tensor in pretrained.backbone.state_dict().items():
