@@ -64,7 +64,7 @@ def write_omniglot_folder(root: Path, classes: int, per_class: int, seed: int = 
     """``root/<alphabet>_<character>/<drawing>.png``: ``classes`` characters of the embedded Omniglot drawn with ``seed``,
     the first ``per_class`` of their 20 drawings each, as Omniglot draws them (black strokes on white, 105 px): a
     folder of small grey-scale line drawings such as a researcher brings (docs/own-data.md's worked example)."""
-    from fdsml.data.omniglot import read_omniglot_images
+    from fdsml.data.readers.omniglot import read_omniglot_images
 
     images, labels, alphabets = read_omniglot_images()
     for character in np.sort(np.random.default_rng(seed).choice(labels.max() + 1, classes, replace=False)):

@@ -161,7 +161,7 @@ def test_a_package_of_your_own_is_selected_checked_and_run_by_kedro(installed, t
     assert summary["family"] == "damped_curves"
     history = (project / "data/08_reporting/pretrain_history.csv").read_text().splitlines()
     assert history[-1].startswith("2,")
-    code, output = run(f"{prefix}kedro run --pipelines=retrieval --params=retrieval.data.dataset=sample_crops,retrieval.train.max_steps=2", project)
+    code, output = run(f"{prefix}kedro run --pipelines=retrieval --params=retrieval.data.dataset=sample_crops,retrieval.train.max_steps=2,retrieval.train.freeze_backbone_steps=1", project)
     assert code == 0, output[-3000:]
     metrics = json.loads((project / "data/08_reporting/retrieval_metrics.json").read_text())
     assert {start["dataset"] for start in metrics.values()} == {"sample_crops"}

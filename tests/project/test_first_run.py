@@ -64,10 +64,12 @@ def test_every_readme_pipeline_command_runs_or_names_the_command_to_run_first(tm
     from kedro.framework.startup import bootstrap_project
 
     bootstrap_project(ROOT)
-    clone = fresh_clone(tmp_path)
+    clone = fresh_clone(tmp_path / "project")
     assert {name for _, name in README_COMMANDS} >= {"fractals", "validate_descriptor", "report"}
-    # pretrain runs in the make-run test below; fractals runs last so the others see a fresh clone
-    waiting = [(command, start(command, clone)) for command, name in README_COMMANDS if name not in ("pretrain", "fractals")]
+    # pretrain runs in the make-run test below; fractals runs last so the others see a fresh clone. Each command has a
+    # clone of its own: started side by side in one project, all but one would be refused by its run lock
+    others = [command for command, name in README_COMMANDS if name not in ("pretrain", "fractals")]
+    waiting = [(command, start(command, fresh_clone(tmp_path / f"alone{index}"))) for index, command in enumerate(others)]
     for command, process in waiting:
         _stops_or_runs(command, *finish(process))
     code, output = run("kedro run --pipeline=fractals", clone)
