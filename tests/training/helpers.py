@@ -1,5 +1,8 @@
-"""Tiny pre-training configurations for tests (CPU, deterministic, a few steps)."""
+"""Tiny pre-training configurations for tests (CPU, deterministic, a few steps), and a run killed mid-way."""
 
+from contextlib import contextmanager
+
+from fdsml.training import loop
 from fdsml.training.pretrain import parse_pretrain_params
 
 
@@ -16,3 +19,18 @@ def tiny_config(run_dir, **overrides):
     for key, value in overrides.items():
         params[key] = params.get(key, {}) | value if isinstance(value, dict) else value
     return parse_pretrain_params(params)
+
+
+@contextmanager
+def killed_after_checkpoint(monkeypatch, step: int):
+    """Inside, a training run stops (KeyboardInterrupt, as a kill would) right after writing its checkpoint of ``step``."""
+    checkpoint = loop._Run.checkpoint
+
+    def killed(run):
+        checkpoint(run)
+        if run.step == step:
+            raise KeyboardInterrupt(f"killed after the checkpoint of step {step}")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(loop._Run, "checkpoint", killed)
+        yield

@@ -18,7 +18,11 @@ from fdsml.config import ConfigError
 from fdsml import native_bf16 as capability
 from fdsml.losses.pair import build_pair_loss
 from fdsml.training.loop import train
-from fdsml.training.objectives import CrossEntropyObjective
+from fdsml.losses.couce import CouCESettings, build_couce_objective
+from fdsml.losses.proxy import build_proxy_loss
+from fdsml.training.objectives import CrossEntropyObjective, ProxyObjective
+from fdsml.training.finetune import finetune
+from fdsml.training.retrieval import fine_tuning, finetune_run, load_splits, parse_retrieval_params
 from fdsml.training.pretrain_objectives.label_triplet import LabelTripletObjective
 from fdsml.training.pretrain_objectives.pa_triplet import PATripletObjective
 from fdsml.training.pretrain_objectives.pml import PairLossObjective
@@ -28,11 +32,12 @@ from fdsml.training.precision import Precision, precision
 from fdsml.training.pretrain import build_objective
 from fdsml.training.pretrain import build_batch_sampler, build_fractal_dataset, build_pretrain_model, plan_pretrain, pretrain
 
-from tests.support import TINY_SPEC
-from .helpers import tiny_config
+from tests.support import TINY_RETRIEVAL, TINY_SPEC
+from .helpers import killed_after_checkpoint, tiny_config
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 BF16, FLOAT32 = Precision(torch.bfloat16, torch.bfloat16), Precision()
+BF16_TRUNK = Precision(torch.bfloat16, torch.float32)
 AMP, NO_AMP = LoopConfig(amp=True), LoopConfig(amp=False)
 CPUINFO = "processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu sse2 avx2 avx512f {extra}\nbogomips\t: 4800\n\nprocessor\t: 1\n"
 
@@ -95,8 +100,11 @@ def test_a_machine_without_cpuinfo_trains_in_float32(tmp_path, monkeypatch):
 def test_an_objective_declares_its_bf16_parts_and_every_device_follows_them(cpuinfo, device):
     cpuinfo("avx512_bf16")
     for objective in (PATripletObjective("same"), LabelTripletObjective(), PairLossObjective(build_pair_loss("contrastive"))):
-        assert precision(AMP, device, objective) == Precision(*(torch.bfloat16 if p in objective.bf16_parts else torch.float32 for p in ("trunk", "head")))
+        assert precision(AMP, device, objective) == FLOAT32  # margins on embedding distances: float32 (docs/cpu.md)
     assert precision(AMP, device, CrossEntropyObjective()) == BF16  # declares nothing: trunk and head
+    proxies = build_proxy_loss("proxy_anchor", 3, 8)
+    for objective in (ProxyObjective(proxies), build_couce_objective(CouCESettings(), "proxy_anchor", 3, 8)):
+        assert precision(AMP, device, objective) == BF16_TRUNK  # retrieval: the trunk in bf16, the head in float32
 
 
 @pytest.mark.parametrize(
@@ -172,6 +180,31 @@ def test_a_bf16_run_resumed_from_its_checkpoint_ends_on_the_uninterrupted_runs_w
     assert torch.load(tmp_path / "resumed" / "last.pt", weights_only=True)["precision"] == str(BF16)
     for name, tensor in straight.items():
         torch.testing.assert_close(resumed.model.state_dict()[name], tensor, rtol=0, atol=0, msg=name)
+
+
+def test_a_killed_bf16_retrieval_fine_tuning_resumes_to_the_uninterrupted_runs_weights(tmp_path, native_bf16, monkeypatch, caplog):
+    """Retrieval's recipe as the kill soak runs it (AdamW, proxies at 100x, the trunk frozen for the first step), in its
+    declared precision, at 16 px: ResNet-18's layer4.0.conv1 sees a 1 x 1 map there, the convolution whose bf16 weight
+    gradient oneDNN leaves uninitialised (Float32WhereCpuBf16Fails); without that guard two runs differ in it."""
+    native_bf16(True)
+    train = {"max_steps": 4, "checkpoint_every": 2, "freeze_backbone_steps": 1, "device": "cpu"}
+    data = TINY_RETRIEVAL["data"] | {"batch_size": 16}
+
+    def fine_tune(folder: str):
+        config = parse_retrieval_params(TINY_RETRIEVAL | {"data": data, "train": train, "run_dir": str(tmp_path / folder)})
+        splits = load_splits(config)
+        task = fine_tuning(config, int(splits.train.labels.max()) + 1)
+        return finetune(task, splits.train, finetune_run(splits.name, config.starts[0], 0))[0].model.state_dict()
+
+    with killed_after_checkpoint(monkeypatch, 2), pytest.raises(KeyboardInterrupt):
+        fine_tune("resumed")
+    with caplog.at_level(logging.INFO, logger="fdsml.training.loop"):
+        resumed = fine_tune("resumed")
+    assert any("at step 2 of 4" in record.getMessage() for record in caplog.records)  # it did resume
+    straight = fine_tune("straight")
+    assert torch.load(next((tmp_path / "resumed").rglob("last.pt")), weights_only=True)["precision"] == str(BF16_TRUNK)
+    for name, tensor in straight.items():
+        torch.testing.assert_close(resumed[name], tensor, rtol=0, atol=0, msg=name)
 
 
 @pytest.mark.parametrize("first_amp, then_amp", [(False, True), (True, False)])

@@ -13,14 +13,13 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from fdsml.training import loop
 from fdsml.training.loop_config import OptimizerConfig
 from fdsml.training.optimizer import build_optimizer, build_scheduler, frozen_trunk
 from fdsml.training.pretrain import pretrain
 from fdsml.training.schedules import build_schedule, scaled_learning_rate
 
 from tests.support import TINY_SPEC
-from .helpers import tiny_config
+from .helpers import killed_after_checkpoint, tiny_config
 
 
 def cosine(t: float, start: float, end: float) -> float:
@@ -93,18 +92,9 @@ def test_a_short_run_logs_the_learning_rate_of_each_step_by_the_formula(tiny_tab
 
 def test_a_run_killed_under_a_decaying_schedule_resumes_to_the_uninterrupted_weights_and_rates(tiny_table, tmp_path, monkeypatch):
     train = {"max_steps": 8, "checkpoint_every": 2}
-    checkpoint = loop._Run.checkpoint
-
-    def die_after_step_four(run):
-        checkpoint(run)
-        if run.step == 4:
-            raise KeyboardInterrupt("killed after the checkpoint of step 4")
-
-    monkeypatch.setattr(loop._Run, "checkpoint", die_after_step_four)
     killed = tiny_config(tmp_path / "killed", optimizer=DECAYING, train=train)
-    with pytest.raises(KeyboardInterrupt):
+    with killed_after_checkpoint(monkeypatch, 4), pytest.raises(KeyboardInterrupt):
         pretrain(tiny_table, TINY_SPEC, killed)
-    monkeypatch.undo()
     resumed, resumed_history = pretrain(tiny_table, TINY_SPEC, killed)
     straight, straight_history = pretrain(tiny_table, TINY_SPEC, tiny_config(tmp_path / "straight", optimizer=DECAYING, train=train))
     assert resumed_history["step"].tolist() == list(range(1, 9))

@@ -56,10 +56,9 @@ class ProxyObjective(nn.Module):
     The proxies train at ``proxy_lr_multiplier`` x the lr.
     """
 
-    # Float32 in every part, on every device: fine-tuned in bf16 the proxy loss retrieves as in float32 (docs/cpu.md,
-    # precision parity), but a bf16 fine-tuning killed and resumed on the CPU does not end on the uninterrupted run's
-    # weights (tests/faults/test_kills.py, with a bf16 trunk and with trunk and head), which a resumable run must.
-    bf16_parts: tuple[str, ...] = ()
+    # The trunk in bf16, the head in float32, on every device: fine-tuned so, the proxy loss retrieves as in float32
+    # (docs/cpu.md, precision parity), and its embeddings, on which the proxies' margins act, keep float32's resolution.
+    bf16_parts: tuple[str, ...] = ("trunk",)
 
     def __init__(self, loss: nn.Module, proxy_lr_multiplier: float = 100.0):
         super().__init__()

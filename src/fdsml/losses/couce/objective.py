@@ -77,7 +77,7 @@ class CouCEObjective(nn.Module):
     off the loss is exactly that of the plain proxy loss on the model's embedding.
     """
 
-    bf16_parts: tuple[str, ...] = ()  # as the plain proxy objective's (fdsml.training.objectives.ProxyObjective)
+    bf16_parts: tuple[str, ...] = ("trunk",)  # as the plain proxy objective's (fdsml.training.objectives.ProxyObjective)
 
     def __init__(
         self,
