@@ -42,11 +42,13 @@ UNITS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "descriptor_validation": (("src/fdsml/descriptor_validation/sweeps.py",), ("tests/descriptor_validation",)),
     "starting_points": (("src/fdsml/models/starting_points.py",), ("tests/models/test_starting_points.py", "tests/training/test_classification.py")),
     "data": (
-        tuple(f"src/fdsml/data/{name}.py" for name in ("samplers", "classification_datasets", "retrieval_datasets", "omniglot", "own_data", "image_records", "layout")),
+        tuple(f"src/fdsml/data/{name}.py" for name in (
+            "samplers", "classification_datasets", "retrieval_datasets", "image_records", "layout", "readers/omniglot", "readers/own_data", "readers/image_folder",
+        )),
         ("tests/data",),
     ),
     "training": (
-        tuple(f"src/fdsml/training/{name}" for name in ("objectives.py", "schedules.py", "optimizer.py", "resume.py", "pretrain_objectives/*", "classification.py", "retrieval.py")),
+        tuple(f"src/fdsml/training/{name}" for name in ("objectives.py", "schedules.py", "optimizer.py", "resume.py", "pretrain_objectives/*", "classification.py", "retrieval.py", "comparison.py")),
         ("tests/training",),
     ),
 }
