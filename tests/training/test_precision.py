@@ -182,29 +182,44 @@ def test_a_bf16_run_resumed_from_its_checkpoint_ends_on_the_uninterrupted_runs_w
         torch.testing.assert_close(resumed.model.state_dict()[name], tensor, rtol=0, atol=0, msg=name)
 
 
+def _fine_tune(run_dir, **train) -> dict:
+    """The weights of a 4-step retrieval fine-tuning of the tiny set's scratch start, its run folder under ``run_dir``
+    (as retrieval names it, fixed by dataset, start and seed; what defines the run is in its fingerprint)."""
+    train = {"max_steps": 4, "checkpoint_every": 2, "freeze_backbone_steps": 1, "device": "cpu"} | train
+    data = TINY_RETRIEVAL["data"] | {"batch_size": 16}
+    config = parse_retrieval_params(TINY_RETRIEVAL | {"data": data, "train": train, "run_dir": str(run_dir)})
+    splits = load_splits(config)
+    task = fine_tuning(config, int(splits.train.labels.max()) + 1)
+    return finetune(task, splits.train, finetune_run(splits.name, config.starts[0], 0))[0].model.state_dict()
+
+
 def test_a_killed_bf16_retrieval_fine_tuning_resumes_to_the_uninterrupted_runs_weights(tmp_path, native_bf16, monkeypatch, caplog):
     """Retrieval's recipe as the kill soak runs it (AdamW, proxies at 100x, the trunk frozen for the first step), in its
     declared precision, at 16 px: ResNet-18's layer4.0.conv1 sees a 1 x 1 map there, the convolution whose bf16 weight
     gradient oneDNN leaves uninitialised (Float32WhereCpuBf16Fails); without that guard two runs differ in it."""
     native_bf16(True)
-    train = {"max_steps": 4, "checkpoint_every": 2, "freeze_backbone_steps": 1, "device": "cpu"}
-    data = TINY_RETRIEVAL["data"] | {"batch_size": 16}
-
-    def fine_tune(folder: str):
-        config = parse_retrieval_params(TINY_RETRIEVAL | {"data": data, "train": train, "run_dir": str(tmp_path / folder)})
-        splits = load_splits(config)
-        task = fine_tuning(config, int(splits.train.labels.max()) + 1)
-        return finetune(task, splits.train, finetune_run(splits.name, config.starts[0], 0))[0].model.state_dict()
-
     with killed_after_checkpoint(monkeypatch, 2), pytest.raises(KeyboardInterrupt):
-        fine_tune("resumed")
+        _fine_tune(tmp_path / "resumed")
     with caplog.at_level(logging.INFO, logger="fdsml.training.loop"):
-        resumed = fine_tune("resumed")
+        resumed = _fine_tune(tmp_path / "resumed")
     assert any("at step 2 of 4" in record.getMessage() for record in caplog.records)  # it did resume
-    straight = fine_tune("straight")
+    straight = _fine_tune(tmp_path / "straight")
     assert torch.load(next((tmp_path / "resumed").rglob("last.pt")), weights_only=True)["precision"] == str(BF16_TRUNK)
     for name, tensor in straight.items():
         torch.testing.assert_close(resumed[name], tensor, rtol=0, atol=0, msg=name)
+
+
+def test_a_finished_fine_tuning_of_another_precision_is_another_configuration_and_starts_over(tmp_path, native_bf16, caplog):
+    """A run's fingerprint holds the precision it resolves to: a retrieval run (its folder fixed by dataset, start
+    and seed) whose precision changed, by its settings or by an objective's declaration after an upgrade, starts
+    over as any other change of configuration does, where a refusal would stop `dvc repro` for good."""
+    native_bf16(True)
+    _fine_tune(tmp_path, amp=False)
+    with caplog.at_level(logging.INFO):
+        _fine_tune(tmp_path, amp=True)
+    assert "belongs to another configuration: starting over instead of resuming" in caplog.text
+    assert "Trained steps 1-4 of 4" in caplog.text
+    assert torch.load(next(tmp_path.rglob("last.pt")), weights_only=True)["precision"] == str(BF16_TRUNK)
 
 
 @pytest.mark.parametrize("first_amp, then_amp", [(False, True), (True, False)])

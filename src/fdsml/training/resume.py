@@ -78,11 +78,13 @@ def resume_state(
 ) -> dict | None:  # fmt: skip
     """The state every replica resumes from, as rank 0 finds it in its own run folder (None: start over).
 
-    A checkpoint of another configuration is started over; one written at another world size is
-    refused, since its learning rate was scaled for another global batch and the batches per epoch
-    and data order differ; one trained in another precision is refused too, since continuing would
-    mix bf16 and float32 steps in one run (a checkpoint from before precisions were recorded is
-    judged by its fingerprint alone). Rank 0 sends its decision and the state (on the CPU) to every replica.
+    One written at another world size is refused, since its learning rate was scaled for another global
+    batch and the batches per epoch and data order differ. A checkpoint of another configuration is started
+    over: a run's fingerprint holds the precision it resolves to, so a change of precision (``train.amp``,
+    ``train.bf16_parts``, an objective's declaration) starts a fingerprinted run over too. One of the same
+    fingerprint trained in another precision (a caller that gives no fingerprint) is refused, since continuing
+    would mix bf16 and float32 steps in one run (a checkpoint from before precisions were recorded is judged by
+    its fingerprint alone). Rank 0 sends its decision and the state (on the CPU) to every replica.
     """
     outcome: dict[str, Any] = {"state": None, "refusal": None}
     if context.is_main and loop.resume and checkpoint_path.exists():
@@ -96,10 +98,10 @@ def resume_state(
                 f"and data order change. Relaunch with {written_by} process(es) to continue, or start over at "
                 f"{context.world_size}: remove {checkpoint_path.parent} or set {step_name.split('/')[0]}.train.resume: false"
             )
-        elif trained_in is not None and trained_in != computes_in:
-            outcome["refusal"] = precision_refusal(checkpoint_path, trained_in, computes_in, loop, step_name)
         elif state.get("fingerprint") != fingerprint:
             logger.warning("%s belongs to another configuration: starting over instead of resuming", checkpoint_path)
+        elif trained_in is not None and trained_in != computes_in:
+            outcome["refusal"] = precision_refusal(checkpoint_path, trained_in, computes_in, loop, step_name)
         else:
             outcome["state"] = state
     outcome = distributed.from_main_rank(outcome, context)
