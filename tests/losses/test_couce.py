@@ -539,3 +539,32 @@ def test_the_statistics_and_the_dictionary_update_without_reading_values_on_the_
     torch.testing.assert_close(dictionary.entries(), torch.cat([m, m[:3] * 2])[-6:], rtol=0, atol=0)
     second = class_variances(m[:3] * 2, labels[:3])
     torch.testing.assert_close(tracker.var_intra, first[0] * 0.999 + second[0] * 0.001)
+
+
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ({"gammas": ()}, "gammas: give at least one band strength"),
+        ({"gammas": (0.2, 0.0)}, "gammas: must be positive, got 0.0"),
+        ({"min_scale": 0.0}, r"min_scale: must lie in \(0, 1\], got 0.0"),
+        ({"min_scale": 1.5}, r"min_scale: must lie in \(0, 1\], got 1.5"),
+        ({"temperature": 0.0}, "temperature: must be positive, got 0.0"),
+        ({"momentum": 1.0}, r"momentum: must lie in \[0, 1\), got 1.0"),
+        ({"momentum": -0.1}, r"momentum: must lie in \[0, 1\), got -0.1"),
+        ({"gate_delta": -1e-9}, "gate_delta: must be >= 0, got -1e-09"),
+        ({"dictionary_size": 0}, "dictionary_size: must be positive, got 0"),
+        ({"lambda_orth": -0.01}, "lambda_orth: must be >= 0, got -0.01"),
+        ({"lambda_inv": -0.01}, "lambda_inv: must be >= 0, got -0.01"),
+        ({"lambda_cov": -0.01}, "lambda_cov: must be >= 0, got -0.01"),
+        ({"eps": 0.0}, "eps: must be positive, got 0.0"),
+    ],
+)
+def test_a_couce_setting_out_of_its_range_is_refused_naming_it(setting, message):
+    with pytest.raises(ConfigError, match=f"^{message}$"):
+        CouCESettings(**setting)
+
+
+def test_couce_settings_at_the_edges_of_their_ranges_are_accepted():
+    edges = {"momentum": 0.0, "gate_delta": 0.0, "min_scale": 1.0, "lambda_orth": 0.0, "lambda_inv": 0.0, "lambda_cov": 0.0, "gammas": (0.5,)}
+    settings = CouCESettings(**edges)
+    assert {name: getattr(settings, name) for name in edges} == edges
