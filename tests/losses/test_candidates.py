@@ -39,10 +39,13 @@ def test_each_candidate_comes_from_where_its_rule_says_and_is_never_the_anchor_o
             assert (shares == same_class).all()
 
 
+def _drawn(seed: int) -> np.ndarray:
+    return np.stack(sample_explicit_triplets(CLASS_IDS, 50, "each", np.random.default_rng(seed)))
+
+
 def test_the_same_seed_draws_the_same_triplets_and_another_seed_others():
-    draw = lambda seed: np.stack(sample_explicit_triplets(CLASS_IDS, 50, "each", np.random.default_rng(seed)))  # noqa: E731
-    assert np.array_equal(draw(3), draw(3))
-    assert not np.array_equal(draw(3), draw(4))
+    assert np.array_equal(_drawn(3), _drawn(3))
+    assert not np.array_equal(_drawn(3), _drawn(4))
 
 
 @pytest.mark.parametrize(
