@@ -3,6 +3,7 @@
 import copy
 import math
 import os
+from datetime import timedelta
 
 import numpy as np
 import pytest
@@ -31,6 +32,7 @@ from fdsml.losses.couce import (
     invariance_loss,
     kl_divergence,
     orthogonality_loss,
+    parse_split_point,
     project_out,
     proxy_log_probabilities,
     proxy_matrix,
@@ -113,12 +115,34 @@ def test_vit_tokens_map_to_the_grid(split_at):
 
 
 def test_split_point_must_fit_the_architecture():
-    with pytest.raises(ValueError, match="ResNet"):
+    with pytest.raises(ValueError, match="names ViT blocks but the trunk is a ResNet"):
         StageSplit(tiny_resnet(), "blocks.1")
-    with pytest.raises(ValueError, match="blocks 0..1"):
-        StageSplit(tiny_vit(), "blocks.5")
-    with pytest.raises(ConfigError, match="split_at"):
+    with pytest.raises(ValueError, match="names a ResNet stage but the trunk is a ViT"):
+        StageSplit(tiny_vit(), "layer2")
+    for past_the_last in ("blocks.2", "blocks.5"):
+        with pytest.raises(ValueError, match="blocks 0..1"):
+            StageSplit(tiny_vit(), past_the_last)
+    with pytest.raises(ConfigError, match="'layer9' is not accepted; use auto, layer1, layer2, layer3, layer4 or blocks.<i>"):
         CouCESettings(split_at="layer9")
+    trunk_of_another_kind = build_model("resnet18", embedding_dim=EMBEDDING, img_size=32)
+    trunk_of_another_kind.backbone = torch.nn.Linear(3, 3)
+    with pytest.raises(ValueError, match="timm ResNet and VisionTransformer trunks, not Linear"):
+        StageSplit(trunk_of_another_kind)
+
+
+def test_split_points_parse_to_their_kind_and_index():
+    assert parse_split_point("auto") == ("auto", None)
+    assert parse_split_point("layer2") == ("resnet", 1)
+    assert parse_split_point("blocks.3") == ("vit", 3)
+
+
+@pytest.mark.parametrize(("depth", "block"), [(1, 0), (2, 0), (8, 5), (12, 8)])
+def test_a_vit_splits_by_default_after_three_quarters_of_its_blocks(depth, block):
+    """Block floor(3 depth / 4) - 1 (never below 0): a ViT-B/16's 12 blocks split after block 8."""
+    torch.manual_seed(0)
+    model = build_model("vit_tiny_patch4", img_size=32, depth=depth, embedding_dim=EMBEDDING)
+    split = StageSplit(model)
+    assert split.index == block and split.split_module is model.backbone.blocks[block]
 
 
 @pytest.mark.parametrize("builder", [tiny_resnet, tiny_vit])
@@ -175,6 +199,22 @@ def test_band_edges_follow_their_schedule():
             frequency_band_edges("custom", 3, bad)
     with pytest.raises(ConfigError, match="band_edges"):
         frequency_band_edges("uniform", 3, (0.2, 0.4, 1.0))
+
+
+def test_custom_band_edges_hold_inside_zero_to_one_strictly_increasing():
+    assert frequency_band_edges("custom", 3, (0.2, 0.5, 1.0)) == (0.2, 0.5, 1.0)
+    for bad in [(0.0, 0.5, 1.0), (0.3, 0.3, 1.0)]:  # an edge at 0 holds no frequency; equal edges an empty band
+        with pytest.raises(ConfigError, match="must increase strictly inside"):
+            frequency_band_edges("custom", 3, bad)
+    with pytest.raises(ConfigError, match="'octave' is not accepted; choose one of uniform, linear, exponential, custom"):
+        frequency_band_edges("octave", 3)
+
+
+def test_msrci_uses_its_custom_edges_and_keeps_its_gammas_out_of_the_state_dict():
+    """The gammas are settings, not state: a checkpoint of another gamma setting still loads."""
+    msrci = MSRCI(gammas=(0.1, 0.2), schedule="custom", band_edges=(0.3, 1.0))
+    assert msrci.edges == (0.3, 1.0)
+    assert "gammas" not in msrci.state_dict() and msrci.gammas.dtype == torch.float32
 
 
 def test_bands_are_concentric_rings_from_dc_to_the_corner():
@@ -501,6 +541,53 @@ def test_two_replicas_keep_the_dictionary_statistics_and_weights_identical(tmp_p
         key = f"couce.odba.variances.{name}"
         torch.testing.assert_close(second["objective"][key], first["objective"][key], rtol=0, atol=0, msg=key)
     torch.testing.assert_close(first["uneven"], torch.tensor([[0.0] * 3] * 2 + [[1.0] * 3] * 3))
+
+
+def _rows(rank: int, count: int, width: int | None) -> torch.Tensor:
+    """``count`` rows whose values say their rank and position: 10 * rank + row."""
+    values = 10.0 * rank + torch.arange(count, dtype=torch.float32)
+    return values if width is None else values[:, None].expand(count, width).clone()
+
+
+GATHERED_SIZES = ((2, 3), (4, 1))
+"""Rows per rank in each gather: the second rank has more, then fewer."""
+
+
+def _gather(rank: int) -> list[torch.Tensor]:
+    """The gathers both ranks make: rows of floats (one with a gradient), then labels, each rank a different count."""
+    float_rows = [_rows(rank, sizes[rank], 3).requires_grad_() for sizes in GATHERED_SIZES]
+    labels = [_rows(rank, sizes[rank], None).long() for sizes in GATHERED_SIZES]
+    return [gather_across_ranks(tensor) for tensor in (*float_rows, *labels)]
+
+
+def _second_rank(port: int, folder: str) -> None:
+    torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=1, world_size=2, timeout=timedelta(seconds=60))
+    torch.save(_gather(1), f"{folder}/rank1.pt")
+    torch.distributed.destroy_process_group()
+
+
+def test_gather_across_ranks_concatenates_uneven_rows_in_rank_order_on_every_rank(tmp_path):
+    """This process is rank 0 of a two-process gloo group (a spawned process the other), so the gathering path runs here."""
+    port = free_port()
+    other = mp.get_context("spawn").Process(target=_second_rank, args=(port, str(tmp_path)))
+    other.start()
+    try:
+        torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=2, timeout=timedelta(seconds=60))
+        try:
+            here = _gather(0)
+        finally:
+            torch.distributed.destroy_process_group()
+    finally:
+        other.join(timeout=120)
+    assert other.exitcode == 0
+    there = torch.load(tmp_path / "rank1.pt", weights_only=True)
+    for index, (first, second) in enumerate(GATHERED_SIZES):
+        expected = torch.cat([_rows(0, first, 3), _rows(1, second, 3)])
+        torch.testing.assert_close(here[index], expected, rtol=0, atol=0)
+        torch.testing.assert_close(here[2 + index], expected[:, 0].long(), rtol=0, atol=0)
+        assert not here[index].requires_grad  # no gradient flows through the gathered rows
+    for mine, theirs in zip(here, there):
+        torch.testing.assert_close(theirs, mine, rtol=0, atol=0)
 
 
 def test_stage_split_sees_the_model_through_compile_and_ddp_wrappers(tmp_path):

@@ -10,6 +10,8 @@ from scipy import stats
 
 from fdsml.losses.pa_triplet import (
     PATripletLoss,
+    _uniform_ranks,
+    allowed_triplets,
     explicit_indices_tuple,
     mine_batch_triplets,
     mined_triplets,
@@ -232,8 +234,26 @@ def test_bad_loss_settings_are_refused():
 
 def test_every_triplet_rank_is_built_on_the_labels_device_not_copied_from_the_cpu():
     """PA-Triplet's per-step ranks: on a GPU a CPU-built ``arange`` is a host-to-device copy every step."""
-    from fdsml.losses.pa_triplet import _uniform_ranks
-
     elsewhere = torch.device("meta")  # any device but the CPU
     assert _uniform_ranks(10, None, None, elsewhere).device == elsewhere
     assert _uniform_ranks(10, 20, None, elsewhere).device == elsewhere
+
+
+def test_a_subset_of_triplet_ranks_comes_from_the_generator_alone():
+    """The same generator seed draws the same ranks whatever the global seed; another seed other ranks."""
+    def drawn(total: int, count: int, seed: int, global_seed: int) -> torch.Tensor:
+        torch.manual_seed(global_seed)
+        return _uniform_ranks(total, count, torch.Generator().manual_seed(seed), torch.device("cpu"))
+
+    for total, count in [(30, 20), (1000, 20)]:  # a permutation's prefix, and rejection of repeated draws
+        ranks = drawn(total, count, seed=3, global_seed=0)
+        assert ranks.shape == (count,) and ranks.unique().numel() == count and bool((ranks.diff() > 0).all())
+        torch.testing.assert_close(drawn(total, count, seed=3, global_seed=1), ranks, rtol=0, atol=0)
+        assert not torch.equal(drawn(total, count, seed=4, global_seed=0), ranks)
+
+
+def test_as_many_triplets_asked_as_the_filter_allows_keeps_them_all_without_a_generator():
+    labels = torch.tensor([0, 0, 1, 1])
+    every = allowed_triplets(labels, "all")
+    for kept, whole in zip(allowed_triplets(labels, "all", max_triplets=every[0].numel()), every):
+        torch.testing.assert_close(kept, whole, rtol=0, atol=0)
