@@ -60,6 +60,57 @@ def test_visual_atom_ranges_and_frequencies():
     assert {c.n1 for c in classes} == set(range(21)) and {c.n2 for c in classes} == set(range(21))
 
 
+def test_visual_atom_frequencies_from_a_range_above_zero_and_integer_ranges_reach_both_ends():
+    """n1 from [low, high]; n2 from the others, uniformly: every value other than n1 drawn, none outside."""
+    settings = visual_atom.VisualAtomSettings(frequency=(3, 6), vertices=(3, 4), orbits=(1, 2))
+    classes = [visual_atom.VISUAL_ATOM.draw_class(np.random.default_rng(seed), settings) for seed in range(400)]
+    assert {c.n1 for c in classes} == {c.n2 for c in classes} == {3, 4, 5, 6}
+    assert all(c.n2 != c.n1 for c in classes)
+    for n1 in range(3, 7):
+        assert {c.n2 for c in classes if c.n1 == n1} == {3, 4, 5, 6} - {n1}
+    assert {c.vertices for c in classes} == {3, 4} and {c.orbits for c in classes} == {1, 2}
+
+
+def test_visual_atom_n2_after_a_zero_n1_takes_every_value_zero_included():
+    settings = visual_atom.VisualAtomSettings(frequency=(0, 3))
+    classes = [visual_atom.VISUAL_ATOM.draw_class(np.random.default_rng(seed), settings) for seed in range(400)]
+    assert {c.n2 for c in classes if c.n1 == 0} == {0, 1, 2, 3}
+
+
+@pytest.mark.parametrize("frequency", [(1, 1), (5, 5)])
+def test_a_single_nonzero_frequency_is_refused_and_zero_alone_means_no_wave(frequency):
+    low, high = frequency
+    message = rf"^frequency: \[{low}, {high}\] leaves no n2 != n1; give at least two values, e.g. \[0, 20\], or \[0, 0\] for no wave$"
+    with pytest.raises(ConfigError, match=message):
+        visual_atom.VisualAtomSettings(frequency=frequency)
+    assert visual_atom.VisualAtomSettings(frequency=(0, 0)).frequency == (0, 0)
+    with pytest.raises(ConfigError, match="^frequency"):
+        visual_atom.VisualAtomSettings(frequency=(-1, 3))
+
+
+def test_the_fuzzer_pushes_about_half_the_continuous_parameters_to_either_sign_up_to_a_thousand(family):
+    """What the render fuzzer asks of a renderer (tests/ifs/render_fuzz.py): only continuous parameters change,
+    to magnitudes in [1e-3, 1e3] of either sign, and the size to 8..48 px; the same draws give the same instance."""
+    orbit_family, settings = family
+    _, instances = draws(orbit_family, settings, n=300)
+    rng = np.random.default_rng(0)
+    replaced, sizes = [], set()
+    for instance in instances:
+        fuzzed, rendering = orbit_family.fuzzed(instance, rng, settings)
+        changed = {field.name for field in dataclasses.fields(instance) if getattr(fuzzed, field.name) != getattr(instance, field.name)}
+        assert changed <= set(orbit_family.continuous)
+        replaced += [getattr(fuzzed, name) for name in changed]
+        sizes.add(rendering.size)
+        assert dataclasses.replace(rendering, size=settings.size) == settings
+    magnitudes = np.abs(replaced)
+    assert magnitudes.min() >= 1e-3 and magnitudes.max() <= 1e3 and magnitudes.max() > 1e2
+    assert 0.4 < np.mean(np.array(replaced) < 0) < 0.6
+    assert 0.4 < len(replaced) / (len(instances) * len(orbit_family.continuous)) < 0.6
+    assert sizes == set(range(8, 49))
+    again = orbit_family.fuzzed(instances[0], np.random.default_rng(1), settings)
+    assert again == orbit_family.fuzzed(instances[0], np.random.default_rng(1), settings)
+
+
 def test_rcdb_vertices_are_a_truncated_exponential_with_mean_100():
     settings = rcdb.RCDBSettings()
     rng = np.random.default_rng(1)

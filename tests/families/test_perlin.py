@@ -48,3 +48,9 @@ def test_gradient_noise_matches_the_documented_formula():
 def test_cells_must_be_positive():
     with pytest.raises(ValueError, match="cells"):
         perlin_curve(0, 0, 0, T)
+
+
+def test_one_lattice_cell_is_the_fewest_accepted():
+    assert np.isfinite(perlin_curve(1, 0, 1, T)).all()
+    with pytest.raises(ValueError, match="cells must be >= 1, got 0"):
+        perlin_curve(1, 0, 0, T)

@@ -3,7 +3,7 @@
 import pytest
 
 from fdsml.config import ConfigError
-from fdsml.families import FamilySpec, check_every_block, family_spec, get_family, known_families, register_family
+from fdsml.families import FamilySpec, check_every_block, family_spec, get_family, known_families, register_family, unregister_family
 from fdsml.families.finefractaldb import FINEFRACTALDB
 from fdsml.ifs.finefractaldb import FineFractalDBConfig
 
@@ -50,3 +50,19 @@ def test_the_top_level_keys_stay_finefractaldbs_and_are_checked_whichever_family
     check_every_block(params)
     with pytest.raises(ConfigError, match=r"^fractals: unknown key\(s\) n_clases"):
         check_every_block({"family": "rcdb", "n_clases": 3})
+
+
+def test_every_family_block_is_checked_not_only_the_selected_one():
+    """A misspelt key in the block of a family not selected is refused now, under the block's own key."""
+    check_every_block({"family": "finefractaldb", "rcdb": {"vertices_mean": 50.0}, "outputs": {}, "holdout": {}})
+    with pytest.raises(ConfigError, match=r"^pretrain\.fractals\.rcdb: unknown key\(s\) vertices_men"):
+        check_every_block({"family": "finefractaldb", "rcdb": {"vertices_men": 50.0}}, "pretrain.fractals")
+    with pytest.raises(ConfigError, match=r"^pretrain\.fractals\.visual_atom: unknown key\(s\) bogus"):
+        check_every_block({"family": "visual_atom", "visual_atom": {"bogus": 1}}, "pretrain.fractals")
+
+
+def test_a_family_unregistered_is_no_longer_known():
+    register_family(DISCS)
+    unregister_family(DISCS.name)
+    assert DISCS.name not in known_families()
+    unregister_family(DISCS.name)  # forgetting one not registered is harmless
