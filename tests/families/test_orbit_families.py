@@ -213,6 +213,14 @@ def test_backgrounds_and_occupancy():
         (rcdb.RCDBSettings, {"vertices_mean": 0.0}, "fractals.rcdb.vertices_mean"),
         (rcdb.RCDBSettings, {"factor_range": [0.0, 1.4]}, "fractals.rcdb.factor_range"),
         (rcdb.RCDBSettings, {"line_width": [-0.1, 0.1]}, "fractals.rcdb.line_width"),
+        (rcdb.RCDBSettings, {"seed": -1}, "fractals.rcdb.seed"),
+        (rcdb.RCDBSettings, {"stroke": 0.0}, "fractals.rcdb.stroke"),
+        (rcdb.RCDBSettings, {"min_occupancy": 1.5}, "fractals.rcdb.min_occupancy"),
+        (rcdb.RCDBSettings, {"max_class_replacements": -1}, r"fractals.rcdb.max_class_replacements: must be >= 0, got -1"),
+        (rcdb.RCDBSettings, {"orbits": [0, 3]}, r"fractals.rcdb.orbits: range \[0, 3\] must lie inside \[1, inf\]"),
+        (rcdb.RCDBSettings, {"oval": [0.0, 2.0]}, r"fractals.rcdb.oval\[0\]: must be positive"),
+        (visual_atom.VisualAtomSettings, {"centre": [5.0, 1.0]}, r"fractals.visual_atom.centre: range \[\S+ \S+ is empty or inverted"),
+        (visual_atom.VisualAtomSettings, {"factor_range": [1.4, 0.6]}, "fractals.visual_atom.factor_range: range"),
     ],
 )
 def test_bad_settings_name_the_key(settings_type, raw, key):
@@ -245,3 +253,19 @@ def test_chamfer_distances_see_the_orbits_not_the_white_background():
     expected = np.median(chamfer_distances(drawn[0], np.stack(drawn[1:])))
     assert expected > 0.01
     assert noise_floor(shape, spec, 0, np.array([1, 2, 3])) == pytest.approx(expected)
+
+
+def test_no_class_replacement_is_a_setting_and_the_orbits_may_start_at_one():
+    settings = rcdb.RCDBSettings(max_class_replacements=0, orbits=(1, 1))
+    assert settings.max_class_replacements == 0 and settings.orbits == (1, 1)
+
+
+def test_each_class_drawn_counts_one_code_and_the_definition_names_the_perturbed_parameters(family):
+    orbit_family, settings = family
+    counts = Counter()
+    for _ in range(3):
+        orbit_family.sample_class(np.random.default_rng(0), settings, counts)
+    assert counts == Counter(codes_sampled=3)
+    described = orbit_family.describe(dataclasses.replace(settings, stroke=2.0, noise_cells=16, factor_range=(0.5, 1.5)))
+    assert described["instance perturbation"] == f"one of {', '.join(orbit_family.continuous)} x U[0.5, 1.5], clipped to its range"
+    assert described["rendering"] == "stroke 2.0 px at 512, 16 Perlin cells per orbit"

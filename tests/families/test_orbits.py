@@ -9,14 +9,14 @@ SIZE = 512
 CENTRE = (250.0, 262.0)
 
 
-def orbits(size=SIZE, stroke=1.0, **geometry):
+def orbits(size=SIZE, stroke=1.0, seed=3, **geometry):
     defaults = dict(
         vertices=720, orbits=1, amplitude=0.0, line_width=0.0, radius=60.0, oval_x=1.5, oval_y=1.2, n1=0, n2=0,
         centre_x=CENTRE[0], centre_y=CENTRE[1],
     )
     defaults.update(geometry)
     return render_orbits(
-        size=size, seed=3, background=0, greys=(1, 255), noise_gain=1.0, noise_cells=16, stroke=stroke, **defaults
+        size=size, seed=seed, background=0, greys=(1, 255), noise_gain=1.0, noise_cells=16, stroke=stroke, **defaults
     )
 
 
@@ -120,3 +120,17 @@ def test_a_thick_oval_across_the_image_border_is_clipped_not_wrapped():
     distance_to_oval = np.abs(np.hypot(pixels[:, 0] / (60 * 1.5), pixels[:, 1] / (60 * 1.2)) - 1) * 60 * 1.2
     assert distance_to_oval.max() <= 4.5 * np.sqrt(2) + 1
     assert pixels.max() < 60 * 1.5 + 6
+
+
+def test_a_rendering_outside_its_domain_is_refused_naming_the_value():
+    assert orbits(size=1).shape == (1, 1)
+    for geometry, message in [
+        ({"size": 0}, "size must be positive, got 0"),
+        ({"seed": 2**63}, r"seed must lie in \[0, 2\*\*63\), got 9223372036854775808"),
+        ({"seed": -1}, r"seed must lie in \[0, 2\*\*63\), got -1"),
+        ({"vertices": 2}, "need vertices >= 3 and orbits >= 0, got vertices=2, orbits=1"),
+        ({"orbits": -1}, "need vertices >= 3 and orbits >= 0, got vertices=720, orbits=-1"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            orbits(**geometry)
+    assert orbits(seed=2**63 - 1, orbits=0).max() == 0  # the last seed accepted; no orbit draws nothing
