@@ -11,7 +11,7 @@ from PIL import Image
 from sklearn.datasets import load_digits
 
 from fdsml.data import DatasetLayoutError
-from fdsml.data.classification_datasets import available_classification_datasets, read_classification_dataset
+from fdsml.data.classification_datasets import available_classification_datasets, read_classification_dataset, torchvision_private
 
 # what each file-based reader's message must name, so a user knows what to put in the folder
 EXPECTED_LAYOUT = {
@@ -108,3 +108,27 @@ def test_digits_are_split_80_20_in_every_class_reproducibly_by_seed():
 def test_an_unknown_dataset_lists_the_known_ones():
     with pytest.raises(KeyError, match="available: cifar10, cifar100, csv, digits"):
         read_classification_dataset("mnist")
+
+
+def test_a_file_list_torchvision_keeps_private_is_read_or_its_absence_named():
+    class Listing:
+        _image_files = ["a.png"]
+
+    assert torchvision_private(Listing(), "_image_files") == ["a.png"]
+    with pytest.raises(RuntimeError, match=r"^torchvision's Listing has no '_samples': this reader needs updating$"):
+        torchvision_private(Listing(), "_samples")
+
+
+def test_image_folder_splits_with_other_classes_name_those_classes_and_the_layout(tmp_path):
+    for split, names in (("train", ("a", "b", "c")), ("val", ("a", "b", "d"))):
+        for name in names:
+            write_image(tmp_path / split / name / "0.png", 0)
+    with pytest.raises(DatasetLayoutError) as refused:
+        read_classification_dataset("places30", tmp_path)
+    assert str(refused.value) == (
+        "Places-30: train/ and val/ name different classes (e.g. ['c', 'd']); "
+        "train/<class>/<images> and val/<class>/<images> (one sub-folder per class, the same classes in both)"
+    )
+    (tmp_path / "val" / "d").rename(tmp_path / "val" / "c")
+    splits = read_classification_dataset("places30", tmp_path)
+    assert splits.name == "places30" and splits.class_names == ("a", "b", "c")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+import torchvision.transforms.v2.functional as F
 from PIL import Image
 
 from fdsml.config import ConfigError
@@ -105,3 +106,81 @@ def test_bad_transform_parameters_are_named():
         ImageTransform(size=8, crop_fraction=1.5)
     with pytest.raises(ConfigError, match="area_range"):
         ImageTransform(size=8, area_range=(0.5, 0.1))
+
+
+def crop_boxes(transform, height, width, draws=4000):
+    rng = np.random.default_rng(0)
+    return np.array([transform._crop_box(height, width, rng) for _ in range(draws)])
+
+
+def test_a_training_crop_covers_an_area_fraction_and_aspect_ratio_from_their_ranges_anywhere_in_the_image():
+    """Inception's random resized crop: area fraction ~ U(area_range), log aspect ratio ~ U(log ratio_range), the
+    box uniform over the positions where it fits; each bound reached (up to rounding), none exceeded."""
+    transform = ImageTransform(size=8, train=True, area_range=(0.25, 0.81), ratio_range=(0.5, 2.0))
+    height, width = 80, 80  # square: a box too tall to fit is as likely as one too wide
+    boxes = crop_boxes(transform, height, width)
+    top, left, box_h, box_w = boxes.T
+    assert (top >= 0).all() and (left >= 0).all() and (top + box_h <= height).all() and (left + box_w <= width).all()
+    area, log_ratio = box_h * box_w / (height * width), np.log(box_w / box_h)
+    assert 0.24 < area.min() < 0.26 and 0.79 < area.max() < 0.83
+    assert abs(log_ratio.min() - np.log(0.5)) < 0.05 and abs(log_ratio.max() - np.log(2.0)) < 0.05
+    assert abs(np.median(log_ratio)) < 0.05  # log-uniform: as many boxes wider than tall as taller than wide
+    assert top.min() == 0 and left.min() == 0 and (top + box_h).max() == height and (left + box_w).max() == width
+
+
+@pytest.mark.parametrize(("height", "width", "box"), [(10, 40, (0, 10, 10, 20)), (40, 10, (10, 0, 20, 10))])
+def test_where_no_box_fits_the_crop_is_the_largest_centred_one_in_the_ratio_range(height, width, box):
+    """The whole area at aspect ratios 1/2..2 fits neither a 10 x 40 nor a 40 x 10 image: the fallback clamps the ratio."""
+    transform = ImageTransform(size=8, train=True, area_range=(1.0, 1.0), ratio_range=(0.5, 2.0))
+    assert tuple(transform._crop_box(height, width, np.random.default_rng(0))) == box
+
+
+def test_a_training_view_is_flipped_half_the_time_and_never_with_flip_off():
+    image = torch.arange(16, dtype=torch.uint8).reshape(1, 4, 4).expand(3, 4, 4).clone() * 10
+    whole = dict(size=4, train=True, area_range=(1.0, 1.0), ratio_range=(1.0, 1.0))
+    plain = image.float() / 255.0
+    views = [ImageTransform(**whole)(image, np.random.default_rng(seed)) for seed in range(400)]
+    flipped = sum(torch.equal(view, plain.flip(-1)) for view in views)
+    assert flipped + sum(torch.equal(view, plain) for view in views) == 400 and 160 < flipped < 240
+    unflipped = [ImageTransform(**whole, flip=False)(image, np.random.default_rng(seed)) for seed in range(40)]
+    assert all(torch.equal(view, plain) for view in unflipped)
+
+
+def test_a_training_crop_of_the_whole_image_is_the_image_resized_with_antialiasing():
+    """A 8 x 16 image, the whole area at its own aspect ratio 2: the box is the image, resized to 4 x 4 as the test view is."""
+    image = torch.from_numpy(random_image(np.random.default_rng(3), (3, 8, 16)))
+    transform = ImageTransform(size=4, train=True, flip=False, area_range=(1.0, 1.0), ratio_range=(2.0, 2.0))
+    expected = F.resize(image, [4, 4], antialias=True).float() / 255.0
+    torch.testing.assert_close(transform(image, np.random.default_rng(0)), expected, rtol=0, atol=0)
+
+
+def test_each_item_draws_its_own_augmentation_and_says_its_index():
+    pixels = random_image(np.random.default_rng(4), (1, 24, 24, 3))
+    records = ImageRecords(labels=np.array([0, 0]), images=np.concatenate([pixels, pixels]))
+    dataset = ImageRecordsDataset(records, ImageTransform(size=16, train=True), seed=0)
+    first, second = dataset[0], dataset[1]
+    assert (first["index"], second["index"]) == (0, 1)
+    assert not torch.equal(first["image"], second["image"])  # the same picture at two indices: two draws
+
+
+def test_a_listing_digest_says_what_a_split_holds_never_where(tmp_path):
+    for folder in ("here", "there"):
+        for name, size in (("a/1.png", 10), ("b/2.png", 20)):
+            (tmp_path / folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / folder / name).write_bytes(b"x" * size)
+
+    def digest(folder="here", labels=(0, 1), names=("a/1.png", "b/2.png")):
+        return ImageRecords(labels=np.array(labels), paths=tuple(tmp_path / folder / name for name in names)).listing_digest()
+
+    reference = digest()
+    assert digest("there") == reference  # the same files under another folder
+    assert digest(labels=(1, 0)) != reference and digest(names=("b/2.png", "a/1.png")) != reference
+    (tmp_path / "there" / "b" / "2.png").write_bytes(b"x" * 21)
+    assert digest("there") != reference  # a replaced image of another size
+    in_memory = random_image(np.random.default_rng(5), (2, 4, 4))
+    held = ImageRecords(labels=np.array([0, 1]), images=in_memory).listing_digest()
+    assert held == ImageRecords(labels=np.array([0, 1]), images=in_memory.copy()).listing_digest()
+    changed = in_memory.copy()
+    changed[1, 0, 0] ^= 1
+    assert ImageRecords(labels=np.array([0, 1]), images=changed).listing_digest() != held
+    assert ImageRecords(labels=np.array([0, 1]), images=in_memory.reshape(2, 2, 8)).listing_digest() != held  # same bytes, other shape

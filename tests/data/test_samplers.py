@@ -114,3 +114,15 @@ def test_explicit_batches_do_not_rescan_every_label():
 
     small, large = batch_seconds(10_000), batch_seconds(1_000_000)
     assert large < 5 * small + 0.02, (small, large)
+
+
+def test_one_explicit_triplet_a_batch_is_the_fewest_and_a_small_table_still_gives_one_batch():
+    with pytest.raises(ValueError, match="^triplets_per_batch must be positive, got 0$"):
+        ExplicitTripletBatchSampler(LABELS, 0, "all", seed=0)
+    assert len(ExplicitTripletBatchSampler(LABELS, 1, "all", seed=0)) == len(LABELS) // 3
+    assert len(ExplicitTripletBatchSampler(LABELS, len(LABELS), "all", seed=0)) == 1  # fewer images than one batch's 3 T
+
+
+def test_explicit_batches_of_one_epoch_differ_from_one_another():
+    batches = list(ExplicitTripletBatchSampler(LABELS, 4, "all", seed=0, batches_per_epoch=6))
+    assert len({tuple(batch) for batch in batches}) == 6

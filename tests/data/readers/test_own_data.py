@@ -169,3 +169,34 @@ def test_a_listing_too_small_for_a_drawn_split_to_hold_every_class_is_named(tmp_
     root = write_image_folder(tmp_path / "pets", classes=4, per_class=3)  # a 20 % draw of 12 images is 3: fewer than 4 classes
     with pytest.raises(DatasetLayoutError, match=r"12 images of 4 classes: a 20% test draw of 3 images cannot hold every class"):
         read_classification_dataset("imagefolder", root)
+
+
+def test_retrieval_needs_two_classes_and_a_split_column_with_both_sides(tmp_path):
+    with pytest.raises(DatasetLayoutError, match="1 class found; retrieval trains on some classes and tests on others: give at least 2$"):
+        read_retrieval_dataset("imagefolder", write_image_folder(tmp_path / "one", classes=1, per_class=2))
+    two = read_retrieval_dataset("imagefolder", write_image_folder(tmp_path / "two", classes=2, per_class=2))
+    assert two.name == "imagefolder-two" and two.ks == (1, 2, 4, 8)
+    assert {p.parent.name for p in two.train.paths} == {"class_00"} and {p.parent.name for p in two.test.paths} == {"class_01"}
+    all_train = write_csv_listing(tmp_path / "all_train.csv", classes=2, per_class=2, splits={0: "train", 1: "train"})
+    with pytest.raises(DatasetLayoutError, match=r"all_train\.csv: the split column must list both train and test images"):
+        read_retrieval_dataset("csv", all_train)
+    given = write_csv_listing(tmp_path / "given.csv", classes=2, per_class=2, splits={0: "train", 1: "test"})
+    with pytest.raises(DatasetLayoutError, match=r"given\.csv: the split column decides which classes train; leave retrieval"):
+        read_retrieval_dataset("csv", given, train_classes=1)
+
+
+def test_a_class_of_one_image_cannot_be_split_for_classification_and_is_named(tmp_path):
+    root = write_image_folder(tmp_path / "pets", classes=3, per_class=10)
+    write_png(root / "lonely" / "only.png", 3, np.random.default_rng(0))
+    write_png(root / "pair" / "a.png", 4, np.random.default_rng(1))
+    write_png(root / "pair" / "b.png", 4, np.random.default_rng(2))
+    with pytest.raises(DatasetLayoutError) as refused:
+        read_classification_dataset("imagefolder", root)
+    assert str(refused.value).startswith(
+        "classes ['lonely'] have one image: drawing a train / test split needs at least 2 per class; add images, "
+        "or give the split (train/ and test/ sub-folders, or a split column)"
+    )
+    (root / "lonely" / "only.png").unlink()
+    (root / "lonely").rmdir()
+    splits = read_classification_dataset("imagefolder", root)  # two images: one each side
+    assert sum(p.parent.name == "pair" for p in splits.test.paths) == 1 == sum(p.parent.name == "pair" for p in splits.train.paths)
