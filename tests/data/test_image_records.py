@@ -184,3 +184,20 @@ def test_a_listing_digest_says_what_a_split_holds_never_where(tmp_path):
     changed[1, 0, 0] ^= 1
     assert ImageRecords(labels=np.array([0, 1]), images=changed).listing_digest() != held
     assert ImageRecords(labels=np.array([0, 1]), images=in_memory.reshape(2, 2, 8)).listing_digest() != held  # same bytes, other shape
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"size": 0}, "^size: must be positive"),
+        ({"crop_fraction": 0.0}, "^crop_fraction: must lie in"),
+        ({"area_range": (0.0, 1.0)}, r"^area_range: range \[0.0, 1.0\] must lie inside"),
+        ({"area_range": (0.5, 1.5)}, r"^area_range: range \[0.5, 1.5\] must lie inside"),
+        ({"ratio_range": (2.0, 1.0)}, r"^ratio_range: range \[2.0, 1.0\] is empty or inverted"),
+        ({"ratio_range": (0.0, 1.0)}, r"^ratio_range\[0\]: must be positive"),
+    ],
+)
+def test_impossible_views_are_refused_naming_the_setting(settings, message):
+    with pytest.raises(ConfigError, match=message):
+        ImageTransform(**{"size": 8, **settings})
+    assert ImageTransform(size=1, crop_fraction=1.0, area_range=(1e-6, 1.0), ratio_range=(1.0, 1.0)).size == 1

@@ -126,3 +126,14 @@ def test_one_explicit_triplet_a_batch_is_the_fewest_and_a_small_table_still_give
 def test_explicit_batches_of_one_epoch_differ_from_one_another():
     batches = list(ExplicitTripletBatchSampler(LABELS, 4, "all", seed=0, batches_per_epoch=6))
     assert len({tuple(batch) for batch in batches}) == 6
+
+
+def test_class_balanced_batches_take_one_class_of_one_instance_at_the_least():
+    for p, k in ((0, 2), (2, 0)):
+        with pytest.raises(ValueError, match=rf"^classes_per_batch and instances_per_class must be positive, got {p}, {k}$"):
+            ClassBalancedBatchSampler(LABELS, p, k, seed=0)
+    assert len(ClassBalancedBatchSampler(LABELS, 1, 1, seed=0)) == len(LABELS)
+    exactly_k = np.array([0, 0, 1, 1])  # every class holds exactly K = 2: servable
+    assert len(ClassBalancedBatchSampler(exactly_k, 2, 2, seed=0)) == 1
+    with pytest.raises(ValueError, match=r"1 class\(es\) have fewer instances \(e.g. class .*1\) has 1\)$"):
+        ClassBalancedBatchSampler(np.array([0, 0, 1, 2, 2]), 2, 2, seed=0)

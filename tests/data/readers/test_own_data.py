@@ -200,3 +200,15 @@ def test_a_class_of_one_image_cannot_be_split_for_classification_and_is_named(tm
     (root / "lonely").rmdir()
     splits = read_classification_dataset("imagefolder", root)  # two images: one each side
     assert sum(p.parent.name == "pair" for p in splits.test.paths) == 1 == sum(p.parent.name == "pair" for p in splits.train.paths)
+
+
+def test_a_csv_without_images_or_with_a_half_empty_line_is_named_by_its_line(tmp_path):
+    (tmp_path / "empty.csv").write_text("path,label\n")
+    with pytest.raises(DatasetLayoutError, match=r"empty\.csv: lists no image; "):
+        read_retrieval_dataset("csv", tmp_path / "empty.csv")
+    for row in ("images/0_1.png,", ",bird0", " , "):
+        listing = write_csv_listing(tmp_path / "half.csv", classes=2, per_class=2)
+        lines = listing.read_text().splitlines()
+        listing.write_text("\n".join([lines[0], lines[1], row, *lines[3:]]) + "\n")  # the file's line 3
+        with pytest.raises(DatasetLayoutError, match=r"half\.csv line 3: path and label must both be given; fix or remove the line$"):
+            read_retrieval_dataset("csv", listing)
