@@ -1,11 +1,12 @@
 import re
+from collections import Counter
 
 import numpy as np
 import pytest
 
 from fdsml import fingerprints
 from fdsml.config import ConfigError, parse
-from fdsml.ifs import determinant_probabilities, largest_singular_values, psi
+from fdsml.ifs import determinant_probabilities, is_contractive, largest_singular_values, psi
 from fdsml.errors import GenerationError
 from fdsml.families import FamilySpec
 from fdsml.families.finefractaldb import FINEFRACTALDB, generate_finefractaldb
@@ -17,8 +18,10 @@ from fdsml.ifs.finefractaldb import (
     FineFractalDBConfig,
     Perturbation,
     RenderSettings,
+    SigmaFactorSampler,
     class_code,
     instance_code,
+    sample_class_code,
 )
 from tests.support import tiny_fractals
 
@@ -195,3 +198,30 @@ def test_the_summary_reports_how_many_filtered_classes_the_class_filter_accepts(
     _, summary = generated
     filtered = summary["class_codes_sampled"] - summary["class_noncontractive_rejections"]
     assert summary["class_filter_acceptance_rate"] == pytest.approx((filtered - summary["class_filter_rejections"]) / filtered)
+
+
+def test_every_class_code_drawn_is_counted_once_as_refused_filtered_out_or_kept():
+    """Sigma factors at 3N make most codes non-contractive: both refusals occur, and each draw is tallied once."""
+    config = FineFractalDBConfig(
+        sigma_factor=SigmaFactorSampler(n_maps=(2, 2), alpha_offsets=(10.0, 10.0)), class_filter=ClassFilter(size=64, points=2000)
+    )
+    rng, totals = np.random.default_rng(0), Counter()
+    for _ in range(8):
+        counts = Counter()
+        code = sample_class_code(config, rng, counts)
+        assert is_contractive(code)
+        assert counts["codes_sampled"] == counts["noncontractive_codes"] + counts["filter_rejections"] + 1
+        totals.update(counts)
+    assert totals["noncontractive_codes"] > 0 and totals["filter_rejections"] > 0
+
+
+def test_a_class_filter_no_code_passes_names_its_settings():
+    config = FineFractalDBConfig(class_filter=ClassFilter(size=32, points=500, min_fill=1.0, max_attempts=3))
+    counts = Counter()
+    with pytest.raises(GenerationError) as failed:
+        sample_class_code(config, np.random.default_rng(0), counts)
+    assert str(failed.value) == (
+        "no class code passed the class filter in 3 draws (fractals.class_filter.min_fill=1.0); "
+        "raise fractals.class_filter.max_attempts or lower min_fill"
+    )
+    assert counts == Counter(codes_sampled=3, filter_rejections=3)

@@ -1,3 +1,4 @@
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -349,3 +350,24 @@ def test_walkers_outside_their_range_are_refused(walkers):
         render(SIERPINSKI, THIRDS, size=32, points=100, seed=0, walkers=walkers)
     with pytest.raises(ValueError, match="walkers"):
         RenderSettings(walkers=walkers)
+
+
+def test_each_thread_keeps_its_own_orbit_buffers_grown_on_demand_and_reused():
+    """Run in a fresh thread, whose buffers do not exist yet (the main thread's are already allocated)."""
+    from fdsml.ifs.render import _scratch
+
+    seen = {}
+
+    def in_a_new_thread():
+        first = _scratch(100)
+        smaller, larger = _scratch(40), _scratch(300)
+        seen.update(first=first, smaller=smaller, larger=larger, again=_scratch(300))
+
+    worker = threading.Thread(target=in_a_new_thread)
+    worker.start()
+    worker.join()
+    assert [(a.shape, a.dtype) for a in seen["first"]] == [((100,), np.float64), ((100,), np.float64), ((100,), np.uint16)]
+    assert all(np.shares_memory(small, first) for small, first in zip(seen["smaller"], seen["first"]))  # reused
+    assert [a.shape for a in seen["larger"]] == [(300,)] * 3 and not np.shares_memory(seen["larger"][0], seen["first"][0])
+    assert all(np.shares_memory(again, larger) for again, larger in zip(seen["again"], seen["larger"]))
+    assert not any(np.shares_memory(mine, theirs) for mine, theirs in zip(_scratch(100), seen["first"]))  # per thread
