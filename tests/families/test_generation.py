@@ -3,6 +3,7 @@
 import logging
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from fdsml.config import ConfigError
@@ -101,3 +102,24 @@ def test_a_descriptor_is_scaled_by_its_ranges_and_a_range_of_one_value_is_left_u
     np.testing.assert_allclose(scaled, [0.5, 1.0, 2.0], rtol=1e-15)
     assert scaled.dtype == np.float64
 
+
+
+def test_the_table_and_its_summary_do_not_depend_on_the_worker_processes():
+    """Classes are drawn from their own seeds: two spawned workers give the one-process table, byte for byte."""
+    params = {"n_classes": 8, "instances_per_class": 2, "class_filter": {"enabled": False}, "render": {"size": 32, "points": 500}}
+    alone, alone_summary = generate_table(family_spec(params))
+    shared, shared_summary = generate_table(family_spec({**params, "workers": 2}))
+    pd.testing.assert_frame_equal(shared, alone)
+    assert {key: value for key, value in shared_summary.items() if key != "seconds"} == {
+        key: value for key, value in alone_summary.items() if key != "seconds"
+    }
+    assert 0 <= alone_summary["seconds"] < 600
+
+
+def test_the_summary_counts_the_classes_draws_and_replacements_by_name():
+    spec = FamilySpec(FirstCodeTooLarge(), DiscSettings(n_classes=2, instances_per_class=3, max_attempts=4))
+    _, summary = generate_table(spec)
+    assert (summary["n_classes"], summary["instances_per_class"], summary["n_instances"]) == (2, 3, 6)
+    assert summary["class_replacements"] == 2  # each class's first code replaced once
+    assert summary["instance_draws"] == 2 * (4 + 3) and summary["instance_invalid_rejections"] == 2 * 4
+    assert summary["definition"] == spec.family.describe(spec.settings)
