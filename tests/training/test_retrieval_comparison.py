@@ -144,7 +144,8 @@ def test_the_budget_follows_the_epochs_on_your_own_data_and_the_cap_stays_with_t
 def test_a_dataset_too_small_for_the_recipe_stops_before_any_work_with_the_fix(tmp_path, per_class, changes, message):
     params = _own_params(write_image_folder(tmp_path / "few", classes=4 if "rate_search" in changes else 8, per_class=per_class))
     data = params["data"] | {"batch_size": 2, "ks": [1, 2]}
-    params = params | {"data": data, "train": params["train"] | changes.pop("train", {})} | changes
+    others = {key: value for key, value in changes.items() if key != "train"}  # the parameter's dict left as given
+    params = params | {"data": data, "train": params["train"] | changes.get("train", {})} | others
     config = parse_retrieval_params(params)
     with pytest.raises(ConfigError, match=message):
         check_recipe_fits(config, load_splits(config), 1)
