@@ -352,22 +352,57 @@ def test_walkers_outside_their_range_are_refused(walkers):
         RenderSettings(walkers=walkers)
 
 
-def test_each_thread_keeps_its_own_orbit_buffers_grown_on_demand_and_reused():
-    """Run in a fresh thread, whose buffers do not exist yet (the main thread's are already allocated)."""
-    from fdsml.ifs.render import _scratch
-
-    seen = {}
-
-    def in_a_new_thread():
-        first = _scratch(100)
-        smaller, larger = _scratch(40), _scratch(300)
-        seen.update(first=first, smaller=smaller, larger=larger, again=_scratch(300))
-
-    worker = threading.Thread(target=in_a_new_thread)
+def in_a_new_thread(function):
+    """``function()``'s result, computed in a thread of its own (whose render buffers do not exist yet)."""
+    result = {}
+    worker = threading.Thread(target=lambda: result.update(value=function()))
     worker.start()
     worker.join()
+    return result["value"]
+
+
+def test_each_thread_keeps_its_own_orbit_buffers_grown_on_demand_and_reused():
+    from fdsml.ifs.render import _scratch
+
+    seen = in_a_new_thread(lambda: {"first": _scratch(100), "smaller": _scratch(40), "larger": _scratch(300), "again": _scratch(300)})
     assert [(a.shape, a.dtype) for a in seen["first"]] == [((100,), np.float64), ((100,), np.float64), ((100,), np.uint16)]
     assert all(np.shares_memory(small, first) for small, first in zip(seen["smaller"], seen["first"]))  # reused
     assert [a.shape for a in seen["larger"]] == [(300,)] * 3 and not np.shares_memory(seen["larger"][0], seen["first"][0])
     assert all(np.shares_memory(again, larger) for again, larger in zip(seen["again"], seen["larger"]))
     assert not any(np.shares_memory(mine, theirs) for mine, theirs in zip(_scratch(100), seen["first"]))  # per thread
+
+
+def test_each_thread_keeps_its_own_lane_and_pixel_buffers():
+    from fdsml.ifs.render import _lane_scratch, _pixel_scratch
+
+    def buffers():
+        lanes = [_lane_scratch(64), _lane_scratch(32), _lane_scratch(128)]
+        pixels = [_pixel_scratch(50, 8, patch=True), _pixel_scratch(20, 8, patch=False)]
+        pixels[0][1][...] = 5  # what a rendering leaves in the grid
+        pixels.append(_pixel_scratch(80, 8, patch=True))
+        return lanes, [(indices, grid.copy()) for indices, grid in pixels[:2]] + [pixels[2], _pixel_scratch(10, 6, patch=True)]
+
+    (first, smaller, larger), pixels = in_a_new_thread(buffers)
+    assert [(a.shape, a.dtype) for a in first] == [((64,), np.float32), ((64,), np.float32), ((64,), np.uint16)]
+    assert all(a is b for a, b in zip(first, smaller)) and [a.shape for a in larger] == [(128,)] * 3  # at least the length
+    (indices, centres), (fewer, _), (more, zeroed), (_, other_grid) = pixels
+    assert (indices.shape, indices.dtype, centres.shape, centres.dtype) == ((50,), np.int32, (10, 10), np.uint16)
+    assert np.shares_memory(fewer, indices) and fewer.shape == (20,) and more.shape == (80,)
+    assert zeroed.shape == (10, 10) and not zeroed.any()  # the same grid, zeroed again for patch mode
+    assert other_grid.shape == (8, 8)  # another image size, another grid
+
+
+@pytest.mark.parametrize("walkers", [1, 4])
+def test_renderings_are_the_same_in_a_fresh_thread_as_after_other_renderings(walkers):
+    """Buffers kept between calls never leak one rendering into the next: sizes, point counts and modes in turn."""
+    code = np.array([[0.5, 0.0, 0.0, 0.5, 0.0, 0.0], [0.5, 0.0, 0.0, 0.5, 0.5, 0.0], [0.5, 0.0, 0.0, 0.5, 0.25, 0.5]])
+    weights = determinant_probabilities(code)
+    calls = [(32, 500, "patch"), (64, 3000, "patch"), (48, 800, "point"), (48, 800, "patch"), (32, 4000, "patch"), (64, 200, "point")]
+
+    def one(size, points, mode):
+        return render(code, weights, size=size, points=points, seed=7, mode=mode, walkers=walkers)
+
+    in_turn = in_a_new_thread(lambda: [one(*call) for call in calls])
+    for call, image in zip(calls, in_turn):
+        np.testing.assert_array_equal(in_a_new_thread(lambda call=call: one(*call)), image)
+        assert image.shape == (call[0], call[0]) and image.any()

@@ -5,7 +5,8 @@ import re
 import pytest
 
 from fdsml.config import ConfigError
-from fdsml.ifs.finefractaldb import ClassFilter, Perturbation, SigmaFactorSampler, UniformSampler
+from fdsml.ifs.finefractaldb import ClassFilter, FineFractalDBConfig, Perturbation, SigmaFactorSampler, UniformSampler
+from fdsml.ifs.render import MAX_WALKERS, RenderSettings
 
 
 @pytest.mark.parametrize(
@@ -55,3 +56,46 @@ def test_every_setting_is_accepted_at_the_edge_of_its_domain():
     assert ClassFilter(min_fill=1.0).min_fill == 1.0
     assert Perturbation(positions_per_class=1, factor_values=(0.5,), max_attempts=1).positions_per_class == 1
     assert Perturbation(positions_per_class=6).positions_per_class == 6
+
+
+@pytest.mark.parametrize(
+    ("outside", "message"),
+    [
+        ({"seed": -1}, "fractals.seed: must lie in [0, 2**63), got -1"),
+        ({"n_classes": 0}, "fractals.n_classes: must be positive, got 0"),
+        ({"instances_per_class": 0}, "fractals.instances_per_class: must be positive, got 0"),
+        ({"min_occupancy": 1.5}, "fractals.min_occupancy: must lie in"),
+        ({"max_class_replacements": -1}, "fractals.max_class_replacements: must be >= 0, got -1"),
+        ({"workers": 0}, "fractals.workers: must be positive, got 0"),
+    ],
+)
+def test_a_table_setting_outside_its_domain_is_refused_by_its_key(outside, message):
+    with pytest.raises(ConfigError, match="^" + re.escape(message)):
+        FineFractalDBConfig(**outside)
+
+
+def test_a_table_is_accepted_at_the_edge_of_every_setting():
+    config = FineFractalDBConfig(seed=0, n_classes=1, instances_per_class=1, min_occupancy=1.0, max_class_replacements=0, workers=1)
+    assert (config.n_classes, config.max_class_replacements) == (1, 0)
+
+
+@pytest.mark.parametrize(
+    ("outside", "message"),
+    [
+        ({"margin": 0, "size": 16}, "size (16) and margin (0): need margin >= 1 and size >= 3 + 2 * margin"),
+        ({"margin": 2, "size": 6}, "size (6) and margin (2): need margin >= 1 and size >= 3 + 2 * margin"),
+        ({"points": 0}, "points: must be positive, got 0"),
+        ({"burn_in": -1}, "burn_in: must be >= 0, got -1"),
+        ({"walkers": 0}, f"walkers: must lie in [1, {MAX_WALKERS}], got 0"),
+        ({"walkers": MAX_WALKERS + 1}, f"walkers: must lie in [1, {MAX_WALKERS}], got {MAX_WALKERS + 1}"),
+    ],
+)
+def test_a_rendering_setting_outside_its_domain_is_refused_naming_it(outside, message):
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        RenderSettings(**outside)
+
+
+def test_a_rendering_is_accepted_at_the_edge_of_every_setting():
+    settings = RenderSettings(size=5, margin=1, points=1, burn_in=0, walkers=MAX_WALKERS)
+    assert settings.render([[0.5, 0.0, 0.0, 0.5, 0.0, 0.0]], [1.0], seed=0).shape == (5, 5)
+    assert RenderSettings(walkers=1).walkers == 1
