@@ -196,3 +196,24 @@ def test_imagenet_c_folders_are_labelled_by_the_training_classes(tmp_path):
         read_imagenet_c(tmp_path, ["n01"], corruptions=["fog"])
     with pytest.raises(DatasetLayoutError, match=r"snow.1 not found; the folder must contain <corruption>/<severity 1..5>"):
         read_imagenet_c(tmp_path, ["n01", "n02"], corruptions=["snow"])
+
+
+def test_imagenet_c_without_training_classes_numbers_its_own_and_reads_only_image_files(tmp_path):
+    for severity in SEVERITIES:
+        for wnid, suffix in (("n05", ".jpg"), ("n03", ".png"), ("n04", ".JPEG")):
+            folder = tmp_path / "fog" / str(severity) / wnid
+            folder.mkdir(parents=True)
+            Image.fromarray(np.zeros((4, 4, 3), np.uint8)).save(folder / f"x{suffix}")
+            (folder / "notes.txt").write_text("not an image")
+    corrupted = read_imagenet_c(tmp_path, corruptions=["fog"])
+    assert (corrupted.benchmark, corrupted.source) == ("imagenet_c", "released") and sorted(corrupted.sets) == [("fog", s) for s in SEVERITIES]
+    records = corrupted.sets[("fog", 5)]
+    assert [p.name for p in records.paths] == ["x.png", "x.JPEG", "x.jpg"] and records.labels.tolist() == [0, 1, 2]
+    with pytest.raises(DatasetLayoutError, match=r"has classes the model was not trained on, e.g. \['n03', 'n04', 'n05'\]$"):
+        read_imagenet_c(tmp_path, ["n00"], corruptions=["fog"])
+    for path in (tmp_path / "fog" / "3").rglob("x.*"):
+        path.unlink()
+    with pytest.raises(DatasetLayoutError, match=r"^ImageNet-C: .*fog.3 holds no images; expected <corruption>/<severity 1..5>/<class wnid>/\*.JPEG$"):
+        read_imagenet_c(tmp_path, corruptions=["fog"])
+    with pytest.raises(DatasetLayoutError, match="ImageNet-C"):
+        read_imagenet_c(tmp_path / "absent")

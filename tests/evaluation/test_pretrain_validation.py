@@ -232,3 +232,11 @@ def test_a_probe_with_a_query_set_searches_the_gallery_with_the_queries():
     features[12:] = features[:12] + 0.01  # each gallery image next to its query, same label
     expected = retrieval_metrics(features[12:], probe.labels[12:], ks=(1,), query_embeddings=features[:12], query_labels=probe.labels[:12])
     assert probe.recall_at_1(features, seed=0) == (expected["recall@1"], 12) and expected["recall@1"] == 1.0  # 12 queries scored
+
+
+@pytest.mark.parametrize(("every", "due_steps"), [(5, [5, 10, 12]), (1, list(range(1, 13))), (None, []), (0, [])])
+def test_a_validation_is_due_every_so_many_steps_and_at_the_last(every, due_steps):
+    table = pd.DataFrame({"class_id": np.repeat(np.arange(5), 6), "psi": [np.random.default_rng(i).random(6) for i in range(30)]})
+    split = split_table(table, HoldoutSettings(0.34, 0.4), seed=0)
+    validation = PretrainValidation(ValidationSettings(every=every, triplets=20), _Renderings(table), split, classifier=True, seed=0)
+    assert [step for step in range(1, 13) if validation.due(step, 12)] == due_steps
