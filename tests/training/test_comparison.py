@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from fdsml.evaluation.noise import Difference
-from fdsml.training.comparison import cell, likely_fault, seed_summary, seeds_note, verdict
+from fdsml.training.comparison import _fell, _tenths, cell, likely_fault, seed_summary, seeds_note, verdict
 from fdsml.training.training_plan import PlanKeys, TrainingPlan
 
 
@@ -64,3 +64,17 @@ def test_the_noise_threshold_must_be_positive(noise_ses):
 
     with pytest.raises(ConfigError, match="noise_ses"):
         BaselineSettings(noise_ses=noise_ses)
+
+
+def test_the_losses_are_read_as_their_first_tenth_the_tenth_before_the_last_and_the_last():
+    first, previous, last = _tenths(np.arange(100.0))
+    assert (first.tolist(), previous.tolist(), last.tolist()) == (list(range(10)), list(range(80, 90)), list(range(90, 100)))
+    first, previous, last = _tenths(np.arange(15.0))  # at least two losses a part
+    assert (first.tolist(), previous.tolist(), last.tolist()) == ([0, 1], [11, 12], [13, 14])
+
+
+def test_a_loss_fell_only_by_more_than_so_many_standard_errors_of_the_difference():
+    """Hand values: each side's sample variance (n - 1) is 2 over 2 losses, so the difference's SE is sqrt(2)."""
+    before, after = np.array([3.0, 5.0]), np.array([0.0, 2.0])  # means 4 and 1: a fall of 3 = 2.12 SE
+    assert _fell(before, after, 2.0) and not _fell(before, after, 2.2) and not _fell(after, before, 0.0)
+    assert not _fell(np.array([1.0, 3.0]), np.array([0.0, 0.0]), 2.0)  # a fall of exactly 2 SE is not more than 2
