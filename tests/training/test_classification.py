@@ -49,6 +49,25 @@ def test_cutmix_weighs_targets_by_the_visible_area():
         assert torch.equal(mixed[1], 1 - mixed[0])  # the same box, the other way round
 
 
+def test_cutmix_pastes_a_box_of_the_images_proportions_from_the_reversed_batch():
+    """Image i takes its box from image B-1-i; an unclipped box has the image's proportions (to rounding: its sides are
+    even pixel counts), and each target weighs its image's visible share."""
+    images = torch.arange(3.0)[:, None, None, None].expand(3, 1, 64, 256).clone()
+    targets = torch.nn.functional.one_hot(torch.tensor([0, 0, 2]), 3).float()
+    interior = 0
+    for seed in range(300):
+        mixed, soft = mix_batch(images, targets, MixupSettings(cutmix_alpha=1.0), np.random.default_rng(seed))
+        box = mixed[0, 0] == 2.0  # image 0's pixels taken from image 2
+        assert torch.equal(mixed[2, 0] == 0.0, box) and torch.equal(mixed[1], images[1])  # the middle image pairs itself
+        lam = 1.0 - box.float().mean().item()
+        torch.testing.assert_close(soft, lam * targets + (1.0 - lam) * targets.flip(0))
+        rows, cols = box.any(1).nonzero().flatten(), box.any(0).nonzero().flatten()
+        if rows.numel() and 0 < rows[0] and rows[-1] < 63 and 0 < cols[0] and cols[-1] < 255:
+            interior += 1
+            assert abs(rows.numel() / 64 - cols.numel() / 256) <= 3 / 64
+    assert interior > 20
+
+
 def test_mixing_is_off_by_default_and_for_prob_zero():
     images, targets = torch.rand(2, 3, 4, 4), torch.eye(2)
     for settings in (MixupSettings(), MixupSettings(mixup_alpha=1.0, prob=0.0)):
