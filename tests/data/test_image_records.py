@@ -200,4 +200,7 @@ def test_a_listing_digest_says_what_a_split_holds_never_where(tmp_path):
 def test_impossible_views_are_refused_naming_the_setting(settings, message):
     with pytest.raises(ConfigError, match=message):
         ImageTransform(**{"size": 8, **settings})
+
+
+def test_a_view_is_accepted_at_the_edge_of_every_setting():
     assert ImageTransform(size=1, crop_fraction=1.0, area_range=(1e-6, 1.0), ratio_range=(1.0, 1.0)).size == 1

@@ -98,9 +98,14 @@ class _Renderings:
         return fractal_input(images)
 
 
-def test_a_validation_leaves_every_module_mode_and_the_random_state_as_it_found_them():
+def _five_classes_split():
+    """Five classes of six items with random descriptors, and their held-out split."""
     table = pd.DataFrame({"class_id": np.repeat(np.arange(5), 6), "psi": [np.random.default_rng(i).random(6) for i in range(30)]})
-    split = split_table(table, HoldoutSettings(0.34, 0.4), seed=0)
+    return table, split_table(table, HoldoutSettings(0.34, 0.4), seed=0)
+
+
+def test_a_validation_leaves_every_module_mode_and_the_random_state_as_it_found_them():
+    table, split = _five_classes_split()
     validation = PretrainValidation(ValidationSettings(every=1, triplets=20), _Renderings(table), split, classifier=True, seed=0)
     torch.manual_seed(0)
     model = build_model("resnet18", img_size=16, head="classifier", num_classes=len(split.training_classes))
@@ -160,8 +165,7 @@ def _uncached_metrics(validation: PretrainValidation, model, probe: RetrievalSpl
 
 @pytest.mark.parametrize(("classifier", "normalize"), [(False, True), (False, False), (True, True)])
 def test_the_cached_one_pass_validation_gives_the_metrics_of_the_uncached_one(classifier, normalize):
-    table = pd.DataFrame({"class_id": np.repeat(np.arange(5), 6), "psi": [np.random.default_rng(i).random(6) for i in range(30)]})
-    split = split_table(table, HoldoutSettings(0.34, 0.4), seed=0)
+    table, split = _five_classes_split()
     settings = ValidationSettings(every=1, triplets=40, batch_size=9, probe=ProbeSettings(dataset="toy", max_images=30))
     probe = _probe()
     validation = PretrainValidation(
@@ -196,8 +200,7 @@ def test_one_pass_over_two_parts_gives_each_part_its_own_features():
 
 
 def test_a_validation_logs_one_line_of_the_metrics_its_objective_can_have(caplog):
-    table = pd.DataFrame({"class_id": np.repeat(np.arange(5), 6), "psi": [np.random.default_rng(i).random(6) for i in range(30)]})
-    split = split_table(table, HoldoutSettings(0.34, 0.4), seed=0)
+    table, split = _five_classes_split()
     settings = ValidationSettings(every=1, triplets=20)
     torch.manual_seed(0)
     lines = {}
@@ -236,7 +239,6 @@ def test_a_probe_with_a_query_set_searches_the_gallery_with_the_queries():
 
 @pytest.mark.parametrize(("every", "due_steps"), [(5, [5, 10, 12]), (1, list(range(1, 13))), (0, [])])
 def test_a_validation_is_due_every_so_many_steps_and_at_the_last(every, due_steps):
-    table = pd.DataFrame({"class_id": np.repeat(np.arange(5), 6), "psi": [np.random.default_rng(i).random(6) for i in range(30)]})
-    split = split_table(table, HoldoutSettings(0.34, 0.4), seed=0)
+    table, split = _five_classes_split()
     validation = PretrainValidation(ValidationSettings(every=every, triplets=20), _Renderings(table), split, classifier=True, seed=0)
     assert [step for step in range(1, 13) if validation.due(step, 12)] == due_steps

@@ -13,6 +13,9 @@ from fdsml.families.generation import generate_class, generate_table, is_up_to_d
 
 from .discs import Discs, DiscSettings
 
+SMALL_FINEFRACTALDB = {"class_filter": {"enabled": False}, "render": {"size": 32, "points": 500}}
+"""FineFractalDB settings that generate in a blink: no class filter, 32 px of 500 points."""
+
 
 class FirstCodeTooLarge(Discs):
     """Discs whose first class code of every class is too large for any instance to fit (perturb refuses it)."""
@@ -66,7 +69,7 @@ def test_a_stored_table_is_reused_only_with_its_own_summary_settings_and_bytes()
 
 
 def test_shards_render_the_rows_in_order_alike_in_worker_processes():
-    spec = family_spec({"n_classes": 2, "instances_per_class": 3, "class_filter": {"enabled": False}, "render": {"size": 32, "points": 500}})
+    spec = family_spec(SMALL_FINEFRACTALDB | {"n_classes": 2, "instances_per_class": 3})
     table, _ = generate_table(spec)
     alone = np.concatenate(list(render_shards(table, spec, shard_size=4)))
     np.testing.assert_array_equal(alone, spec.render_rows(table))
@@ -103,10 +106,9 @@ def test_a_descriptor_is_scaled_by_its_ranges_and_a_range_of_one_value_is_left_u
     assert scaled.dtype == np.float64
 
 
-
 def test_the_table_and_its_summary_do_not_depend_on_the_worker_processes():
     """Classes are drawn from their own seeds: two spawned workers give the one-process table, byte for byte."""
-    params = {"n_classes": 8, "instances_per_class": 2, "class_filter": {"enabled": False}, "render": {"size": 32, "points": 500}}
+    params = SMALL_FINEFRACTALDB | {"n_classes": 8, "instances_per_class": 2}
     alone, alone_summary = generate_table(family_spec(params))
     shared, shared_summary = generate_table(family_spec({**params, "workers": 2}))
     pd.testing.assert_frame_equal(shared, alone)

@@ -14,6 +14,7 @@ from fdsml.ifs import (
     render,
     sample_sigma_factor_code,
 )
+from fdsml.ifs.render import _lane_scratch, _pixel_scratch, _scratch
 
 from tests.support import ROOT
 
@@ -362,8 +363,6 @@ def in_a_new_thread(function):
 
 
 def test_each_thread_keeps_its_own_orbit_buffers_grown_on_demand_and_reused():
-    from fdsml.ifs.render import _scratch
-
     seen = in_a_new_thread(lambda: {"first": _scratch(100), "smaller": _scratch(40), "larger": _scratch(300), "again": _scratch(300)})
     assert [(a.shape, a.dtype) for a in seen["first"]] == [((100,), np.float64), ((100,), np.float64), ((100,), np.uint16)]
     assert all(np.shares_memory(small, first) for small, first in zip(seen["smaller"], seen["first"]))  # reused
@@ -373,8 +372,6 @@ def test_each_thread_keeps_its_own_orbit_buffers_grown_on_demand_and_reused():
 
 
 def test_each_thread_keeps_its_own_lane_and_pixel_buffers():
-    from fdsml.ifs.render import _lane_scratch, _pixel_scratch
-
     def buffers():
         lanes = [_lane_scratch(64), _lane_scratch(32), _lane_scratch(128)]
         pixels = [_pixel_scratch(50, 8, patch=True), _pixel_scratch(20, 8, patch=False)]
