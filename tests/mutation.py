@@ -74,6 +74,11 @@ def configure(unit: str, folder: Path) -> None:
         "do_not_mutate": list(EXCLUDED),
         "pytest_add_cli_args_test_selection": [*tests, "-m", "not slow"],
         "also_copy": ["conf/", "docs/", "README.md", "dvc.yaml", "params.yaml", "Makefile"],
+        # mutmut stops a mutant's tests after (estimate + constant) * multiplier wall seconds, the estimate being the
+        # tests' own time in its first run. That time leaves out what a test spends in spawned ranks and module
+        # fixtures, so a tiny estimate stopped unmutated multi-process tests (a false kill). 20 s of slack, 4 times over.
+        "timeout_constant": 20.0,
+        "timeout_multiplier": 4.0,
     }
     (folder / "pyproject.toml").write_text(text + "\n[tool.mutmut]\n" + "".join(f"{key} = {json.dumps(value)}\n" for key, value in settings.items()))
 
