@@ -11,12 +11,14 @@ from fdsml.data import ImageRecords
 from fdsml.data.classification_datasets import ClassificationSplits
 from fdsml.models import build_model, model_payload, save_checkpoint
 from fdsml.models.starting_points import StartingPoint, trunk_digest
+from fdsml.seeds import step_seed
 from fdsml.training.classification import (
     MixupObjective,
     MixupSettings,
     finetune_classifier,
     mix_batch,
     parse_classification_params,
+    rate_source,
     run_classification,
     smooth_one_hot,
 )
@@ -82,6 +84,60 @@ def test_mixup_objective_is_reproducible_per_step():
     assert objective(model, batch, 5)[0].item() != objective(model, batch, 6)[0].item()
 
 
+def test_mixup_objective_is_the_soft_cross_entropy_of_the_batch_its_step_generator_mixed():
+    """The step's generator is seeded by (seed, step, rank); the targets are smoothed before they are mixed; the
+    accuracy compares the logits' top class with the mixed targets' top class."""
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(48, 3))
+    batch = {"image": torch.rand(4, 3, 4, 4), "label": torch.tensor([0, 1, 2, 0])}
+    settings = MixupSettings(mixup_alpha=0.5, cutmix_alpha=1.0)
+    loss, logged = MixupObjective(3, settings, label_smoothing=0.1, seed=3)(model, batch, 5)
+    rng = np.random.default_rng(step_seed(3, 5, None))
+    images, targets = mix_batch(batch["image"], smooth_one_hot(batch["label"], 3, 0.1), settings, rng)
+    assert targets.min() > 0  # smoothed: no class at zero
+    logits = model(images)
+    expected = -(targets * torch.log_softmax(logits, dim=1)).sum(dim=1).mean()
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
+    assert logged["accuracy"].item() == (logits.argmax(1) == targets.argmax(1)).float().mean().item()
+    other = MixupObjective(3, settings, label_smoothing=0.1, seed=4)(model, batch, 5)[0]
+    assert other.item() != loss.item()  # the seed is used
+
+
+def mixed_kinds(settings: MixupSettings, draws: int = 400) -> tuple[int, int, list[float]]:
+    """How many of ``draws`` batches (image 0 all zeros, image 1 all ones) were left alone and how many cutmixed, and
+    each mixed batch's weight of image 0."""
+    images = torch.stack([torch.zeros(1, 8, 8), torch.ones(1, 8, 8)])
+    alone, cut, weights = 0, 0, []
+    for seed in range(draws):
+        mixed, soft = mix_batch(images, torch.eye(2), settings, np.random.default_rng(seed))
+        if mixed is images:
+            alone += 1
+            continue
+        cut += bool(((mixed[0] == 0) | (mixed[0] == 1)).all() and 0 < mixed[0].mean() < 1)
+        weights.append(soft[0, 0].item())
+    return alone, cut, weights
+
+
+def test_prob_is_the_share_of_batches_mixed_and_switch_prob_the_share_of_those_cutmixed():
+    alone, cut, _ = mixed_kinds(MixupSettings(mixup_alpha=1.0, cutmix_alpha=1.0, prob=0.25, switch_prob=0.5))
+    assert 0.68 < alone / 400 < 0.82  # 75 % left alone
+    assert 0.35 < cut / (400 - alone) < 0.65
+    assert mixed_kinds(MixupSettings(mixup_alpha=1.0, cutmix_alpha=1.0, switch_prob=0.0))[:2] == (0, 0)
+    _, cut, weights = mixed_kinds(MixupSettings(mixup_alpha=1.0, cutmix_alpha=1.0, switch_prob=1.0))
+    assert cut >= 0.9 * len(weights)  # every batch cutmixed (a few boxes clip to nothing)
+    assert mixed_kinds(MixupSettings(cutmix_alpha=1.0, switch_prob=0.0))[1] > 300  # cutmix alone ignores switch_prob
+
+
+def test_each_kind_draws_its_weight_from_its_own_alpha():
+    """Beta(100, 100) keeps the weight away from 0 and 1; Beta(0.02, 0.02) pushes it there (a cutmix box of almost no
+    area is empty: weight 1)."""
+    extreme = lambda weights: np.mean((np.asarray(weights) < 0.01) | (np.asarray(weights) > 0.99))
+    for mixup_alpha, cutmix_alpha in ((100.0, 0.02), (0.02, 100.0)):
+        mixed = mixed_kinds(MixupSettings(mixup_alpha=mixup_alpha, cutmix_alpha=cutmix_alpha, switch_prob=0.0))[2]
+        cut = mixed_kinds(MixupSettings(mixup_alpha=mixup_alpha, cutmix_alpha=cutmix_alpha, switch_prob=1.0))[2]
+        assert (extreme(mixed) > 0.3) == (mixup_alpha < 1) and (extreme(cut) > 0.3) == (cutmix_alpha < 1)
+        assert extreme(mixed if mixup_alpha > 1 else cut) == 0
+
+
 def test_settings_name_the_wrong_key():
     with pytest.raises(ConfigError, match="classification.datasets\\[0\\].name: unknown dataset 'mnist'"):
         parse_classification_params({"datasets": [{"name": "mnist"}]})
@@ -89,6 +145,16 @@ def test_settings_name_the_wrong_key():
         parse_classification_params({"starting_points": [{"name": "a"}, {"name": "a"}]})
     with pytest.raises(ConfigError, match="mixup.prob: must lie in"):
         parse_classification_params({"mixup": {"prob": 2.0}})
+
+
+def test_each_starts_rate_names_the_key_it_came_from():
+    config = parse_classification_params(
+        {"starting_points": [{"name": "scratch"}, {"name": "own", "checkpoint": "own.pt", "base_lr": 3e-4}]}
+    )
+    assert [rate_source(config, start) for start in config.starting_points] == [
+        "classification.optimizer.base_lr",
+        "classification.starting_points[1].base_lr",
+    ]
 
 
 def test_a_missing_checkpoint_fails_before_training(tmp_path):

@@ -29,6 +29,7 @@ from fdsml.training.pretrain_objectives.pml import PairLossObjective
 from fdsml.training.loop_config import LoopConfig
 from fdsml.native_bf16 import cpu_flags
 from fdsml.training.precision import Precision, precision
+from fdsml.training.resume import precision_refusal
 from fdsml.training.pretrain import build_objective
 from fdsml.training.pretrain import build_batch_sampler, build_fractal_dataset, build_pretrain_model, plan_pretrain, pretrain
 
@@ -236,6 +237,24 @@ def test_the_checkpoint_records_its_precision_and_resume_refuses_another(tiny_ta
     assert torch.load(checkpoint, weights_only=True)["step"] == 2  # untouched
     resumed = _train(tiny_table, tiny_config(tmp_path, objective="fdsl", train={"max_steps": 4, "amp": first_amp}), checkpoint)
     assert resumed.history["step"].tolist() == [1, 2, 3, 4]
+
+
+def test_the_precision_refusal_names_both_precisions_the_settings_and_each_fix():
+    run = Path("runs/pretrain/last.pt")
+    bf16 = str(Precision(torch.bfloat16, torch.bfloat16))
+    to_float32 = precision_refusal(run, str(Precision()), bf16, LoopConfig(amp=True, bf16_parts=("trunk",)), "pretrain/fdsl")
+    assert to_float32 == (
+        "runs/pretrain/last.pt: trained in trunk float32, head float32, loss float32, this run computes in trunk bfloat16, "
+        "head bfloat16, loss float32 (pretrain.train.amp: true, bf16_parts: [trunk]); resuming would mix precisions in "
+        "one run. Set pretrain.train.amp: false to continue it, or start over: remove runs/pretrain or set "
+        "pretrain.train.resume: false"
+    )
+    to_bf16 = precision_refusal(run, bf16, str(Precision()), LoopConfig(amp=False), "retrieval")
+    assert (
+        "(retrieval.train.amp: false, bf16_parts: null); resuming would mix precisions in one run. Set retrieval.train.amp: "
+        "true, with retrieval.train.bf16_parts naming its bf16 parts, on a device that computes bf16 natively (CUDA, or a "
+        "CPU with AVX512-BF16 or AMX) to continue it, or start over: remove runs/pretrain or set retrieval.train.resume: false"
+    ) in to_bf16
 
 
 RUN_AND_DIGEST = textwrap.dedent(

@@ -8,6 +8,7 @@ import torch
 from fdsml.training.pretrain import pretrain
 from fdsml.training.pretrain_objectives.fdsl_pa import CrossEntropyPATripletObjective
 from fdsml.training.pretrain_objectives.pa_triplet import PATripletObjective
+from fdsml.training.pretrain_objectives.recipe import objective_recipe
 
 from tests.support import TINY_SPEC
 from tests.training.helpers import tiny_config
@@ -24,9 +25,9 @@ def _cross_entropy():
     return total / len(LABELS)
 
 
-def _fdsl_pa(weight, **triplet):
+def _fdsl_pa(weight, label_smoothing=0.0, **triplet):
     triplet = PATripletObjective("same", margin=MARGIN, normalize_embeddings=False, **triplet)
-    objective = CrossEntropyPATripletObjective(triplet, num_classes=2, embedding_dim=2, weight=weight)
+    objective = CrossEntropyPATripletObjective(triplet, num_classes=2, embedding_dim=2, weight=weight, label_smoothing=label_smoothing)
     with torch.no_grad():
         objective.classifier.weight.copy_(HEAD)
         objective.classifier.bias.zero_()
@@ -45,6 +46,34 @@ def test_fdsl_pa_is_cross_entropy_plus_the_weighted_pa_triplet_term_by_hand():
     # The positive is the descriptor's nearer candidate: with the sides swapped the term is another number.
     swapped = sum(hinge(a, n, p) for a, p, n in SAME_TRIPLETS) / 6
     assert swapped != pytest.approx(triplet, rel=1e-3)
+
+
+def test_fdsl_pa_smooths_its_class_targets_and_scores_its_heads_top_class():
+    """Smoothing s: (1 - s) x the cross-entropy + s x the mean of -log p over the classes. The head's logits (by hand from
+    HEAD) put rows 0 and 1 in their class, the others in class 0 (the last a tie, argmax's first): accuracy 2/6."""
+    _, parts = _fdsl_pa(weight=1.0, label_smoothing=0.3)(Fixed(), hand_batch())
+    log_p = torch.log_softmax(EMBEDDINGS @ HEAD.T, dim=1)
+    smoothed = (0.7 * -log_p[torch.arange(6), LABELS] + 0.3 * -log_p.mean(dim=1)).mean()
+    assert parts["cross_entropy"].item() == pytest.approx(smoothed.item(), rel=1e-6)
+    assert parts["cross_entropy"].item() != pytest.approx(_cross_entropy(), rel=1e-3)
+    assert parts["accuracy"].item() == pytest.approx(2 / 6)
+
+
+def test_fdsl_pa_subsamples_its_triplets_by_the_step():
+    objective = _fdsl_pa(weight=1.0, max_triplets=2)
+    terms = [objective(Fixed(), hand_batch(), step)[1]["triplet_loss"].item() for step in range(6)]
+    assert terms[3] == pytest.approx(objective.triplet.term(EMBEDDINGS, hand_batch(), 3)[0].item())
+    assert len(set(terms)) > 1  # each step its own subset
+
+
+def test_the_recipe_builds_the_objective_its_settings_and_seed_describe():
+    recipe = objective_recipe("fdsl_pa")
+    settings = recipe.settings(filter="each", weight=2.5, label_smoothing=0.1, max_triplets=7)
+    objective = recipe.build(settings, num_classes=5, embedding_dim=3, seed=11)
+    assert (objective.weight, objective.label_smoothing, objective.classifier.out_features) == (2.5, 0.1, 5)
+    triplet = objective.triplet
+    assert (triplet.filter_name, triplet.mode, triplet.max_triplets, triplet.seed) == ("each", "batch", 7, 11)
+    assert recipe.describe(settings) == {"filter": "each", "mode": None}
 
 
 def test_fdsl_pa_avg_nonzero_divides_by_the_violating_triplets_only():

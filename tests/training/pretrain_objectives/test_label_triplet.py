@@ -12,7 +12,8 @@ import torch
 from fdsml.config import ConfigError
 from fdsml.losses.pa_triplet import mine_batch_triplets
 from fdsml.training.pretrain import parse_pretrain_params, pretrain
-from fdsml.training.pretrain_objectives.label_triplet import LabelTripletObjective
+from fdsml.training.pretrain_objectives.label_triplet import LabelTripletObjective, LabelTripletSettings
+from fdsml.training.pretrain_objectives.recipe import objective_recipe
 
 from tests.support import TINY_SPEC
 from .tiny_batch import LABEL_TRIPLETS, MARGIN, PAIRS_LABELS, Fixed, triplet_list
@@ -20,6 +21,18 @@ from .tiny_batch import LABEL_TRIPLETS, MARGIN, PAIRS_LABELS, Fixed, triplet_lis
 def test_label_triplets_take_the_positive_from_the_anchors_class_whatever_the_descriptor():
     mixed = torch.tensor([[0.0], [5.0], [1.0], [9.0]])  # anchor 0's other-class candidate 2 is nearer than its classmate 1
     assert triplet_list(LabelTripletObjective().indices(PAIRS_LABELS, mixed, step=0)) == LABEL_TRIPLETS
+
+
+def test_max_triplets_keeps_a_subset_of_the_label_triplets_drawn_per_step_and_seed():
+    """3 classes x 3 images: 108 label triplets; ``max_triplets`` keeps that many of them, the same for the same
+    (seed, step), another for another step or seed."""
+    labels, psi = torch.arange(3).repeat_interleave(3), torch.zeros(9, 1)
+    every = set(triplet_list(LabelTripletObjective().indices(labels, psi, step=0)))
+    kept = lambda seed, step: triplet_list(LabelTripletObjective(max_triplets=10, seed=seed).indices(labels, psi, step))
+    assert len(every) == 108 and len(kept(0, 4)) == 10 and set(kept(0, 4)) < every
+    assert kept(0, 4) == kept(0, 4) and kept(0, 4) != kept(0, 5) and kept(0, 4) != kept(1, 4)
+    built = objective_recipe("label_triplet").build(LabelTripletSettings(max_triplets=10), num_classes=3, embedding_dim=2, seed=1)
+    assert triplet_list(built.indices(labels, psi, 4)) == kept(1, 4)  # built under the run's seed
 
 
 def test_each_equals_the_label_triplet_loss_only_when_classmates_are_nearer_in_the_descriptor():

@@ -5,7 +5,10 @@ import math
 import pytest
 import torch
 
+from fdsml.config import ConfigError
 from fdsml.losses.pair import build_pair_loss
+from fdsml.training.pretrain import parse_pretrain_params
+from fdsml.training.pretrain_objectives.recipe import objective_recipe
 from fdsml.training.pretrain_objectives.pml import PairLossObjective
 
 from .tiny_batch import PAIRS_LABELS, Fixed
@@ -34,3 +37,13 @@ def test_the_pair_loss_control_is_multi_similarity_on_the_class_labels_by_hand()
     other, _ = objective(Fixed(), {"image": embeddings, "label": crossed})
     assert other.item() == pytest.approx(_multi_similarity(embeddings, crossed), rel=1e-5)
     assert other.item() > loss.item()
+
+
+def test_the_recipe_builds_the_loss_its_settings_name_and_asks_for_pairs_of_a_class():
+    embeddings = torch.tensor([[1.0, 0.2], [0.8, 0.5], [0.1, 1.0], [-0.3, 0.9]])
+    recipe = objective_recipe("pml")
+    objective = recipe.build(recipe.settings(options={"alpha": 3.0}), num_classes=2, embedding_dim=2, seed=0)
+    loss, _ = objective(Fixed(), {"image": embeddings, "label": PAIRS_LABELS})
+    assert loss.item() == pytest.approx(_multi_similarity(embeddings, PAIRS_LABELS, alpha=3.0), rel=1e-5)
+    with pytest.raises(ConfigError, match=r"instances_per_class.*the pml loss needs positive pairs, at least 2 instances per class"):
+        parse_pretrain_params({"objective": "pml", "data": {"instances_per_class": 1}})
