@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -27,6 +29,7 @@ from fdsml.training.classification import (
 def test_smooth_one_hot_matches_torch_label_smoothing():
     logits, labels = torch.randn(5, 4), torch.tensor([0, 3, 1, 1, 2])
     targets = smooth_one_hot(labels, 4, 0.2)
+    assert smooth_one_hot(torch.tensor([0, 1]), 4, 0.2).shape == (2, 4)  # the classes, not the batch's largest label
     assert torch.allclose(targets.sum(dim=1), torch.ones(5)) and targets[0].tolist() == pytest.approx([0.85, 0.05, 0.05, 0.05])
     soft = torch.sum(-targets * torch.log_softmax(logits, dim=1), dim=1).mean()
     assert soft.item() == pytest.approx(torch.nn.functional.cross_entropy(logits, labels, label_smoothing=0.2).item(), rel=1e-6)
@@ -87,6 +90,7 @@ def test_mixup_objective_is_reproducible_per_step():
 def test_mixup_objective_is_the_soft_cross_entropy_of_the_batch_its_step_generator_mixed():
     """The step's generator is seeded by (seed, step, rank); the targets are smoothed before they are mixed; the
     accuracy compares the logits' top class with the mixed targets' top class."""
+    torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(48, 3))
     batch = {"image": torch.rand(4, 3, 4, 4), "label": torch.tensor([0, 1, 2, 0])}
     settings = MixupSettings(mixup_alpha=0.5, cutmix_alpha=1.0)
@@ -97,7 +101,8 @@ def test_mixup_objective_is_the_soft_cross_entropy_of_the_batch_its_step_generat
     logits = model(images)
     expected = -(targets * torch.log_softmax(logits, dim=1)).sum(dim=1).mean()
     assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
-    assert logged["accuracy"].item() == (logits.argmax(1) == targets.argmax(1)).float().mean().item()
+    accuracy = (logits.argmax(1) == targets.argmax(1)).float().mean().item()
+    assert logged["accuracy"].item() == accuracy != (logits.argmax(1) == targets.argmax()).float().mean().item()  # per row
     other = MixupObjective(3, settings, label_smoothing=0.1, seed=4)(model, batch, 5)[0]
     assert other.item() != loss.item()  # the seed is used
 
@@ -157,6 +162,11 @@ def test_each_starts_rate_names_the_key_it_came_from():
     ]
 
 
+def test_the_plugins_a_classification_selects_are_its_datasets_readers_each_once_sorted():
+    config = parse_classification_params({"datasets": [{"name": "fashion_mnist"}, {"name": "cifar10"}, {"name": "cifar100"}]})
+    assert config.plugin_modules() == ("fdsml.data.readers.cifar", "fdsml.data.readers.fashion_mnist")
+
+
 def test_a_missing_checkpoint_fails_before_training(tmp_path):
     config = parse_classification_params(
         {
@@ -167,6 +177,30 @@ def test_a_missing_checkpoint_fails_before_training(tmp_path):
     with pytest.raises(FileNotFoundError, match="'fdsml'.*kedro run --pipelines=pretrain"):
         run_classification(config)
     assert not any(tmp_path.iterdir())  # nothing trained
+
+
+def test_classification_fine_tunes_every_start_on_every_dataset_at_its_rate_and_records_each(tmp_path):
+    """The study's classification step: each start's scores, length, rate and key, and the trunk it began from; the
+    models by ``dataset/start``; the histories stacked under one index; each run's final scores live."""
+    torch.manual_seed(0)
+    pretrained = model_payload(build_model("resnet18", embedding_dim=8, img_size=16), objective="pa_triplet")
+    starts = [{"name": "scratch"}, {"name": "fdsml", "checkpoint": "pretrained_model", "base_lr": 3e-4}]
+    config = parse_classification_params(
+        {"datasets": [{"name": "digits"}], "starting_points": starts, "image_size": 16, "batch_size": 32,
+         "train": {"max_steps": 2, "device": "cpu"}, "run_dir": str(tmp_path / "run"), "live_dir": str(tmp_path / "live")}
+    )  # fmt: skip
+    models, metrics, history = run_classification(config, pretrained)
+    assert list(models) == ["digits/scratch", "digits/fdsml"] and list(metrics) == ["digits"]
+    rates = {"scratch": (config.optimizer.base_lr, "classification.optimizer.base_lr"), "fdsml": (3e-4, "classification.starting_points[1].base_lr")}
+    for name, entry in metrics["digits"].items():
+        assert (entry["rate"]["base_lr"], entry["rate"]["source"]) == rates[name]
+        assert entry["steps"] == models[f"digits/{name}"]["metadata"]["steps"] == 2
+        assert 0 <= entry["top1"] <= entry["top5"] <= 1
+    assert (metrics["digits"]["fdsml"]["checkpoint"], metrics["digits"]["fdsml"]["trunk_digest"]) == ("pretrained_model", trunk_digest(pretrained))
+    assert metrics["digits"]["scratch"]["trunk_digest"] == ""
+    assert history.index.tolist() == list(range(len(history))) and len(history) >= 4  # two runs' rows, one index
+    live = json.loads((tmp_path / "live" / "metrics.json").read_text())
+    assert live["digits"]["fdsml"]["top1"] == pytest.approx(metrics["digits"]["fdsml"]["top1"])
 
 
 def tiny_splits() -> ClassificationSplits:

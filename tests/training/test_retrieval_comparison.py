@@ -13,7 +13,7 @@ from fdsml.evaluation.frozen_probe import frozen_probe
 from fdsml.models import build_model, model_payload
 from fdsml.models.starting_points import StartingPoint, build_from_start
 from fdsml.pipelines.run_checks import RunCheckError, check_run
-from fdsml.training.retrieval import load_splits, parse_retrieval_params, plan_retrieval
+from fdsml.training.retrieval import compare_starting_points, load_splits, parse_retrieval_params, plan_retrieval
 from fdsml.training.retrieval_comparison import check_recipe_fits, comparison_table, recipe_notes, retrieval_comparison
 
 from tests.own_images import write_image_folder
@@ -151,3 +151,25 @@ def test_a_dataset_too_small_for_the_recipe_stops_before_any_work_with_the_fix(t
         check_recipe_fits(config, load_splits(config), 1)
     with pytest.raises(RunCheckError, match=message):  # kedro run's checks before its first node, and kedro check's
         check_run({"retrieval": params}, reads={"retrieval"})
+
+
+def test_comparing_starts_fine_tunes_each_with_every_seed_at_its_own_rate(tmp_path):
+    """The tuning's and the study's comparison (no baselines): each start, each seed, the mean over the seeds, the
+    rate and the key it came from, and the first seed's model file."""
+    starts = [{"name": "scratch", "backbone": "resnet18"}, {"name": "quick", "backbone": "resnet18", "base_lr": 0.01}]
+    config = parse_retrieval_params(TINY | {"starts": starts, "seeds": [0, 1], "run_dir": str(tmp_path)})
+    metrics, history, models = compare_starting_points(config)
+    assert list(metrics) == ["scratch", "quick"]
+    sources = {"scratch": (config.optimizer.base_lr, "retrieval.optimizer.base_lr"), "quick": (0.01, "retrieval.starts[1].base_lr")}
+    for name, entry in metrics.items():
+        assert (entry["rate"]["base_lr"], entry["rate"]["source"]) == sources[name]
+        assert (entry["dataset"], entry["steps"], set(entry["seeds"])) == ("digits", 2, {"0", "1"})
+        for key, mean in entry["mean"].items():
+            assert mean == pytest.approx(np.mean([entry["seeds"][seed][key] for seed in ("0", "1")]))
+        assert set(entry["std"]) == set(entry["mean"]) and "baselines" not in entry
+        assert (models[name]["metadata"]["start"], models[name]["metadata"]["seed"]) == (name, 0)
+    assert sorted(set(zip(history["start"], history["seed"]))) == [("quick", 0), ("quick", 1), ("scratch", 0), ("scratch", 1)]
+
+
+def test_the_plugin_a_retrieval_selects_is_its_datasets_reader():
+    assert parse_retrieval_params({"data": {"dataset": "omniglot"}}).plugin_modules() == ("fdsml.data.readers.omniglot",)
