@@ -3,6 +3,8 @@ and the released sets' readers on tiny fake copies."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -216,4 +218,18 @@ def test_imagenet_c_without_training_classes_numbers_its_own_and_reads_only_imag
     with pytest.raises(DatasetLayoutError, match=r"^ImageNet-C: .*fog.3 holds no images; expected <corruption>/<severity 1..5>/<class wnid>/\*.JPEG$"):
         read_imagenet_c(tmp_path, corruptions=["fog"])
     with pytest.raises(DatasetLayoutError, match="ImageNet-C"):
+        read_imagenet_c(tmp_path / "absent")
+
+
+def test_imagenet_c_reads_every_benchmark_corruption_unless_told_and_names_what_it_lacks(tmp_path):
+    for wnid in ("n01", "n02", "n03", "n04"):
+        folder = tmp_path / "fog" / "1" / wnid
+        folder.mkdir(parents=True)
+        Image.fromarray(np.zeros((4, 4, 3), np.uint8)).save(folder / "x.png")
+    expected = re.escape("<corruption>/<severity 1..5>/<class wnid>/*.JPEG")
+    with pytest.raises(DatasetLayoutError, match=rf"^ImageNet-C: .*gaussian_noise.1 not found; the folder must contain {expected}$"):
+        read_imagenet_c(tmp_path)  # the benchmark's corruptions, the first of them first
+    with pytest.raises(DatasetLayoutError, match=r"model was not trained on, e.g. \['n01', 'n02', 'n03'\]$"):  # three of four
+        read_imagenet_c(tmp_path, ["n00"], corruptions=["fog"])
+    with pytest.raises(DatasetLayoutError, match=rf"^ImageNet-C: folder .*absent not found; it must contain {expected}$"):
         read_imagenet_c(tmp_path / "absent")

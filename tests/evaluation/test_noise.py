@@ -12,6 +12,7 @@ def test_the_binomial_standard_error_of_a_rate_over_its_items():
     assert binomial_se(0.25, 12) == pytest.approx(math.sqrt(0.25 * 0.75 / 12))
     assert binomial_se(1.0, 40) == 0.0  # every item right: no spread in the items
     assert math.isnan(binomial_se(0.5, 0)) and math.isnan(binomial_se(float("nan"), 10))
+    assert binomial_se(0.0, 1) == 0.0 and binomial_se(1.0, 1) == 0.0  # one item: measured, if with no spread
 
 
 def test_one_seed_differs_item_by_item_from_its_reference():

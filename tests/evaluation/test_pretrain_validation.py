@@ -3,6 +3,7 @@ cached one-pass validation against the plain computation, and its one log line."
 
 import logging
 import re
+import time
 
 import numpy as np
 import pandas as pd
@@ -10,6 +11,7 @@ import pytest
 import torch
 
 from fdsml.data import ImageRecords, ImageRecordsDataset, ImageTransform, RetrievalSplits, fractal_input
+from fdsml.config import ConfigError
 from fdsml.data.holdout import HoldoutSettings, split_table
 from fdsml.evaluation.embedding import trunk_autocast
 from fdsml.evaluation.classification import topk_accuracy
@@ -113,10 +115,12 @@ def test_a_validation_leaves_every_module_mode_and_the_random_state_as_it_found_
     freeze_batchnorm(model)
     modes = [m.training for m in model.modules()]
     state = torch.get_rng_state()
+    started = time.perf_counter()
     result = validation(model, step=1)
+    took = time.perf_counter() - started
     assert [m.training for m in model.modules()] == modes
     assert torch.equal(torch.get_rng_state(), state)
-    assert set(METRICS) <= set(result) and result["validation_s"] > 0
+    assert set(METRICS) <= set(result) and 0 < result["validation_s"] <= took
     assert np.isnan(result["val_probe_recall_at_1"])  # no probe configured
     assert 0 <= result["val_unseen_region_top1"] <= 1 and 0 <= result["val_unseen_class_recall_at_1"] <= 1
     # every measured metric has its binomial standard error over the items it scored: here 20 triplets per filter
@@ -235,6 +239,25 @@ def test_a_probe_with_a_query_set_searches_the_gallery_with_the_queries():
     features[12:] = features[:12] + 0.01  # each gallery image next to its query, same label
     expected = retrieval_metrics(features[12:], probe.labels[12:], ks=(1,), query_embeddings=features[:12], query_labels=probe.labels[:12])
     assert probe.recall_at_1(features, seed=0) == (expected["recall@1"], 12) and expected["recall@1"] == 1.0  # 12 queries scored
+
+
+def test_a_probe_with_a_query_set_keeps_its_name_and_training_split_and_draws_queries_and_gallery_apart():
+    toy = _probe()
+    splits = RetrievalSplits("toy", toy.train, (1,), query=toy.test.subset(np.arange(0, 48, 2)), gallery=toy.test.subset(np.arange(1, 48, 2)))
+    probe = probe_splits(splits, 10, seed=0)
+    assert (probe.name, probe.train, probe.test) == ("toy", toy.train, None)
+    assert len(probe.query) == len(probe.gallery) == 10
+    assert set(map(bytes, probe.query.images)) < set(map(bytes, splits.query.images))  # each part drawn from its own
+    assert set(map(bytes, probe.gallery.images)) < set(map(bytes, splits.gallery.images))
+    assert probe_splits(splits, 10, seed=0).query.labels.tolist() == probe.query.labels.tolist()  # seeded
+    assert probe_splits(splits, 100, seed=0).query.labels.tolist() == splits.query.labels.tolist()  # all, when fewer
+
+
+def test_the_probe_settings_name_the_key_they_refuse():
+    with pytest.raises(ConfigError, match=r"pretrain\.validation\.probe\.max_images"):
+        ProbeSettings(max_images=0)
+    with pytest.raises(ConfigError, match=r"pretrain\.validation\.probe\.image_size"):
+        ProbeSettings(image_size=-16)
 
 
 @pytest.mark.parametrize(("every", "due_steps"), [(5, [5, 10, 12]), (1, list(range(1, 13))), (0, [])])

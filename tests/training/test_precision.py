@@ -242,10 +242,10 @@ def test_the_checkpoint_records_its_precision_and_resume_refuses_another(tiny_ta
 def test_the_precision_refusal_names_both_precisions_the_settings_and_each_fix():
     run = Path("runs/pretrain/last.pt")
     bf16 = str(Precision(torch.bfloat16, torch.bfloat16))
-    to_float32 = precision_refusal(run, str(Precision()), bf16, LoopConfig(amp=True, bf16_parts=("trunk",)), "pretrain/fdsl")
+    to_float32 = precision_refusal(run, str(Precision()), bf16, LoopConfig(amp=True, bf16_parts=("trunk", "head")), "pretrain/fdsl")
     assert to_float32 == (
         "runs/pretrain/last.pt: trained in trunk float32, head float32, loss float32, this run computes in trunk bfloat16, "
-        "head bfloat16, loss float32 (pretrain.train.amp: true, bf16_parts: [trunk]); resuming would mix precisions in "
+        "head bfloat16, loss float32 (pretrain.train.amp: true, bf16_parts: [trunk, head]); resuming would mix precisions in "
         "one run. Set pretrain.train.amp: false to continue it, or start over: remove runs/pretrain or set "
         "pretrain.train.resume: false"
     )

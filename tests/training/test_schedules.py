@@ -16,6 +16,7 @@ import torch
 from fdsml.training.loop_config import OptimizerConfig
 from fdsml.training.optimizer import build_optimizer, build_scheduler, frozen_trunk
 from fdsml.training.pretrain import pretrain
+from fdsml.training import schedules
 from fdsml.training.schedules import build_schedule, scaled_learning_rate
 
 from tests.support import TINY_SPEC
@@ -102,3 +103,9 @@ def test_a_run_killed_under_a_decaying_schedule_resumes_to_the_uninterrupted_wei
     assert len(set(straight_history["lr"])) > 2  # the rate decays: a resume at the wrong point of the schedule shows
     for name, tensor in straight["state_dict"].items():
         torch.testing.assert_close(resumed["state_dict"][name], tensor, rtol=0, atol=0, msg=name)
+
+
+def test_a_registered_schedule_is_built_by_its_name(monkeypatch):
+    monkeypatch.setattr(schedules, "SCHEDULES", dict(schedules.SCHEDULES))  # the registry as it was, after the test
+    halving = schedules.register_schedule("halving")(lambda total_steps, **_: lambda step: 0.5**step)
+    assert schedules.SCHEDULES["halving"] is halving and build_schedule("halving", 10)(3) == 0.125

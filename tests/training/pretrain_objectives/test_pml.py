@@ -47,3 +47,4 @@ def test_the_recipe_builds_the_loss_its_settings_name_and_asks_for_pairs_of_a_cl
     assert loss.item() == pytest.approx(_multi_similarity(embeddings, PAIRS_LABELS, alpha=3.0), rel=1e-5)
     with pytest.raises(ConfigError, match=r"instances_per_class.*the pml loss needs positive pairs, at least 2 instances per class"):
         parse_pretrain_params({"objective": "pml", "data": {"instances_per_class": 1}})
+    assert parse_pretrain_params({"objective": "pml", "data": {"instances_per_class": 2}}).data.instances_per_class == 2

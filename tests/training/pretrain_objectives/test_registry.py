@@ -10,7 +10,8 @@ import yaml
 
 from fdsml.config import ConfigError
 from fdsml.training.pretrain import PretrainConfig, build_objective, parse_pretrain_params
-from fdsml.training.pretrain_objectives import ObjectiveRecipe, known_objectives, objective_recipe, register_objective
+from fdsml.fingerprints import field_defines
+from fdsml.training.pretrain_objectives import ObjectiveRecipe, known_objectives, objective_recipe, register_objective, with_objective_sections
 
 from tests.training.helpers import tiny_config
 from .tiny_batch import EMBEDDINGS, LABELS, MARGIN, SAME_TRIPLETS, Fixed, hand_batch, hinge, label_triplets
@@ -99,3 +100,27 @@ def test_the_tuned_objectives_code_defaults_are_conf_bases_values(section):
     recipe); pa_triplet's and fdsl's blocks hold tuned values on top of the method's defaults."""
     default = getattr(PretrainConfig(), section)
     assert CONF_BASE[section] == {f.name: getattr(default, f.name) for f in dataclasses.fields(default)}
+
+
+def test_the_objective_sections_are_one_frozen_field_per_objective_defining_only_when_selected():
+    """Applied to a fresh section here (pre-training's own configuration got its fields at import)."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Section:
+        """A configuration section."""
+
+        objective: str = "fdsl"
+
+    made = with_objective_sections(Section)
+    assert (made.__name__, made.__qualname__, made.__module__, made.__doc__) == (
+        Section.__name__, Section.__qualname__, Section.__module__, "A configuration section.",
+    )  # fmt: skip
+    assert issubclass(made, Section)
+    assert [field.name for field in dataclasses.fields(made)] == ["objective", *known_objectives()]
+    chosen = made(objective="pml")
+    for name in known_objectives():
+        assert getattr(chosen, name) == objective_recipe(name).settings()
+    defines = {field.name: field_defines(field, chosen) for field in dataclasses.fields(made)}
+    assert defines == {"objective": True} | {name: name == "pml" for name in known_objectives()}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        chosen.objective = "fdsl"
