@@ -10,7 +10,7 @@ export DO_NOT_TRACK := 1
 export DVC_NO_ANALYTICS := 1
 export HF_HUB_OFFLINE := 1
 
-.PHONY: run test test-slow install fractals benchmarks viz lineage-site lock mutation clean
+.PHONY: run test test-slow install fractals benchmarks viz lineage-site lock mutation mutation-survivors clean
 
 run: $(STAMP)
 	$(BIN)/kedro run --pipelines=pretrain
@@ -44,6 +44,10 @@ lock: $(STAMP)
 # per unit on 2 cores, at low priority; UNIT=seeds (a unit of tests/mutation.py) runs one.
 mutation: $(STAMP)
 	nice -n 15 $(BIN)/python -m tests.mutation $(UNIT)
+
+# Only the survivors of a unit's last run, against the tests as they are now (after writing tests for them).
+mutation-survivors: $(STAMP)
+	nice -n 15 $(BIN)/python -m tests.mutation --survivors $(UNIT)
 
 viz: $(STAMP)
 	$(BIN)/kedro viz run --env base --no-browser --host 127.0.0.1 --port 4141

@@ -8,6 +8,11 @@ unit afresh: mutmut's own reuse of earlier results missed tests added since, and
 Each unit prints one line: mutants, killed, survived, untested, its score and its minutes;
 ``.mutation/<unit>/survivors.txt`` lists the survivors (``mutmut show NAME`` in that folder shows one).
 
+``python -m tests.mutation --survivors UNIT ...`` (``make mutation-survivors UNIT=seeds``) reruns only the survivors
+of a unit's last run, against the tests as they are now (copied into its folder; mutmut maps the new tests to the
+functions they reach first): the way to check tests written for survivors without a whole run. Its line counts the
+whole unit again, with the survivors' new verdicts.
+
 Not in CI: a unit takes minutes to an hour on 2 cores. Run it at low priority (the Makefile's ``nice -n 15``).
 """
 
@@ -87,32 +92,53 @@ def configure(unit: str, folder: Path) -> None:
     (folder / "pyproject.toml").write_text(text + "\n[tool.mutmut]\n" + "".join(f"{key} = {json.dumps(value)}\n" for key, value in settings.items()))
 
 
+MUTMUT = [str(Path(sys.executable).with_name("mutmut"))]
+# mutmut forks each mutant's test run from one process: Numba's default OpenMP layer aborts a forked child that runs a
+# parallel kernel again (the Chamfer distance), and "workqueue" does not; the kernels' results are the same.
+ENVIRONMENT = os.environ | {"OMP_NUM_THREADS": "1", "NUMBA_THREADING_LAYER": "workqueue"}
+
+
 def run(unit: str) -> dict:
-    """Run mutmut on ``unit``; its counts, score (killed and timed-out mutants over all of them) and minutes."""
+    """Run mutmut on ``unit`` afresh; its counts, score (killed and timed-out mutants over all of them) and minutes."""
     folder = WORK / unit
     configure(unit, folder)
-    mutmut = [str(Path(sys.executable).with_name("mutmut"))]
-    # mutmut forks each mutant's test run from one process: Numba's default OpenMP layer aborts a forked child that
-    # runs a parallel kernel again (the Chamfer distance), and "workqueue" does not; the kernels' results are the same.
-    environment = os.environ | {"OMP_NUM_THREADS": "1", "NUMBA_THREADING_LAYER": "workqueue"}
+    return _mutmut(unit, folder, [], "run.log")
+
+
+def rerun_survivors(unit: str) -> dict:
+    """Rerun the survivors of ``unit``'s last run with the current tests; the whole unit's counts afterwards."""
+    folder = WORK / unit
+    listed = folder / "survivors.txt"
+    if not listed.is_file():
+        raise SystemExit(f"{unit}: no finished run in {folder}; run `make mutation UNIT={unit}` first")
+    names = [line.split(":")[0].strip() for line in listed.read_text().splitlines() if line.strip().endswith(": survived")]
+    for tests in (folder / "tests", folder / "mutants" / "tests"):
+        shutil.copytree(ROOT / "tests", tests, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+    return _mutmut(unit, folder, names, "survivors.log")
+
+
+def _mutmut(unit: str, folder: Path, names: list[str], log_name: str) -> dict:
+    """``mutmut run`` in ``folder`` (only ``names``, when given), then the unit's counts and its survivors listed."""
     started = time.monotonic()
-    with (folder / "run.log").open("w") as log:
-        subprocess.run([*mutmut, "run", "--max-children", "1"], cwd=folder, env=environment, stdout=log, stderr=subprocess.STDOUT, check=True)
+    with (folder / log_name).open("w") as log:
+        subprocess.run([*MUTMUT, "run", "--max-children", "1", *names], cwd=folder, env=ENVIRONMENT, stdout=log, stderr=subprocess.STDOUT, check=True)
     minutes = (time.monotonic() - started) / 60
-    subprocess.run([*mutmut, "export-cicd-stats"], cwd=folder, env=environment, capture_output=True, check=True)
-    survivors = subprocess.run([*mutmut, "results"], cwd=folder, env=environment, capture_output=True, text=True, check=True)
+    subprocess.run([*MUTMUT, "export-cicd-stats"], cwd=folder, env=ENVIRONMENT, capture_output=True, check=True)
+    survivors = subprocess.run([*MUTMUT, "results"], cwd=folder, env=ENVIRONMENT, capture_output=True, text=True, check=True)
     (folder / "survivors.txt").write_text(survivors.stdout)
     counts = json.loads((folder / "mutants" / "mutmut-cicd-stats.json").read_text())
     killed = counts["killed"] + counts["timeout"]
     return {"unit": unit, **counts, "score": killed / max(counts["total"], 1), "minutes": minutes}
 
 
-def main(units: list[str]) -> None:
+def main(arguments: list[str]) -> None:
+    survivors_only = "--survivors" in arguments
+    units = [argument for argument in arguments if argument != "--survivors"]
     unknown = [unit for unit in units if unit not in UNITS]
     if unknown:
         raise SystemExit(f"unknown unit(s) {', '.join(unknown)}; choose among {', '.join(UNITS)}")
     for unit in units or UNITS:
-        row = run(unit)
+        row = rerun_survivors(unit) if survivors_only else run(unit)
         print(
             f"{unit}: {row['total']} mutants, {row['killed'] + row['timeout']} killed, {row['survived']} survived, "
             f"{row['no_tests']} untested, score {100 * row['score']:.1f} % ({row['minutes']:.1f} min)",
