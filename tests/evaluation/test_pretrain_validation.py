@@ -1,6 +1,7 @@
 """Held-out validation: the ordering agreement by hand, a call that leaves the model and the RNG as they were, the
 cached one-pass validation against the plain computation, and its one log line."""
 
+import dataclasses
 import logging
 import re
 import time
@@ -46,6 +47,8 @@ def test_ordering_agreement_by_hand():
     # by the vectors candidate 1 is nearer in (0, 1, 2) and (0, 2, 3), farther in (1, 3, 2):
     # the descriptor agrees with the first and the third
     assert ordering_agreement(vectors, triplets) == 2 / 3
+    # descriptor first everywhere: the vectors agree on the first two, each triplet compared row by row
+    assert ordering_agreement(vectors, dataclasses.replace(triplets, descriptor_first=np.ones(3, bool))) == 2 / 3
 
 
 def test_the_agreement_is_measured_in_the_distance_the_objective_trained():
@@ -241,12 +244,21 @@ def test_a_probe_with_a_query_set_searches_the_gallery_with_the_queries():
     assert probe.recall_at_1(features, seed=0) == (expected["recall@1"], 12) and expected["recall@1"] == 1.0  # 12 queries scored
 
 
+def test_the_held_out_images_are_a_seeded_subset_of_at_most_max_images_per_part():
+    table, split = _five_classes_split()
+    settings = ValidationSettings(every=1, triplets=5, max_images=3)
+    rows = lambda seed: PretrainValidation(settings, _Renderings(table), split, classifier=False, seed=seed).images
+    assert len(split.heldout_instances) > 3 and len(split.heldout_classes) > 3
+    assert len(rows(0)) == 6 and torch.equal(rows(0), rows(0)) and not torch.equal(rows(0), rows(1))
+    assert PretrainValidation(settings, _Renderings(table), split, classifier=False, seed=0).normalize  # by default
+
+
 def test_a_probe_with_a_query_set_keeps_its_name_and_training_split_and_draws_queries_and_gallery_apart():
     toy = _probe()
     splits = RetrievalSplits("toy", toy.train, (1,), query=toy.test.subset(np.arange(0, 48, 2)), gallery=toy.test.subset(np.arange(1, 48, 2)))
     probe = probe_splits(splits, 10, seed=0)
     assert (probe.name, probe.train, probe.test) == ("toy", toy.train, None)
-    assert len(probe.query) == len(probe.gallery) == 10
+    assert len(probe.query) == len(probe.gallery) == 10 == len(set(map(bytes, probe.query.images)))  # drawn without replacement
     assert set(map(bytes, probe.query.images)) < set(map(bytes, splits.query.images))  # each part drawn from its own
     assert set(map(bytes, probe.gallery.images)) < set(map(bytes, splits.gallery.images))
     assert probe_splits(splits, 10, seed=0).query.labels.tolist() == probe.query.labels.tolist()  # seeded
