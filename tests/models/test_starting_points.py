@@ -4,7 +4,7 @@ import yaml
 
 from fdsml.config import ConfigError
 from fdsml.models import build_model, model_payload, save_checkpoint
-from fdsml.models.starting_points import StartingPoint, build_from_start
+from fdsml.models.starting_points import StartingPoint, build_from_start, check_start_settings
 from fdsml.training.classification import parse_classification_params
 from fdsml.training.retrieval import parse_retrieval_params
 from tests.support import ROOT
@@ -76,6 +76,8 @@ def test_the_pretrained_start_needs_the_pipelines_model_file():
     start = StartingPoint("fdsml", PRETRAINED)
     with pytest.raises(ValueError, match=r"'fdsml': checkpoint pretrained_model .* run `kedro run --pipelines=pretrain` first"):
         start_payload(start)
+    with pytest.raises(ValueError, match=r"pass its model file, or run `kedro run --pipelines=pretrain` first$"):
+        start_payload(start)
     payload = {"state_dict": {}}
     assert start_payload(start, payload) is payload and start_payload(StartingPoint("scratch")) is None
 
@@ -83,11 +85,22 @@ def test_the_pretrained_start_needs_the_pipelines_model_file():
 def test_the_trunk_digest_is_the_trunks_content_and_empty_from_scratch(fdsl_checkpoint):
     from fdsml.fingerprints import content_digest
     from fdsml.models.checkpoint import load_checkpoint_file
-    from fdsml.models.starting_points import trunk_digest, trunk_state_dict
+    from fdsml.models.starting_points import start_record, trunk_digest, trunk_state_dict
 
     payload = load_checkpoint_file(fdsl_checkpoint[0])
     assert trunk_digest(None) == ""
     assert trunk_digest(payload) == content_digest(trunk_state_dict(payload)) != content_digest(payload["state_dict"])
+    assert start_record("fdsml", payload) == {"checkpoint": "fdsml", "trunk_digest": trunk_digest(payload)}
+    assert start_record(None, None) == {"checkpoint": None, "trunk_digest": ""}
+
+
+def test_a_start_names_the_key_of_a_wrong_rate_backbone_or_override():
+    with pytest.raises(ConfigError, match=r"^base_lr: must be a positive learning rate .*got 0$"):
+        StartingPoint("scratch", base_lr=0)
+    with pytest.raises(ConfigError, match=r"starts\[1\]\.backbone"):
+        check_start_settings((StartingPoint("scratch"), StartingPoint("other", backbone="resnet_none")), "starts")
+    with pytest.raises(ConfigError, match=r"starts\[0\]\.overrides"):
+        check_start_settings((StartingPoint("scratch", overrides={"no_such_option": 1}),), "starts")
 
 
 def test_a_checkpoint_start_keeps_its_image_size_and_normalisation_unless_told(tmp_path):
