@@ -10,6 +10,7 @@ import torch
 
 from fdsml.config import ConfigError
 from fdsml.data import ImageRecords
+from fdsml.data.image_records import test_view
 from fdsml.data.classification_datasets import ClassificationSplits
 from fdsml.models import build_model, model_payload, save_checkpoint
 from fdsml.models.starting_points import StartingPoint, trunk_digest
@@ -17,6 +18,7 @@ from fdsml.seeds import step_seed
 from fdsml.training.classification import (
     MixupObjective,
     MixupSettings,
+    eval_transform,
     finetune_classifier,
     mix_batch,
     parse_classification_params,
@@ -165,6 +167,15 @@ def test_each_starts_rate_names_the_key_it_came_from():
 def test_the_plugins_a_classification_selects_are_its_datasets_readers_each_once_sorted():
     config = parse_classification_params({"datasets": [{"name": "fashion_mnist"}, {"name": "cifar10"}, {"name": "cifar100"}]})
     assert config.plugin_modules() == ("fdsml.data.readers.cifar", "fdsml.data.readers.fashion_mnist")
+
+
+def test_the_scoring_view_is_the_test_view_at_its_crop_fraction_whatever_the_generator():
+    image = torch.randint(0, 256, (3, 20, 28), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+    view = lambda crop_fraction, seed: eval_transform(16, crop_fraction)(image, np.random.default_rng(seed))
+    for crop_fraction in (0.5, 1.0):
+        assert torch.equal(view(crop_fraction, 0), test_view(image, 16, crop_fraction).float() / 255.0)
+        assert torch.equal(view(crop_fraction, 0), view(crop_fraction, 1))
+    assert not torch.equal(view(0.5, 0), view(0.875, 0))
 
 
 def test_a_missing_checkpoint_fails_before_training(tmp_path):

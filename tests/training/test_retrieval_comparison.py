@@ -1,6 +1,7 @@
 """The retrieval comparison: baselines on the same split, each start at its own rate, a budget sized to the data,
 spreads only where seeds ran, and a dataset too small for the recipe refused before any work."""
 
+import json
 from dataclasses import replace
 
 import numpy as np
@@ -11,7 +12,7 @@ import torch
 from fdsml.config import ConfigError, env_parameters
 from fdsml.evaluation.frozen_probe import frozen_probe
 from fdsml.models import build_model, model_payload
-from fdsml.models.starting_points import StartingPoint, build_from_start
+from fdsml.models.starting_points import StartingPoint, build_from_start, trunk_digest
 from fdsml.pipelines.run_checks import RunCheckError, check_run
 from fdsml.training.retrieval import compare_starting_points, load_splits, parse_retrieval_params, plan_retrieval
 from fdsml.training.retrieval_comparison import check_recipe_fits, comparison_table, recipe_notes, retrieval_comparison
@@ -153,12 +154,13 @@ def test_a_dataset_too_small_for_the_recipe_stops_before_any_work_with_the_fix(t
         check_run({"retrieval": params}, reads={"retrieval"})
 
 
-def test_comparing_starts_fine_tunes_each_with_every_seed_at_its_own_rate(tmp_path):
+def test_comparing_starts_fine_tunes_each_with_every_seed_at_its_own_rate(tmp_path, pretrained):
     """The tuning's and the study's comparison (no baselines): each start, each seed, the mean over the seeds, the
     rate and the key it came from, and the first seed's model file."""
-    starts = [{"name": "scratch", "backbone": "resnet18"}, {"name": "quick", "backbone": "resnet18", "base_lr": 0.01}]
-    config = parse_retrieval_params(TINY | {"starts": starts, "seeds": [0, 1], "run_dir": str(tmp_path)})
-    metrics, history, models = compare_starting_points(config)
+    starts = [{"name": "scratch", "backbone": "resnet18"}, {"name": "quick", "checkpoint": "pretrained_model", "base_lr": 0.01}]
+    settings = {"starts": starts, "seeds": [0, 1], "run_dir": str(tmp_path / "runs"), "live_dir": str(tmp_path / "live")}
+    config = parse_retrieval_params(TINY | settings | {"embedding": {"embedding_dim": 4}})
+    metrics, history, models = compare_starting_points(config, pretrained)
     assert list(metrics) == ["scratch", "quick"]
     sources = {"scratch": (config.optimizer.base_lr, "retrieval.optimizer.base_lr"), "quick": (0.01, "retrieval.starts[1].base_lr")}
     for name, entry in metrics.items():
@@ -169,6 +171,10 @@ def test_comparing_starts_fine_tunes_each_with_every_seed_at_its_own_rate(tmp_pa
         assert set(entry["std"]) == set(entry["mean"]) and "baselines" not in entry
         assert (models[name]["metadata"]["start"], models[name]["metadata"]["seed"]) == (name, 0)
     assert sorted(set(zip(history["start"], history["seed"]))) == [("quick", 0), ("quick", 1), ("scratch", 0), ("scratch", 1)]
+    assert history.index.tolist() == list(range(len(history)))  # the runs' rows under one index
+    assert metrics["quick"]["trunk_digest"] == trunk_digest(pretrained) and metrics["scratch"]["trunk_digest"] == ""
+    live = json.loads((tmp_path / "live" / "metrics.json").read_text())
+    assert live["digits"]["quick_seed1"]["recall@1"] == pytest.approx(metrics["quick"]["seeds"]["1"]["recall@1"])
 
 
 def test_the_plugin_a_retrieval_selects_is_its_datasets_reader():

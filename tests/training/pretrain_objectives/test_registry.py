@@ -124,3 +124,18 @@ def test_the_objective_sections_are_one_frozen_field_per_objective_defining_only
     assert defines == {"objective": True} | {name: name == "pml" for name in known_objectives()}
     with pytest.raises(dataclasses.FrozenInstanceError):
         chosen.objective = "fdsl"
+
+
+def test_a_registered_objective_is_found_by_its_name_and_reads_normalised_features_unless_a_triplet_says_not(monkeypatch):
+    from fdsml.training.pretrain_objectives import recipe as recipes
+
+    monkeypatch.setattr(recipes, "_RECIPES", dict(recipes._RECIPES))  # the registry as it was, after the test
+
+    class Probe(ObjectiveRecipe):
+        name = "probe_only"
+        settings = dict
+
+    assert register_objective(Probe) is Probe and isinstance(objective_recipe("probe_only"), Probe)
+    assert objective_recipe("probe_only").normalized_distances({}) is True  # features read normalised, as retrieval does
+    triplet = objective_recipe("pa_triplet")
+    assert triplet.normalized_distances(triplet.settings(normalize_embeddings=False)) is False
