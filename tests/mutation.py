@@ -9,9 +9,9 @@ Each unit prints one line: mutants, killed, survived, untested, its score and it
 ``.mutation/<unit>/survivors.txt`` lists the survivors (``mutmut show NAME`` in that folder shows one).
 
 ``python -m tests.mutation --survivors UNIT ...`` (``make mutation-survivors UNIT=seeds``) reruns only the survivors
-of a unit's last run, against the tests as they are now (copied into its folder; mutmut maps the new tests to the
-functions they reach first): the way to check tests written for survivors without a whole run. Its line counts the
-whole unit again, with the survivors' new verdicts.
+and the untested mutants of a unit's last run, against the tests as they are now (copied into its folder; mutmut maps
+the new tests to the functions they reach first): the way to check tests written for survivors without a whole run.
+Its line counts the whole unit again, with their new verdicts.
 
 Not in CI: a unit takes minutes to an hour on 2 cores. Run it at low priority (the Makefile's ``nice -n 15``).
 """
@@ -102,12 +102,13 @@ def run(unit: str) -> dict:
 
 
 def rerun_survivors(unit: str) -> dict:
-    """Rerun the survivors of ``unit``'s last run with the current tests; the whole unit's counts afterwards."""
+    """Rerun the survivors (and untested mutants) of ``unit``'s last run with the current tests; the whole unit's counts
+    afterwards."""
     folder = WORK / unit
     listed = folder / "survivors.txt"
     if not listed.is_file():
         raise SystemExit(f"{unit}: no finished run in {folder}; run `make mutation UNIT={unit}` first")
-    names = [line.split(":")[0].strip() for line in listed.read_text().splitlines() if line.strip().endswith(": survived")]
+    names = [line.split(":")[0].strip() for line in listed.read_text().splitlines() if line.strip().endswith((": survived", ": no tests"))]
     for tests in (folder / "tests", folder / "mutants" / "tests"):
         shutil.copytree(ROOT / "tests", tests, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
     return _mutmut(unit, folder, names, "survivors.log")

@@ -10,7 +10,7 @@ import torch
 
 from fdsml.config import ConfigError
 from fdsml.data import ImageRecords
-from fdsml.data.image_records import test_view
+from fdsml.data import image_records  # its test_view by attribute: a test_ name imported here would be collected
 from fdsml.data.classification_datasets import ClassificationSplits
 from fdsml.models import build_model, model_payload, save_checkpoint
 from fdsml.models.starting_points import StartingPoint, trunk_digest
@@ -173,7 +173,7 @@ def test_the_scoring_view_is_the_test_view_at_its_crop_fraction_whatever_the_gen
     image = torch.randint(0, 256, (3, 20, 28), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
     view = lambda crop_fraction, seed: eval_transform(16, crop_fraction)(image, np.random.default_rng(seed))
     for crop_fraction in (0.5, 1.0):
-        assert torch.equal(view(crop_fraction, 0), test_view(image, 16, crop_fraction).float() / 255.0)
+        assert torch.equal(view(crop_fraction, 0), image_records.test_view(image, 16, crop_fraction).float() / 255.0)
         assert torch.equal(view(crop_fraction, 0), view(crop_fraction, 1))
     assert not torch.equal(view(0.5, 0), view(0.875, 0))
 
