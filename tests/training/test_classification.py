@@ -18,6 +18,7 @@ from fdsml.seeds import step_seed
 from fdsml.training.classification import (
     MixupObjective,
     MixupSettings,
+    build_classification_objective,
     eval_transform,
     finetune_classifier,
     mix_batch,
@@ -212,6 +213,15 @@ def test_classification_fine_tunes_every_start_on_every_dataset_at_its_rate_and_
     assert history.index.tolist() == list(range(len(history))) and len(history) >= 4  # two runs' rows, one index
     live = json.loads((tmp_path / "live" / "metrics.json").read_text())
     assert live["digits"]["fdsml"]["top1"] == pytest.approx(metrics["digits"]["fdsml"]["top1"])
+    for name in ("scratch", "fdsml"):  # each run's rows, under its own folder
+        assert (tmp_path / "live" / "plots" / "metrics" / "digits" / name / "loss.tsv").is_file()
+
+
+def test_mixing_fine_tunes_with_the_soft_target_objective_of_its_settings():
+    config = parse_classification_params({"mixup": {"cutmix_alpha": 1.0}, "label_smoothing": 0.1, "train": {"seed": 7}})
+    objective = build_classification_objective(config, 5)
+    assert isinstance(objective, MixupObjective)
+    assert (objective.num_classes, objective.settings, objective.label_smoothing, objective.seed) == (5, config.mixup, 0.1, 7)
 
 
 def tiny_splits() -> ClassificationSplits:
