@@ -9,8 +9,8 @@ Each unit prints one line: mutants, killed, survived, untested, its score and it
 ``.mutation/<unit>/survivors.txt`` lists the survivors (``mutmut show NAME`` in that folder shows one).
 
 ``python -m tests.mutation --survivors UNIT ...`` (``make mutation-survivors UNIT=seeds``) reruns only the survivors
-and the untested mutants of a unit's last run, against the tests as they are now (copied into its folder; mutmut maps
-the new tests to the functions they reach first): the way to check tests written for survivors without a whole run.
+and the untested mutants of a unit's last run, against the tests as they are now (copied into its folder and mapped
+again to the functions they reach): the way to check tests written for survivors without a whole run.
 Its line counts the whole unit again, with their new verdicts.
 
 Not in CI: a unit takes minutes to an hour on 2 cores. Run it at low priority (the Makefile's ``nice -n 15``).
@@ -111,6 +111,9 @@ def rerun_survivors(unit: str) -> dict:
     names = [line.split(":")[0].strip() for line in listed.read_text().splitlines() if line.strip().endswith((": survived", ": no tests"))]
     for tests in (folder / "tests", folder / "mutants" / "tests"):
         shutil.copytree(ROOT / "tests", tests, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+    # mutmut maps only tests of a new name to the functions they reach; forgetting the map has every test, a changed
+    # one too, mapped again (the unit's tests run once more) while the other mutants keep their verdicts
+    (folder / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
     return _mutmut(unit, folder, names, "survivors.log")
 
 

@@ -5,8 +5,8 @@ import pytest
 import torch
 from torch import nn
 
-from fdsml.data import ImageRecords, ImageTransform
-from fdsml.evaluation.classification import robustness_errors, topk_accuracy
+from fdsml.data import ImageRecords, ImageRecordsDataset, ImageTransform
+from fdsml.evaluation.classification import classification_scores, robustness_errors, topk_accuracy
 
 
 def test_topk_accuracy_by_hand():
@@ -37,3 +37,11 @@ def test_robustness_errors_score_each_set():
     }
     errors = robustness_errors(Brightness(), sets, ImageTransform(32, crop_fraction=1.0), batch_size=3)
     assert errors == {("brightness", 1): 0.0, ("contrast", 1): 0.75}
+
+
+def test_classification_scores_mark_each_images_top1_hit_in_order():
+    """Brightness puts every image in class 1 (its logits are -mean, mean): the images labelled 1 are the hits."""
+    images = np.stack([np.full((32, 32, 3), value, np.uint8) for value in (250, 40, 5, 120)])
+    dataset = ImageRecordsDataset(ImageRecords(labels=np.array([1, 0, 1, 1]), images=images), ImageTransform(32, crop_fraction=1.0))
+    scores, hits = classification_scores(Brightness(), dataset, batch_size=3)
+    assert hits.tolist() == [True, False, True, True] and scores == {"top1": 0.75, "top5": 1.0}

@@ -21,6 +21,7 @@ from fdsml.evaluation.corruptions import (
     corrupt_image,
     corrupt_images,
     corruption_seed,
+    generate_corrupted_arrays,
     error_table,
     generated_shards,
     group_errors,
@@ -135,6 +136,26 @@ def test_each_image_has_its_own_seed(tiny_images):
         np.testing.assert_array_equal(batch[1], alone)
         assert not np.array_equal(batch, corrupt_images(tiny_images, corruption, 3, seed=8)), corruption
     assert corruption_seed(0, "fog", 1, 0) != corruption_seed(0, "fog", 1, 1) != corruption_seed(0, "fog", 2, 1)
+    assert corruption_seed(0, "fog", 1, 0) != corruption_seed(0, "frost", 1, 0)  # and each corruption its own
+
+
+def test_a_generated_set_is_drawn_from_its_seed(tiny_images):
+    """The same seed, the same arrays (each pair's images by :func:`corrupt_images`); another seed, others."""
+    drawn = lambda seed: [images for *_, images in generate_corrupted_arrays(tiny_images, ["gaussian_noise"], seed, (2,))]
+    np.testing.assert_array_equal(drawn(5)[0], corrupt_images(tiny_images, "gaussian_noise", 2, 5))
+    assert not np.array_equal(drawn(5)[0], drawn(6)[0])
+    clean = ImageRecords(labels=np.array([3, 4]), images=tiny_images)
+    shards = lambda seed: list(generated_shards(clean, ["gaussian_noise"], seed, (2,)))
+    np.testing.assert_array_equal(shards(5)[1], drawn(5)[0])
+
+
+def test_a_wrong_corruption_severity_or_size_is_refused_with_what_is_allowed(tiny_images):
+    with pytest.raises(KeyError, match=r"unknown corruption 'smog'; choose one of gaussian_noise, shot_noise, impulse_noise, "):
+        corrupt_image(tiny_images[0], "smog", 1, 0)
+    with pytest.raises(ValueError, match=r"^severity must be one of \(1, 2, 3, 4, 5\), got 6$"):
+        corrupt_image(tiny_images[0], "fog", 6, 0)
+    with pytest.raises(ValueError, match=r"^images must be at least 32 x 32 to corrupt, got \(8, 40\); resize them first$"):
+        corrupt_image(np.zeros((8, 40, 3), np.uint8), "fog", 1, 0)
 
 
 def test_small_images_must_be_resized_first(tiny_images):
@@ -170,13 +191,13 @@ def test_cifar10_c_arrays_are_cut_into_five_severity_blocks(tmp_path):
         values = np.repeat(10 * np.arange(1, 6), 2) + np.tile([0, 1], 5) + index
         np.save(tmp_path / f"{corruption}.npy", np.broadcast_to(values[:, None, None, None], (10, 32, 32, 3)).astype(np.uint8))
     corrupted = read_cifar10_c(tmp_path)
-    assert len(corrupted.sets) == 19 * 5 and corrupted.source == "released"
+    assert len(corrupted.sets) == 19 * 5 and (corrupted.benchmark, corrupted.source) == ("cifar10_c", "released")
     block = corrupted.sets[("gaussian_noise", 3)]
     assert block.images[:, 0, 0, 0].tolist() == [30, 31] and block.labels.tolist() == [0, 1]
 
 
 def test_cifar10_c_missing_files_are_named(tmp_path):
-    with pytest.raises(DatasetLayoutError, match="not found; it must contain labels.npy and one <corruption>.npy"):
+    with pytest.raises(DatasetLayoutError, match="^CIFAR-10-C: folder .* not found; it must contain labels.npy and one <corruption>.npy"):
         read_cifar10_c(tmp_path / "CIFAR-10-C")
     with pytest.raises(DatasetLayoutError, match="labels.npy not found"):
         read_cifar10_c(tmp_path)
@@ -233,3 +254,11 @@ def test_imagenet_c_reads_every_benchmark_corruption_unless_told_and_names_what_
         read_imagenet_c(tmp_path, ["n00"], corruptions=["fog"])
     with pytest.raises(DatasetLayoutError, match=rf"^ImageNet-C: folder .*absent not found; it must contain {expected}$"):
         read_imagenet_c(tmp_path / "absent")
+
+
+@pytest.mark.parametrize("images", [12, 9])  # one more image than labels; as many, but not five blocks
+def test_cifar10_c_arrays_of_the_wrong_length_are_refused(tmp_path, images):
+    np.save(tmp_path / "labels.npy", np.zeros(images - 1 if images == 12 else images, np.int64))
+    np.save(tmp_path / "fog.npy", np.zeros((images, 32, 32, 3), np.uint8))
+    with pytest.raises(DatasetLayoutError, match=rf"^CIFAR-10-C: fog.npy holds {images} images for \d+ labels; expected 5 equal severity blocks"):
+        read_cifar10_c(tmp_path, ["fog"])

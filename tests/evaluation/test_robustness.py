@@ -1,9 +1,13 @@
-"""The robustness core's refusals: sets that cannot be seen at the classifiers' test view."""
+"""The robustness core: its refusals of sets that cannot be seen at the classifiers' test view, and what defines a generated set."""
 
+import dataclasses
+
+import numpy as np
 import pytest
 
 from fdsml.config import ConfigError
-from fdsml.evaluation.robustness import corrupted_test_set, parse_robustness_params
+from fdsml.data import ImageRecords
+from fdsml.evaluation.robustness import corrupted_test_set, fingerprint, parse_robustness_params
 from fdsml.training.classification import DatasetSettings
 
 
@@ -22,3 +26,15 @@ def test_generated_sets_need_a_test_view_the_corruptions_accept():
 def test_the_view_is_the_classifiers_not_a_robustness_key():
     with pytest.raises(ConfigError, match=r"robustness: unknown key\(s\) image_size"):
         parse_robustness_params({"image_size": 32})
+
+
+def test_a_generated_sets_fingerprint_is_its_clean_images_labels_and_settings():
+    config = parse_robustness_params({})
+    images = np.zeros((2, 32, 32, 3), np.uint8)
+    clean = ImageRecords(labels=np.array([0, 1]), images=images)
+    same = fingerprint(config, ImageRecords(labels=np.array([0, 1]), images=images.copy()))
+    brighter = fingerprint(config, ImageRecords(labels=np.array([0, 1]), images=images + 1))
+    relabelled = fingerprint(config, ImageRecords(labels=np.array([1, 0]), images=images))
+    reseeded = fingerprint(dataclasses.replace(config, seed=1), clean)
+    assert fingerprint(config, clean) == same and len({same, brighter, relabelled, reseeded}) == 4
+    assert fingerprint(dataclasses.replace(config, batch_size=7), clean) == same  # scoring settings do not define it
