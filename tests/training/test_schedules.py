@@ -109,3 +109,9 @@ def test_a_registered_schedule_is_built_by_its_name(monkeypatch):
     monkeypatch.setattr(schedules, "SCHEDULES", dict(schedules.SCHEDULES))  # the registry as it was, after the test
     halving = schedules.register_schedule("halving")(lambda total_steps, **_: lambda step: 0.5**step)
     assert schedules.SCHEDULES["halving"] is halving and build_schedule("halving", 10)(3) == 0.125
+
+
+@pytest.mark.parametrize("name", ["constant_cosine", "warmup_cosine"])
+def test_a_cosine_schedule_stays_at_zero_past_its_last_step(name):
+    schedule = build_schedule(name, 10, constant_fraction=0.4, warmup_steps=2)
+    assert schedule(10) == schedule(15) == schedule(25) == pytest.approx(0.0, abs=1e-12)

@@ -5,6 +5,7 @@ import torch
 
 from fdsml.losses.pa_triplet import graded_margins, mine_batch_triplets
 from fdsml.training.pretrain_objectives.pa_triplet import PATripletObjective
+from fdsml.training.pretrain_objectives.recipe import objective_recipe
 
 from .tiny_batch import LABELS, MARGIN, PSI, SAME_TRIPLETS, Fixed, hand_batch, hinge
 
@@ -29,3 +30,11 @@ def test_graded_margin_enters_the_loss_per_triplet():
     gaps = [2 / 3, 1 / 2, 1 / 3, 1 / 3, 1 / 2, 2 / 3]
     expected = sum(hinge(*t, margin=MARGIN * g) for t, g in zip(SAME_TRIPLETS, gaps)) / 6
     assert loss.item() == pytest.approx(expected, rel=1e-6)
+
+
+def test_the_recipe_builds_its_settings_objective_under_the_runs_seed_and_records_filter_and_mode():
+    recipe = objective_recipe("pa_triplet")
+    settings = recipe.settings(filter="diff", mode="explicit", max_triplets=5)
+    objective = recipe.build(settings, num_classes=3, embedding_dim=2, seed=13)
+    assert (objective.filter_name, objective.mode, objective.max_triplets, objective.seed) == ("diff", "explicit", 5, 13)
+    assert recipe.describe(settings) == {"filter": "diff", "mode": "explicit"}
