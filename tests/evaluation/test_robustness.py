@@ -7,7 +7,8 @@ import pytest
 
 from fdsml.config import ConfigError
 from fdsml.data import ImageRecords
-from fdsml.evaluation.robustness import corrupted_test_set, fingerprint, parse_robustness_params
+from fdsml.errors import MissingInputError
+from fdsml.evaluation.robustness import corrupted_test_set, evaluate_robustness, fingerprint, parse_robustness_params
 from fdsml.training.classification import DatasetSettings
 
 
@@ -38,3 +39,14 @@ def test_a_generated_sets_fingerprint_is_its_clean_images_labels_and_settings():
     reseeded = fingerprint(dataclasses.replace(config, seed=1), clean)
     assert fingerprint(config, clean) == same and len({same, brighter, relabelled, reseeded}) == 4
     assert fingerprint(dataclasses.replace(config, batch_size=7), clean) == same  # scoring settings do not define it
+
+
+def test_robustness_refuses_missing_classifiers_and_a_stored_set_of_another_benchmark_or_dataset():
+    config, digits = parse_robustness_params({}), DatasetSettings("digits")
+    classifier = [{"metadata": {"start": "scratch", "dataset": "digits"}}]
+    with pytest.raises(MissingInputError, match=r"^no fine-tuned classifier for 'cifar10': .* with it among classification.datasets$"):
+        evaluate_robustness(classifier, {}, config, DatasetSettings("cifar10"), 0)
+    refused = r"^the stored corrupted test set belongs to another benchmark or dataset: run `kedro run --pipelines=robustness` to make it again$"
+    for stored in ({"benchmark": "imagenet_c", "dataset": "digits"}, {"benchmark": "cifar10_c", "dataset": "fashion_mnist"}):
+        with pytest.raises(MissingInputError, match=refused):
+            evaluate_robustness(classifier, stored, config, digits, 0)
