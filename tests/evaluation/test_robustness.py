@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fdsml.config import ConfigError
-from fdsml.data import ImageRecords
+from fdsml.data import ImageRecords, ImageTransform
 from fdsml.errors import MissingInputError
 from fdsml.evaluation.robustness import corrupted_test_set, evaluate_robustness, fingerprint, parse_robustness_params
 from fdsml.training.classification import DatasetSettings
@@ -50,3 +50,14 @@ def test_robustness_refuses_missing_classifiers_and_a_stored_set_of_another_benc
     for stored in ({"benchmark": "imagenet_c", "dataset": "digits"}, {"benchmark": "cifar10_c", "dataset": "fashion_mnist"}):
         with pytest.raises(MissingInputError, match=refused):
             evaluate_robustness(classifier, stored, config, digits, 0)
+
+
+def test_images_already_at_the_classifiers_view_are_only_scaled_and_raw_ones_go_through_it():
+    """Generated sets hold views; released ones hold raw clean images, and corrupted ones already at the view where the
+    benchmark fixes one (CIFAR-10-C's 32 px), raw where it does not (ImageNet-C)."""
+    from fdsml.evaluation.robustness import _transforms
+
+    as_they_are, through_view = ImageTransform(32, crop_fraction=1.0), ImageTransform(32, crop_fraction=0.875)
+    assert _transforms({"source": "generated", "view": None}, (32, 0.875)) == (as_they_are, as_they_are)
+    assert _transforms({"source": "released", "view": (32, 1.0)}, (32, 0.875)) == (through_view, as_they_are)
+    assert _transforms({"source": "released", "view": None}, (32, 0.875)) == (through_view, through_view)
