@@ -38,3 +38,22 @@ def test_the_recipe_builds_its_settings_objective_under_the_runs_seed_and_record
     objective = recipe.build(settings, num_classes=3, embedding_dim=2, seed=13)
     assert (objective.filter_name, objective.mode, objective.max_triplets, objective.seed) == ("diff", "explicit", 5, 13)
     assert recipe.describe(settings) == {"filter": "diff", "mode": "explicit"}
+
+
+def test_batch_mode_mines_its_filters_triplets_in_the_batch_and_explicit_mode_brings_its_own():
+    recipe = objective_recipe("pa_triplet")
+    batch = recipe.settings(filter="same")
+    assert recipe.batch_triplets(batch) == ("same", batch)
+    assert recipe.batch_triplets(recipe.settings(filter="same", mode="explicit")) is None
+
+
+def test_the_loss_options_carry_near_ties_and_the_graded_margin():
+    options = objective_recipe("pa_triplet").settings(min_relative_gap=0.2, graded_margin=True, max_triplets=9).loss_options()
+    assert options == {"margin": 0.2, "normalize_embeddings": True, "reducer": "mean", "max_triplets": 9, "min_relative_gap": 0.2, "graded_margin": True}
+
+
+def test_pa_triplet_draws_each_steps_subset_of_triplets():
+    objective = PATripletObjective("same", margin=MARGIN, normalize_embeddings=False, max_triplets=2)
+    losses = [objective(Fixed(), hand_batch(), step)[0].item() for step in range(6)]
+    assert losses[3] == pytest.approx(objective.term(hand_batch()["image"], hand_batch(), 3)[0].item())
+    assert len(set(losses)) > 1
