@@ -178,6 +178,16 @@ def test_a_generated_set_round_trips_through_array_shards(tmp_path, tiny_images)
     assert list(corrupted.sets) == [("fog", 1), ("fog", 5), ("pixelate", 1), ("pixelate", 5)]
     np.testing.assert_array_equal(corrupted.sets[("pixelate", 5)].images, corrupt_images(tiny_images, "pixelate", 5, 0))
     assert corrupted.sets[("fog", 1)].labels.tolist() == [3, 4]
+    assert (corrupted.benchmark, corrupted.source) == ("cifar10_c", "generated")
+
+
+def test_stored_shards_must_match_their_keys_clean_first():
+    shards, labels = [np.zeros((2, 32, 32, 3), np.uint8)] * 2, np.array([0, 1])
+    message = r"^stored corrupted set: 2 shards for 3 keys, the clean images first$"
+    with pytest.raises(ValueError, match=message):
+        stored_sets(["clean", "fog/1", "fog/2"], shards, labels, "cifar10_c")
+    with pytest.raises(ValueError, match=message.replace("3 keys", "2 keys")):
+        stored_sets(["fog/1", "clean"], shards, labels, "cifar10_c")
 
 
 # --- released sets -----------------------------------------------------------------------------------------------
