@@ -10,11 +10,12 @@ import pytest
 import torch
 
 from fdsml.config import ConfigError, env_parameters
+from fdsml.data import ImageRecords, image_records
 from fdsml.evaluation.frozen_probe import frozen_probe
 from fdsml.models import build_model, model_payload
 from fdsml.models.starting_points import StartingPoint, build_from_start, trunk_digest
 from fdsml.pipelines.run_checks import RunCheckError, check_run
-from fdsml.training.retrieval import compare_starting_points, load_splits, parse_retrieval_params, plan_retrieval
+from fdsml.training.retrieval import compare_starting_points, embed, load_splits, parse_retrieval_params, plan_retrieval
 from fdsml.training.retrieval_comparison import check_recipe_fits, comparison_table, recipe_notes, retrieval_comparison
 
 from tests.own_images import write_image_folder
@@ -179,3 +180,24 @@ def test_comparing_starts_fine_tunes_each_with_every_seed_at_its_own_rate(tmp_pa
 
 def test_the_plugin_a_retrieval_selects_is_its_datasets_reader():
     assert parse_retrieval_params({"data": {"dataset": "omniglot"}}).plugin_modules() == ("fdsml.data.readers.omniglot",)
+
+
+class _ViewMeans(torch.nn.Module):
+    """A 'model' whose embedding is each image's mean colour: which pixels it was shown, read off its output."""
+
+    def __init__(self):
+        super().__init__()
+        self.anchor = torch.nn.Parameter(torch.zeros(1))  # the device embedding reads
+
+    def forward(self, images):
+        return images.mean(dim=(2, 3)) + self.anchor
+
+
+def test_embeddings_are_of_the_test_view_never_the_training_one():
+    """A left-to-right ramp: the centre crop's mean is the ramp's middle; a random crop's would wander."""
+    ramp = np.broadcast_to(np.linspace(0, 255, 40, dtype=np.uint8)[None, :, None], (30, 40, 3))
+    records = ImageRecords(labels=np.arange(6) % 2, images=np.stack([ramp] * 6))
+    config = parse_retrieval_params(TINY | {"data": TINY["data"] | {"image_size": 16, "crop_fraction": 0.5, "flip": True}})
+    expected = image_records.test_view(torch.from_numpy(ramp.copy()).permute(2, 0, 1), 16, 0.5).float().mean(dim=(1, 2)) / 255
+    embedded = embed(_ViewMeans(), records, config)
+    np.testing.assert_allclose(embedded, np.broadcast_to(expected.numpy(), (6, 3)), rtol=0, atol=1e-6)
