@@ -61,3 +61,12 @@ def test_images_already_at_the_classifiers_view_are_only_scaled_and_raw_ones_go_
     assert _transforms({"source": "generated", "view": None}, (32, 0.875)) == (as_they_are, as_they_are)
     assert _transforms({"source": "released", "view": (32, 1.0)}, (32, 0.875)) == (through_view, as_they_are)
     assert _transforms({"source": "released", "view": None}, (32, 0.875)) == (through_view, through_view)
+
+
+def test_a_set_stored_at_one_view_is_refused_to_a_classifier_of_another():
+    images = np.zeros((2, 32, 32, 3), np.uint8)
+    stored = {"benchmark": "cifar10_c", "dataset": "digits", "source": "generated", "view": [32, 1.0],
+              "keys": ["clean", "fog/1"], "shards": [images, images], "labels": [0, 1]}  # fmt: skip
+    classifier = [{"metadata": {"start": "scratch", "dataset": "digits", "image_size": 16, "crop_fraction": 0.875}}]
+    with pytest.raises(ValueError, match=r"^the corrupted test set is at the test view \(image_size, crop_fraction\) = \(32, 1\.0\), the classifier's is \(16, 0\.875\)"):
+        evaluate_robustness(classifier, stored, parse_robustness_params({}), DatasetSettings("digits"), 0)
