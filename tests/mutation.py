@@ -29,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / ".mutation"
 COPIED = ("src", "tests", "conf", "docs", "README.md", "dvc.yaml", "params.yaml", "Makefile", "pyproject.toml")
+NOT_COPIED = shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc")  # bytecode and Numba's caches, rebuilt there
 
 UNITS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # unit: (modules to mutate, as mutmut's only_mutate globs; the test paths whose tests may kill them)
@@ -69,7 +70,7 @@ def configure(unit: str, folder: Path) -> None:
     for name in COPIED:
         source, target = ROOT / name, folder / name
         if source.is_dir():
-            shutil.copytree(source, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))
+            shutil.copytree(source, target, dirs_exist_ok=True, ignore=NOT_COPIED)
         else:
             shutil.copy2(source, target)
     text = (ROOT / "pyproject.toml").read_text()
@@ -110,7 +111,7 @@ def rerun_survivors(unit: str) -> dict:
         raise SystemExit(f"{unit}: no finished run in {folder}; run `make mutation UNIT={unit}` first")
     names = [line.split(":")[0].strip() for line in listed.read_text().splitlines() if line.strip().endswith((": survived", ": no tests"))]
     for tests in (folder / "tests", folder / "mutants" / "tests"):
-        shutil.copytree(ROOT / "tests", tests, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(ROOT / "tests", tests, dirs_exist_ok=True, ignore=NOT_COPIED)
     # mutmut maps only tests of a new name to the functions they reach; forgetting the map has every test, a changed
     # one too, mapped again (the unit's tests run once more) while the other mutants keep their verdicts
     (folder / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)

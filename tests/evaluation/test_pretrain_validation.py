@@ -247,10 +247,11 @@ def test_a_probe_with_a_query_set_searches_the_gallery_with_the_queries():
 def test_the_held_out_images_are_a_seeded_subset_of_at_most_max_images_per_part():
     table, split = _five_classes_split()
     settings = ValidationSettings(every=1, triplets=5, max_images=3)
-    rows = lambda seed: PretrainValidation(settings, _Renderings(table), split, classifier=False, seed=seed).images
+    validation = lambda seed: PretrainValidation(settings, _Renderings(table), split, classifier=False, seed=seed)
+    rows = lambda seed: validation(seed).images
     assert len(split.heldout_instances) > 3 and len(split.heldout_classes) > 3
     assert len(rows(0)) == 6 and torch.equal(rows(0), rows(0)) and not torch.equal(rows(0), rows(1))
-    assert PretrainValidation(settings, _Renderings(table), split, classifier=False, seed=0).normalize  # by default
+    assert validation(0).normalize  # by default
 
 
 def test_a_probe_with_a_query_set_keeps_its_name_and_training_split_and_draws_queries_and_gallery_apart():
