@@ -15,12 +15,14 @@ from fdsml.catalog_datasets import ArrayShardsDataset
 from fdsml.evaluation.corruptions import (
     CORRUPTION_GROUPS,
     CORRUPTIONS,
+    CorruptedSet,
     SEVERITIES,
     benchmark_corruptions,
     clean_test_images,
     corrupt_image,
     corrupt_images,
     corruption_seed,
+    example_figure,
     generate_corrupted_arrays,
     error_table,
     generated_shards,
@@ -272,3 +274,26 @@ def test_cifar10_c_arrays_of_the_wrong_length_are_refused(tmp_path, images):
     np.save(tmp_path / "fog.npy", np.zeros((images, 32, 32, 3), np.uint8))
     with pytest.raises(DatasetLayoutError, match=rf"^CIFAR-10-C: fog.npy holds {images} images for \d+ labels; expected 5 equal severity blocks"):
         read_cifar10_c(tmp_path, ["fog"])
+
+
+def test_the_example_figure_shows_each_corruption_by_row_and_severity_by_column_clean_first():
+    """Titles on the first row only, the corruption's name beside each row, and each cell the image of its set at the
+    index asked for, drawn on the full 0-255 scale (grey for one-channel images)."""
+    grey = lambda value: np.full((2, 4, 4), value, dtype=np.uint8)  # two images a set: index 1 is drawn
+    labels = np.zeros(2, dtype=np.int64)
+    sets = {(name, severity): ImageRecords(labels=labels, images=grey(10 * severity + offset))
+            for offset, name in enumerate(("gaussian_noise", "motion_blur")) for severity in (1, 3)}  # fmt: skip
+    clean = np.full((4, 4), 200, dtype=np.uint8)
+    figure = example_figure(clean, CorruptedSet("cifar10_c", sets, "generated"), index=1)
+    axes = np.asarray(figure.axes).reshape(2, 3)
+    assert [axis.get_title() for axis in axes[0]] == ["clean", "severity 1", "severity 3"]
+    assert [axis.get_title() for axis in axes[1]] == ["", "", ""] and {axis.title.get_fontsize() for axis in axes[0]} == {8}
+    assert [axis.get_ylabel() for axis in axes[:, 0]] == ["gaussian noise", "motion blur"] and axes[0, 1].get_ylabel() == ""
+    shown = [[int(axis.get_images()[0].get_array()[0, 0]) for axis in row] for row in axes]
+    assert shown == [[200, 10, 30], [200, 11, 31]]
+    for axis in axes.flat:
+        image = axis.get_images()[0]
+        assert image.get_clim() == (0, 255) and image.get_cmap().name == "gray"
+    assert figure.texts[0].get_text() == "cifar10_c (generated): test image 1"
+    figure = example_figure(None, CorruptedSet("cifar10_c", {("fog", 2): ImageRecords(labels=labels[:1], images=np.zeros((1, 4, 4, 3), np.uint8))}, "released"))
+    assert [axis.get_title() for axis in figure.axes] == ["severity 2"] and figure.axes[0].get_images()[0].get_cmap().name != "gray"

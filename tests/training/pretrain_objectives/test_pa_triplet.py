@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from fdsml.losses.pa_triplet import graded_margins, mine_batch_triplets
+from fdsml.seeds import step_seed
 from fdsml.training.pretrain_objectives.pa_triplet import PATripletObjective
 from fdsml.training.pretrain_objectives.recipe import objective_recipe
 
@@ -57,3 +58,22 @@ def test_pa_triplet_draws_each_steps_subset_of_triplets():
     losses = [objective(Fixed(), hand_batch(), step)[0].item() for step in range(6)]
     assert losses[3] == pytest.approx(objective.term(hand_batch()["image"], hand_batch(), 3)[0].item())
     assert len(set(losses)) > 1
+
+
+def test_near_ties_are_left_out_of_the_loss_but_every_mined_triplet_is_scored():
+    """At a minimum relative gap of 0.4 the two triplets whose descriptor gap is 1/3 ((2, 1, 0) and (3, 4, 5)) leave the
+    loss; the triplet accuracy still reads all six, of which the embedding orders four (not (2, 1, 0), not (4, 5, 3))."""
+    objective = PATripletObjective("same", margin=MARGIN, normalize_embeddings=False, min_relative_gap=0.4)
+    loss, parts = objective(Fixed(), hand_batch())
+    kept = [(0, 1, 2), (1, 0, 2), (4, 5, 3), (5, 4, 3)]
+    assert loss.item() == pytest.approx(sum(hinge(*t) for t in kept) / 4, rel=1e-6)
+    assert parts["triplets"] == 4 and parts["triplet_accuracy_same"].item() == pytest.approx(4 / 6)
+
+
+def test_the_triplet_subset_is_drawn_from_a_stream_of_its_own_not_the_steps_global_one():
+    """The loop seeds torch's global generator with the step's seed (dropout, drop-path); the subset's generator must not
+    replay those numbers, and it is the same for the same step and another for the next."""
+    objective = PATripletObjective("same", max_triplets=2, seed=3)
+    seeds = [objective.subsampling(LABELS, step).initial_seed() for step in (5, 5, 6)]
+    assert seeds[0] == seeds[1] != seeds[2]
+    assert seeds[0] not in (step_seed(3, 5), step_seed(3, 5, 0))
