@@ -297,3 +297,14 @@ def test_the_example_figure_shows_each_corruption_by_row_and_severity_by_column_
     assert figure.texts[0].get_text() == "cifar10_c (generated): test image 1"
     figure = example_figure(None, CorruptedSet("cifar10_c", {("fog", 2): ImageRecords(labels=labels[:1], images=np.zeros((1, 4, 4, 3), np.uint8))}, "released"))
     assert [axis.get_title() for axis in figure.axes] == ["severity 2"] and figure.axes[0].get_images()[0].get_cmap().name != "gray"
+
+
+def test_the_example_figure_decodes_a_set_held_as_files(tmp_path):
+    """Released ImageNet-C sets are files: the figure shows the decoded image at the index asked for."""
+    paths = []
+    for value in (40, 90):
+        paths.append(tmp_path / f"{value}.png")
+        Image.fromarray(np.full((4, 4, 3), value, np.uint8)).save(paths[-1])
+    records = ImageRecords(labels=np.array([0, 0]), paths=paths)
+    figure = example_figure(None, CorruptedSet("imagenet_c", {("fog", 1): records}, "released"), index=1)
+    assert figure.axes[0].get_images()[0].get_array()[0, 0].tolist() == [90, 90, 90]

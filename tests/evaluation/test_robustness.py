@@ -4,10 +4,13 @@ import dataclasses
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from fdsml.config import ConfigError
 from fdsml.data import ImageRecords, ImageTransform
+from fdsml.data.classification_datasets import ClassificationSplits
 from fdsml.errors import MissingInputError
+from fdsml.evaluation.corruptions import benchmark_corruptions
 from fdsml.evaluation.robustness import corrupted_test_set, evaluate_robustness, fingerprint, parse_robustness_params
 from fdsml.training.classification import DatasetSettings
 
@@ -57,10 +60,10 @@ def test_images_already_at_the_classifiers_view_are_only_scaled_and_raw_ones_go_
     benchmark fixes one (CIFAR-10-C's 32 px), raw where it does not (ImageNet-C)."""
     from fdsml.evaluation.robustness import _transforms
 
-    as_they_are, through_view = ImageTransform(32, crop_fraction=1.0), ImageTransform(32, crop_fraction=0.875)
-    assert _transforms({"source": "generated", "view": None}, (32, 0.875)) == (as_they_are, as_they_are)
-    assert _transforms({"source": "released", "view": (32, 1.0)}, (32, 0.875)) == (through_view, as_they_are)
-    assert _transforms({"source": "released", "view": None}, (32, 0.875)) == (through_view, through_view)
+    as_they_are, through_view = ImageTransform(32, crop_fraction=1.0), ImageTransform(32, crop_fraction=0.5)
+    assert _transforms({"source": "generated", "view": None}, (32, 0.5)) == (as_they_are, as_they_are)
+    assert _transforms({"source": "released", "view": (32, 1.0)}, (32, 0.5)) == (through_view, as_they_are)
+    assert _transforms({"source": "released", "view": None}, (32, 0.5)) == (through_view, through_view)
 
 
 def test_a_set_stored_at_one_view_is_refused_to_a_classifier_of_another():
@@ -70,3 +73,34 @@ def test_a_set_stored_at_one_view_is_refused_to_a_classifier_of_another():
     classifier = [{"metadata": {"start": "scratch", "dataset": "digits", "image_size": 16, "crop_fraction": 0.875}}]
     with pytest.raises(ValueError, match=r"^the corrupted test set is at the test view \(image_size, crop_fraction\) = \(32, 1\.0\), the classifier's is \(16, 0\.875\)"):
         evaluate_robustness(classifier, stored, parse_robustness_params({}), DatasetSettings("digits"), 0)
+
+
+def test_a_released_set_is_read_from_its_root_labelled_by_the_classifiers_training_classes(tmp_path, monkeypatch):
+    """ImageNet-C's folders are labelled by the classes of the dataset the classifiers were trained on, read from the
+    dataset's root with the split seed; its clean images are that dataset's test split."""
+    from fdsml.evaluation import robustness
+
+    for corruption in benchmark_corruptions("imagenet_c"):  # every one of the benchmark's folders: all are read
+        for severity in range(1, 6):
+            folder = tmp_path / corruption / str(severity) / "n02"
+            folder.mkdir(parents=True)
+            Image.fromarray(np.zeros((4, 4, 3), np.uint8)).save(folder / "x.JPEG", format="JPEG")
+    test = ImageRecords(labels=np.array([0, 1]), images=np.zeros((2, 4, 4, 3), np.uint8))
+    splits = ClassificationSplits("imagenet100", test, test, 3, class_names=("n00", "n01", "n02"))
+    reads = []
+    monkeypatch.setattr(robustness, "read_classification_dataset", lambda name, root, *, seed: reads.append((name, root, seed)) or splits)
+    stored = {"source": "released", "benchmark": "imagenet_c", "root": str(tmp_path)}
+    clean, corrupted = robustness._clean_and_corrupted(stored, DatasetSettings("imagenet100", root="/data/in100"), 4)
+    assert reads == [("imagenet100", "/data/in100", 4)] and clean is test
+    assert corrupted.sets[("fog", 1)].labels.tolist() == [2]  # n02 is the third training class, not the only folder
+    assert robustness.load_sets(stored)[1].sets[("fog", 1)].labels.tolist() == [0]  # without them: numbered on its own
+
+
+def test_a_generated_set_is_read_back_under_its_benchmark():
+    from fdsml.evaluation.robustness import load_sets
+
+    images = np.zeros((2, 32, 32, 3), np.uint8)
+    stored = {"benchmark": "cifar10_c", "source": "generated", "keys": ["clean", "fog/1"], "shards": [images, images], "labels": [0, 1]}
+    clean, corrupted = load_sets(stored)
+    assert (corrupted.benchmark, corrupted.source, list(corrupted.sets)) == ("cifar10_c", "generated", [("fog", 1)])
+    assert clean.labels.tolist() == [0, 1]

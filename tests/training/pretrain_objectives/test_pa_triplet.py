@@ -77,3 +77,13 @@ def test_the_triplet_subset_is_drawn_from_a_stream_of_its_own_not_the_steps_glob
     seeds = [objective.subsampling(LABELS, step).initial_seed() for step in (5, 5, 6)]
     assert seeds[0] == seeds[1] != seeds[2]
     assert seeds[0] not in (step_seed(3, 5), step_seed(3, 5, 0))
+
+
+def test_the_objectives_defaults_are_the_settings_defaults_and_an_unknown_mode_is_named():
+    """Built bare or from default settings, the objective is the same: margin 0.2 on normalised embeddings, seed 0."""
+    recipe = objective_recipe("pa_triplet")
+    built, bare = recipe.build(recipe.settings(), num_classes=2, embedding_dim=2, seed=0), PATripletObjective("same")
+    for objective in (built, bare):
+        assert (objective.loss.margin, objective.loss.distance.normalize_embeddings, objective.seed) == (0.2, True, 0)
+    with pytest.raises(ValueError, match="^unknown triplet mode 'pairs'; choose one of batch, explicit$"):
+        PATripletObjective("same", mode="pairs")
