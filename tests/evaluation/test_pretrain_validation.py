@@ -171,13 +171,15 @@ def _uncached_metrics(validation: PretrainValidation, model, probe: RetrievalSpl
 
 
 @pytest.mark.parametrize(("classifier", "normalize"), [(False, True), (False, False), (True, True)])
-def test_the_cached_one_pass_validation_gives_the_metrics_of_the_uncached_one(classifier, normalize):
+def test_the_cached_one_pass_validation_gives_the_metrics_of_the_uncached_one(classifier, normalize, caplog):
     table, split = _five_classes_split()
     settings = ValidationSettings(every=1, triplets=40, batch_size=9, probe=ProbeSettings(dataset="toy", max_images=30))
     probe = _probe()
-    validation = PretrainValidation(
-        settings, _Renderings(table), split, classifier=classifier, seed=0, normalize=normalize, probe=probe, probe_image_size=16
-    )
+    with caplog.at_level(logging.INFO, logger="fdsml"):
+        validation = PretrainValidation(
+            settings, _Renderings(table), split, classifier=classifier, seed=0, normalize=normalize, probe=probe, probe_image_size=16
+        )
+    assert re.fullmatch(r"Validation every 1 steps: \d+ held-out images, 30 toy probe images", caplog.messages[-1])
     torch.manual_seed(0)
     head = {"head": "classifier", "num_classes": len(split.training_classes)} if classifier else {"embedding_dim": 8}
     model = build_model("resnet18", img_size=16, **head)
@@ -244,14 +246,16 @@ def test_a_probe_with_a_query_set_searches_the_gallery_with_the_queries():
     assert probe.recall_at_1(features, seed=0) == (expected["recall@1"], 12) and expected["recall@1"] == 1.0  # 12 queries scored
 
 
-def test_the_held_out_images_are_a_seeded_subset_of_at_most_max_images_per_part():
+def test_the_held_out_images_are_a_seeded_subset_of_at_most_max_images_per_part(caplog):
     table, split = _five_classes_split()
     settings = ValidationSettings(every=1, triplets=5, max_images=3)
     validation = lambda seed: PretrainValidation(settings, _Renderings(table), split, classifier=False, seed=seed)
     rows = lambda seed: validation(seed).images
     assert len(split.heldout_instances) > 3 and len(split.heldout_classes) > 3
     assert len(rows(0)) == 6 and torch.equal(rows(0), rows(0)) and not torch.equal(rows(0), rows(1))
-    assert validation(0).normalize  # by default
+    with caplog.at_level(logging.INFO, logger="fdsml"):
+        assert validation(0).normalize  # by default
+    assert caplog.messages[-1] == "Validation every 1 steps: 6 held-out images"  # no probe, no probe clause
 
 
 def test_a_probe_with_a_query_set_keeps_its_name_and_training_split_and_draws_queries_and_gallery_apart():
@@ -264,6 +268,20 @@ def test_a_probe_with_a_query_set_keeps_its_name_and_training_split_and_draws_qu
     assert set(map(bytes, probe.gallery.images)) < set(map(bytes, splits.gallery.images))
     assert probe_splits(splits, 10, seed=0).query.labels.tolist() == probe.query.labels.tolist()  # seeded
     assert probe_splits(splits, 100, seed=0).query.labels.tolist() == splits.query.labels.tolist()  # all, when fewer
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("every", -1, "pretrain.validation.every: must be >= 0 (0 or null disables), got -1"),
+        ("triplets", 0, "pretrain.validation.triplets: must be positive, got 0"),
+        ("max_images", 0, "pretrain.validation.max_images: must be positive, got 0"),
+        ("batch_size", -2, "pretrain.validation.batch_size: must be positive, got -2"),
+    ],
+)
+def test_the_validation_settings_name_the_key_they_refuse(key, value, message):
+    with pytest.raises(ConfigError, match="^" + re.escape(message) + "$"):
+        ValidationSettings(**{key: value})
 
 
 def test_the_probe_settings_name_the_key_they_refuse():
