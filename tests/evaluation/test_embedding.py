@@ -3,6 +3,7 @@ gathered on rank 0 in the dataset's order, with the metrics computed once and ha
 
 import time
 
+import numpy as np
 import pytest
 import torch
 import torch.multiprocessing as mp
@@ -91,3 +92,31 @@ def test_a_failure_on_rank_0_reaches_every_replica_instead_of_leaving_it_waiting
 def test_a_replica_failing_to_embed_makes_every_replica_raise_instead_of_waiting_in_the_gather(replicas):
     assert replicas[1]["embedding_failure"] == "OSError: image 4 is unreadable"
     assert replicas[0]["embedding_failure"] == "RuntimeError: rank 1 failed: OSError: image 4 is unreadable"
+
+
+def test_a_query_set_is_searched_against_its_gallery_and_a_test_set_against_itself():
+    """The split's parts reach the metric in their roles: the queries search the gallery (not the other way round, not
+    the gallery itself), a test set searches itself; the seed and the thread count are the caller's."""
+    from fdsml.data import ImageRecords, RetrievalSplits
+    from fdsml.evaluation.retrieval import retrieval_scores
+
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(30, 4)).astype(np.float32)
+    labels = np.repeat(np.arange(10), 3)
+    records = lambda rows: ImageRecords(labels=labels[rows], images=np.asarray(rows, dtype=np.uint8)[:, None, None])
+    embed = lambda part: vectors[part.images[:, 0, 0]]  # each image's vector, read off its one pixel
+    gallery, query = np.arange(0, 30, 3), np.setdiff1d(np.arange(30), np.arange(0, 30, 3))
+    split = RetrievalSplits("toy", records(gallery), (1, 2), query=records(query), gallery=records(gallery))
+    found = embedding.retrieval_split_metrics(embed, split, seed=3, threads=1)
+    expected = retrieval_scores(vectors[gallery], labels[gallery], ks=(1, 2), query_embeddings=vectors[query], query_labels=labels[query], seed=3)[0]
+    swapped = retrieval_scores(vectors[query], labels[query], ks=(1, 2), query_embeddings=vectors[gallery], query_labels=labels[gallery], seed=3)[0]
+    assert found == expected and found != swapped
+    whole = RetrievalSplits("toy", records(gallery), (1, 2), test=records(np.arange(30)))
+    assert embedding.retrieval_split_metrics(embed, whole, seed=3) == retrieval_scores(vectors, labels, ks=(1, 2), seed=3)[0]
+
+
+def test_an_empty_dataset_or_negative_workers_are_refused_by_name():
+    with pytest.raises(ValueError, match="^workers: must be >= 0 DataLoader processes, got -1$"):
+        embedding.model_outputs(tiny_classifier(), replica_images(), workers=-1)
+    with pytest.raises(ValueError, match="^no images to embed: the dataset is empty$"):
+        embedding.model_outputs(tiny_classifier(), torch.utils.data.Subset(replica_images(), []))

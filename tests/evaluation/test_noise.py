@@ -56,3 +56,21 @@ def test_mismatched_items_or_seeds_are_refused():
         paired_difference([np.ones(3)], [np.ones(4)])
     with pytest.raises(ValueError, match="give one, or one per seed"):
         paired_difference([np.ones(3)] * 3, [np.ones(3)] * 2)
+
+
+def test_the_edges_of_a_difference_its_record_and_its_text():
+    """A gain of exactly the noise threshold is within it; one item has no item spread; the record and the text in any
+    scale; a rate a rounding past 1 has no negative variance; no seeds is refused by name."""
+    assert not Difference(0.04, 0.02).helped(2.0) and Difference(0.0401, 0.02).helped(2.0)
+    assert Difference(0.25, 0.5).as_dict() == {"difference": 0.25, "se": 0.5}
+    assert Difference(0.0123, 0.0046).describe(scale=1.0, digits=3) == "+0.012 ± 0.005"
+    assert Difference(-0.5, 0.25).describe() == "-50.0 ± 25.0"
+    one = paired_difference([np.array([1])], [np.array([0])])
+    assert one.value == 1.0 and math.isnan(one.se)
+    assert binomial_se(1.0 + 1e-12, 5) == 0.0
+    with pytest.raises(ValueError, match="^no scored seed to compare$"):
+        paired_difference([], [np.ones(3)])
+    with pytest.raises(ValueError, match=r"^hits over \(3,\) items against a reference over \(4,\): score the same items$"):
+        paired_difference([np.ones(3)], [np.ones(4)])
+    with pytest.raises(ValueError, match="^3 seeds of hits but 2 references: give one, or one per seed$"):
+        paired_difference([np.ones(3)] * 3, [np.ones(3)] * 2)
