@@ -104,3 +104,51 @@ def test_a_generated_set_is_read_back_under_its_benchmark():
     clean, corrupted = load_sets(stored)
     assert (corrupted.benchmark, corrupted.source, list(corrupted.sets)) == ("cifar10_c", "generated", [("fog", 1)])
     assert clean.labels.tolist() == [0, 1]
+
+
+def test_the_results_record_and_table_hold_each_starts_errors_by_group_and_type():
+    """Per start: its clean error, each group's error and each corruption's mean over severities (the record), and the
+    markdown table of the clean and group errors in %."""
+    import pandas as pd
+
+    from fdsml.evaluation.corruptions import CORRUPTION_GROUPS, CorruptedSet
+    from fdsml.evaluation.robustness import _markdown, _metrics
+
+    table = pd.DataFrame(
+        [(model, corruption, severity, error)
+         for model, base in (("scratch", 0.5), ("fdsml", 0.25))
+         for corruption, shift in (("fog", 0.0), ("gaussian_noise", 0.125))
+         for severity, error in ((1, base + shift), (2, base + shift + 0.25))],
+        columns=["model", "corruption", "severity", "error"],
+    )  # fmt: skip
+    groups = pd.DataFrame({"noise": [0.75, 0.5], "weather": [0.625, 0.375]}, index=["scratch", "fdsml"])
+    clean = {"scratch": 0.125, "fdsml": 0.0625}
+    records = ImageRecords(labels=np.array([0]), images=np.zeros((1, 32, 32, 3), np.uint8))
+    corrupted = CorruptedSet("cifar10_c", {("fog", 1): records, ("gaussian_noise", 1): records}, "generated")
+    stored = {"source": "generated", "dataset": "digits"}
+    record = _metrics(table, groups, clean, corrupted, parse_robustness_params({}), stored, 40)
+    assert record == {
+        "benchmark": "cifar10_c", "source": "generated", "dataset": "digits", "images": 40,
+        "groups": {group: list(names) for group, names in CORRUPTION_GROUPS["cifar10_c"].items()},
+        "results": {
+            "scratch": {"clean_error": 0.125, "noise": 0.75, "weather": 0.625, "per_corruption": {"fog": 0.625, "gaussian_noise": 0.75}},
+            "fdsml": {"clean_error": 0.0625, "noise": 0.5, "weather": 0.375, "per_corruption": {"fog": 0.375, "gaussian_noise": 0.5}},
+        },
+    }  # fmt: skip
+    assert _markdown(groups, clean) == (
+        "| starting point | clean | noise | weather |\n"
+        "|---|---:|---:|---:|\n"
+        "| scratch | 12.50 | 75.00 | 62.50 |\n"
+        "| fdsml | 6.25 | 50.00 | 37.50 |\n"
+    )
+
+
+def test_the_example_is_the_image_asked_for_clipped_to_the_set_with_its_clean_version_first():
+    from fdsml.evaluation.robustness import corruption_examples
+
+    clean, fog = (np.stack([np.full((32, 32, 3), value + i, np.uint8) for i in range(3)]) for value in (100, 10))
+    stored = {"benchmark": "cifar10_c", "source": "generated", "keys": ["clean", "fog/1"], "shards": [clean, fog], "labels": [0, 1, 2]}
+    for asked, shown in ((1, 1), (7, 2)):
+        figure = corruption_examples(stored, parse_robustness_params({"example_index": asked}))
+        assert figure.texts[0].get_text() == f"cifar10_c (generated): test image {shown}"
+        assert [int(axis.get_images()[0].get_array()[0, 0, 0]) for axis in figure.axes] == [100 + shown, 10 + shown]
