@@ -62,8 +62,10 @@ def test_the_noise_threshold_must_be_positive(noise_ses):
     from fdsml.config import ConfigError
     from fdsml.training.comparison import BaselineSettings
 
-    with pytest.raises(ConfigError, match="noise_ses"):
+    with pytest.raises(ConfigError, match=f"^noise_ses: must be positive, got {noise_ses}$"):
         BaselineSettings(noise_ses=noise_ses)
+    with pytest.raises(ConfigError, match="^pixel_size: must be positive, got 0$"):
+        BaselineSettings(pixel_size=0)
 
 
 def test_the_losses_are_read_as_their_first_tenth_the_tenth_before_the_last_and_the_last():
@@ -78,3 +80,64 @@ def test_a_loss_fell_only_by_more_than_so_many_standard_errors_of_the_difference
     before, after = np.array([3.0, 5.0]), np.array([0.0, 2.0])  # means 4 and 1: a fall of 3 = 2.12 SE
     assert _fell(before, after, 2.0) and not _fell(before, after, 2.2) and not _fell(after, before, 0.0)
     assert not _fell(np.array([1.0, 3.0]), np.array([0.0, 0.0]), 2.0)  # a fall of exactly 2 SE is not more than 2
+
+
+def test_the_rates_note_names_each_fixed_rate_by_its_key_and_how_the_search_chooses_the_rest():
+    from fdsml.training.classification import parse_classification_params, rate_source
+    from fdsml.training.comparison import is_searched, rates_note
+
+    starts = [{"name": "scratch"}, {"name": "fdsml", "checkpoint": "pretrained_model", "base_lr": 3e-4}, {"name": "own", "checkpoint": "own.pt"}]
+    fixed = parse_classification_params({"starting_points": starts})
+    note = lambda config: rates_note(config, config.starting_points, rate_source, task="classification", by="top-1", on="the training images")
+    assert note(fixed) == (
+        "rates: scratch 0.001 (classification.optimizer.base_lr); fdsml 0.0003 (classification.starting_points[1].base_lr); "
+        "own 0.001 (classification.optimizer.base_lr)"
+    )
+    searching = parse_classification_params({"starting_points": starts, "rate_search": {"rates": [1e-4, 1e-3], "validation_fraction": 0.25}})
+    assert [is_searched(searching, start) for start in searching.starting_points] == [True, False, True]
+    assert not any(is_searched(fixed, start) for start in fixed.starting_points)
+    assert note(searching) == (
+        "rates: fdsml 0.0003 (classification.starting_points[1].base_lr); scratch, own chosen by top-1 from 0.0001, 0.001 on "
+        "25% of the training images held out (classification.rate_search: 2 more fine-tunings a start)"
+    )
+
+
+def test_the_rate_record_and_its_cell():
+    from fdsml.training.comparison import rate_cell, rate_record
+    from fdsml.training.rate_search import RateChoice
+
+    plan = _plan()
+    assert rate_record(3e-4, plan, "retrieval.optimizer.base_lr") == {"base_lr": 3e-4, "learning_rate": plan.learning_rate, "source": "retrieval.optimizer.base_lr"}
+    choice = RateChoice(1e-3, "map@r", {1e-3: {"map@r": 0.5}}, "20 % of the training classes", 12.0)
+    assert rate_record(1e-3, plan, "chosen on validation", choice)["search"] == choice.as_dict()
+    assert rate_cell({"base_lr": 3e-4, "source": "chosen on validation"}) == "0.0003 (chosen on validation)"
+    assert rate_cell({"base_lr": 0.00123456, "source": "k"}) == "0.00123 (k)"
+
+
+def test_the_difference_table_the_rate_search_table_and_the_verdicts_under_them():
+    from fdsml.training.comparison import FROZEN, PIXELS, difference_rows, rate_search_rows, verdict_paragraphs, versus_record
+
+    versus = versus_record({PIXELS: (0.3, Difference(0.125, 0.025)), FROZEN: (0.35, Difference(-0.0625, 0.0125))}, "recall@1")
+    assert versus[PIXELS] == {"metric": "recall@1", "baseline": 0.3, "difference": 0.125, "se": 0.025}
+    search = {"rates": {"0.0003": {"map@r": 0.25}, "0.001": {"map@r": 0.375}}, "chosen": 1e-3, "metric": "map@r",
+              "validation": "20 % of the training classes", "seconds": 61.4}  # fmt: skip
+    results = {
+        "fdsml": {"versus": versus, "rate": {"search": search}, "verdict": "fine-tuning did not help: fdsml fine-tuned reaches x"},
+        "scratch": {"versus": versus, "rate": {"base_lr": 1e-3}},
+        "own": {"versus": versus, "rate": {"search": {**search, "rates": {"0.003": {"map@r": 0.5}}, "chosen": 3e-3}}, "verdict": None},
+    }
+    assert difference_rows(results) == [
+        "| start | - raw pixels | - its frozen trunk |", "|---|---:|---:|",
+        "| fdsml | +12.5 ± 2.5 | -6.2 ± 1.2 |", "| scratch | +12.5 ± 2.5 | -6.2 ± 1.2 |", "| own | +12.5 ± 2.5 | -6.2 ± 1.2 |",
+    ]  # fmt: skip
+    assert rate_search_rows(results, "the test classes") == [
+        "",
+        "Rates chosen on validation (map@r, %, on 20 % of the training classes; never the test classes):",
+        "",
+        "| start | 0.0003 | 0.001 | 0.003 | chosen | search seconds |",
+        "|---|---:|---:|---:|---:|---:|",
+        "| fdsml | 25.0 | 37.5 |  | 0.001 | 61 |",
+        "| own |  |  | 50.0 | 0.003 | 61 |",
+    ]
+    assert rate_search_rows({"scratch": results["scratch"]}, "the test classes") == []
+    assert verdict_paragraphs(results) == "\nFine-tuning did not help: fdsml fine-tuned reaches x.\n"
