@@ -49,3 +49,8 @@ def test_class_sums_read_in_chunks_equal_those_read_whole_and_by_hand():
     by_hand = torch.tensor(np.stack([unit[labels == c].sum(axis=0) for c in range(4)]))
     torch.testing.assert_close(chunked, whole)
     torch.testing.assert_close(chunked, by_hand)
+
+
+def test_class_sums_off_rank_0_are_none():
+    """Under DDP only rank 0 holds vectors: every other rank gets no sums, whatever the chunking."""
+    assert class_sums(lambda part: None, _indexed(np.array([0, 1, 1])), 2, chunk=2) is None

@@ -45,3 +45,21 @@ def test_classification_scores_mark_each_images_top1_hit_in_order():
     dataset = ImageRecordsDataset(ImageRecords(labels=np.array([1, 0, 1, 1]), images=images), ImageTransform(32, crop_fraction=1.0))
     scores, hits = classification_scores(Brightness(), dataset, batch_size=3)
     assert hits.tolist() == [True, False, True, True] and scores == {"top1": 0.75, "top5": 1.0}
+
+
+def test_top1_and_top5_by_default_over_more_than_five_classes_and_the_refusals_in_full():
+    logits = torch.arange(7.0).repeat(3, 1)  # every row ranks class 6 first, class 0 last
+    labels = torch.tensor([6, 2, 1])  # ranks 1st, 5th and 6th
+    assert topk_accuracy(logits, labels) == {1: pytest.approx(1 / 3), 5: pytest.approx(2 / 3)}
+    with pytest.raises(ValueError, match=r"^need logits \(N, C\) and labels \(N,\), got \(3, 4\) and \(2,\)$"):
+        topk_accuracy(torch.zeros(3, 4), torch.zeros(2, dtype=torch.long))
+    with pytest.raises(ValueError, match="^no images to score$"):
+        topk_accuracy(torch.zeros(0, 4), torch.zeros(0, dtype=torch.long))
+
+
+def test_the_metrics_are_the_scores_without_the_hits():
+    from fdsml.evaluation.classification import classification_metrics
+
+    images = np.stack([np.full((32, 32, 3), value, np.uint8) for value in (250, 40)])
+    dataset = ImageRecordsDataset(ImageRecords(labels=np.array([1, 1]), images=images), ImageTransform(32, crop_fraction=1.0))
+    assert classification_metrics(Brightness(), dataset, batch_size=1) == {"top1": 1.0, "top5": 1.0}
