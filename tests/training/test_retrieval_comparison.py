@@ -201,3 +201,62 @@ def test_embeddings_are_of_the_test_view_never_the_training_one():
     expected = image_records.test_view(torch.from_numpy(ramp.copy()).permute(2, 0, 1), 16, 0.5).float().mean(dim=(1, 2)) / 255
     embedded = embed(_ViewMeans(), records, config)
     np.testing.assert_allclose(embedded, np.broadcast_to(expected.numpy(), (6, 3)), rtol=0, atol=1e-6)
+
+
+def _coloured(angles_deg) -> np.ndarray:
+    """One flat image per angle: red cos, green sin (x 200), so that a mean-colour embedding's cosine orders them by angle."""
+    angles = np.radians(np.asarray(angles_deg, dtype=np.float64))
+    colours = np.stack([200 * np.cos(angles), 200 * np.sin(angles), np.zeros_like(angles)], axis=1).round().astype(np.uint8)
+    return np.broadcast_to(colours[:, None, None, :], (len(angles), 20, 20, 3)).copy()
+
+
+def test_the_example_figure_shows_seeded_queries_and_their_nearest_gallery_images_never_themselves(monkeypatch):
+    """A test set searched against itself: each chosen query's k nearest others by cosine of mean colour, in order,
+    without the query; a query set searched against its gallery; every image drawn as it was read (channels first)."""
+    from fdsml.data import RetrievalSplits
+    from fdsml.training import retrieval
+
+    drawn = []
+    monkeypatch.setattr(retrieval, "top_k_figure", lambda *parts: drawn.append(parts) or "figure")
+    angles = [0, 5, 15, 30, 50, 75, 90]
+    records = ImageRecords(labels=np.array([0, 0, 1, 1, 2, 2, 3]), images=_coloured(angles))
+    config = parse_retrieval_params(TINY | {"seeds": [4], "n_example_queries": 3, "data": TINY["data"] | {"image_size": 16, "crop_fraction": 0.5}})
+    assert retrieval.retrieval_examples(_ViewMeans(), RetrievalSplits("toy", records, (1,), test=records), config, k=2) == "figure"
+    query_images, query_labels, gallery_images, gallery_labels, neighbours = drawn[0]
+    chosen = np.random.default_rng(4).choice(7, size=3, replace=False)
+    nearest = {i: sorted((j for j in range(7) if j != i), key=lambda j: (abs(angles[j] - angles[i]), j))[:2] for i in range(7)}
+    assert neighbours.tolist() == [nearest[i] for i in chosen] and query_labels.tolist() == records.labels[chosen].tolist()
+    view = lambda i: records.images[i].transpose(2, 0, 1)
+    assert all(np.array_equal(image, view(i)) for image, i in zip(query_images, chosen))
+    assert sorted(gallery_images) == sorted({j for i in chosen for j in nearest[i]})
+    assert all(np.array_equal(gallery_images[j], view(j)) for j in gallery_images) and gallery_labels is records.labels
+    split = RetrievalSplits("toy", records, (1,), query=records.subset(np.array([1, 4])), gallery=records.subset(np.array([0, 2, 6])))
+    retrieval.retrieval_examples(_ViewMeans(), split, parse_retrieval_params(TINY | {"n_example_queries": 5}), k=2)
+    _, query_labels, _, _, neighbours = drawn[1]
+    by_query = dict(zip(query_labels.tolist(), neighbours.tolist()))  # gallery angles 0, 15, 90; queries at 5 and 50
+    assert by_query == {0: [0, 1], 2: [1, 2]}
+
+
+def test_each_seed_of_a_start_is_scored_logged_and_sent_live_under_its_own_folder(tmp_path, caplog):
+    """Two fine-tuning seeds of one start: each its metrics (keyed by the seed), its log line, its live scores and rows;
+    the histories stacked under one index with their dataset, start and seed; the model file of the first seed."""
+    from fdsml import distributed
+    from fdsml.training.live import live_metrics
+    from fdsml.training.retrieval import finetune_start
+
+    config = _config(tmp_path, seeds=[0, 1], live_dir=str(tmp_path / "live"))
+    start = config.starts[0]
+    live = live_metrics(config.live_dir, config, distributed.setup("cpu"))
+    with caplog.at_level("INFO", logger="fdsml.training.retrieval"):
+        result = finetune_start(config, load_splits(config), start, live=live)
+    assert list(result.per_seed) == ["0", "1"] and result.per_seed["0"] != result.per_seed["1"]
+    for seed, metrics in result.per_seed.items():
+        line = f"scratch seed {seed}: " + ", ".join(f"{name} {100 * value:.1f}" for name, value in metrics.items())
+        assert line in caplog.messages
+        live_scores = json.loads((tmp_path / "live" / "metrics.json").read_text())["digits"][f"scratch_seed{seed}"]
+        assert {name: live_scores[name] for name in metrics} == pytest.approx(metrics)
+        assert (tmp_path / "live" / "plots" / "metrics" / "digits" / f"scratch_seed{seed}" / "loss.tsv").is_file()
+    history = result.history
+    assert history.index.tolist() == list(range(len(history))) and history["seed"].tolist() == [0, 0, 1, 1]
+    assert set(history["dataset"]) == {"digits"} and set(history["start"]) == {"scratch"}
+    assert {key: result.model["metadata"][key] for key in ("start", "checkpoint", "seed")} == {"start": "scratch", "checkpoint": None, "seed": 0}
