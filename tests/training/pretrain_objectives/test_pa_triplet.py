@@ -87,3 +87,20 @@ def test_the_objectives_defaults_are_the_settings_defaults_and_an_unknown_mode_i
         assert (objective.loss.margin, objective.loss.distance.normalize_embeddings, objective.seed) == (0.2, True, 0)
     with pytest.raises(ValueError, match="^unknown triplet mode 'pairs'; choose one of batch, explicit$"):
         PATripletObjective("same", mode="pairs")
+
+
+def test_the_triplet_settings_bounds_a_margin_of_zero_and_no_gap_allowed_and_their_refusals_named():
+    from fdsml.config import ConfigError
+    from fdsml.training.pretrain_objectives.triplet_settings import DescriptorTripletSettings
+
+    settings = DescriptorTripletSettings(margin=0.0, min_relative_gap=0.0, max_triplets=1)
+    assert settings.loss_options() == {"margin": 0.0, "normalize_embeddings": True, "reducer": "mean", "max_triplets": 1, "min_relative_gap": 0.0, "graded_margin": False}
+    for changes, message in (
+        ({"margin": -0.5}, "margin: must be >= 0, got -0.5"),
+        ({"max_triplets": 0}, "max_triplets: must be positive, got 0"),
+        ({"min_relative_gap": -0.1}, "min_relative_gap: must lie in [0, 1) (0 keeps every triplet), got -0.1"),
+        ({"min_relative_gap": 1.0}, "min_relative_gap: must lie in [0, 1) (0 keeps every triplet), got 1.0"),
+    ):
+        with pytest.raises(ConfigError) as refused:
+            DescriptorTripletSettings(**changes)
+        assert str(refused.value) == message
