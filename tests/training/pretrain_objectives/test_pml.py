@@ -48,3 +48,14 @@ def test_the_recipe_builds_the_loss_its_settings_name_and_asks_for_pairs_of_a_cl
     with pytest.raises(ConfigError, match=r"instances_per_class.*the pml loss needs positive pairs, at least 2 instances per class"):
         parse_pretrain_params({"objective": "pml", "data": {"instances_per_class": 1}})
     assert parse_pretrain_params({"objective": "pml", "data": {"instances_per_class": 2}}).data.instances_per_class == 2
+
+
+def test_the_pair_loss_settings_refuse_an_unknown_loss_or_a_value_the_library_refuses_naming_both():
+    from fdsml.training.pretrain_objectives.pml import PairLossSettings
+
+    with pytest.raises(ConfigError) as unknown:
+        PairLossSettings(loss="nope")
+    assert str(unknown.value) == "loss: unknown pair loss 'nope'; choose one of multi_similarity, contrastive, circle, ntxent, supcon"
+    with pytest.raises(ConfigError, match=r"^options: circle does not take \{'m': 'x'\}: unsupported operand"):
+        PairLossSettings(loss="circle", options={"m": "x"})
+    assert PairLossObjective(build_pair_loss("multi_similarity")).param_groups() == []
