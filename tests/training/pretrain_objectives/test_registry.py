@@ -139,3 +139,20 @@ def test_a_registered_objective_is_found_by_its_name_and_reads_normalised_featur
     assert objective_recipe("probe_only").normalized_distances({}) is True  # features read normalised, as retrieval does
     triplet = objective_recipe("pa_triplet")
     assert triplet.normalized_distances(triplet.settings(normalize_embeddings=False)) is False
+
+
+def test_what_a_batch_must_hold_follows_the_mined_filter_and_the_batches():
+    """``same`` needs three instances of the anchor's class, ``each`` two and a second class, ``all`` and ``diff`` one;
+    shuffled batches and explicit triplets promise nothing of a class."""
+    from fdsml.training.pretrain_objectives.recipe import BatchNeed
+
+    recipe = objective_recipe("pa_triplet")
+    needs = lambda **settings: recipe.batch_needs(recipe.settings(**settings))
+    assert needs(filter="same") == (BatchNeed("instances_per_class", 3, "filter 'same' needs at least 3 instances of the anchor's class per batch"),)
+    assert needs(filter="each") == (
+        BatchNeed("instances_per_class", 2, "filter 'each' needs at least 2 instances of the anchor's class per batch"),
+        BatchNeed("classes_per_batch", 2, "filter 'each' needs at least 2 classes per batch"),
+    )
+    assert needs(filter="same", mode="explicit") == () and needs(filter="all") == ()  # all: plain shuffled batches
+    fdsl_pa = objective_recipe("fdsl_pa")
+    assert [need.at_least for need in fdsl_pa.batch_needs(fdsl_pa.settings(filter="diff"))] == [1]
