@@ -148,3 +148,25 @@ def _interrupted(objective, cls):
     """``objective`` as an instance of its subclass ``cls`` (same state)."""
     objective.__class__ = cls
     return objective
+
+
+def test_the_settings_defaults_are_conf_bases_and_their_bounds_are_named():
+    """The dataclass's defaults and conf/base's block hold the same tuned recipe; a weight of 0 (cross-entropy alone) and
+    plain batches for a filter that needs no class are allowed, the rest refused in full."""
+    from fdsml.config import ConfigError, env_parameters
+    from fdsml.training.pretrain_objectives.fdsl_pa import FDSLPASettings
+
+    from tests.support import ROOT
+
+    assert FDSLPASettings(**env_parameters(str(ROOT / "conf"), "base")["pretrain"]["fdsl_pa"]) == FDSLPASettings()
+    assert FDSLPASettings(weight=0.0, label_smoothing=0.0, batches="shuffled", filter="diff").weight == 0.0
+    for changes, message in (
+        ({"weight": -1.0}, "weight: must be >= 0 (0: cross-entropy alone), got -1.0"),
+        ({"label_smoothing": 1.0}, "label_smoothing: must lie in [0, 1), got 1.0"),
+        ({"label_smoothing": -0.1}, "label_smoothing: must lie in [0, 1), got -0.1"),
+        ({"batches": "shuffled", "filter": "each"}, "batches: plain shuffled batches hold almost no same-class candidates, so "
+         "filter 'each' finds next to no triplet; use class_balanced (P x K batches), or filter all or diff"),
+    ):  # fmt: skip
+        with pytest.raises(ConfigError) as refused:
+            FDSLPASettings(**changes)
+        assert str(refused.value) == message
