@@ -237,7 +237,7 @@ def test_the_example_figure_shows_seeded_queries_and_their_nearest_gallery_image
     assert by_query == {0: [0, 1], 2: [1, 2]}
 
 
-def test_each_seed_of_a_start_is_scored_logged_and_sent_live_under_its_own_folder(tmp_path, caplog):
+def test_each_seed_of_a_start_is_scored_logged_and_sent_live_under_its_own_folder(tmp_path, pretrained, caplog):
     """Two fine-tuning seeds of one start: each its metrics (keyed by the seed), its log line, its live scores and rows;
     the histories stacked under one index with their dataset, start and seed; the model file of the first seed."""
     from fdsml import distributed
@@ -245,18 +245,18 @@ def test_each_seed_of_a_start_is_scored_logged_and_sent_live_under_its_own_folde
     from fdsml.training.retrieval import finetune_start
 
     config = _config(tmp_path, seeds=[0, 1], live_dir=str(tmp_path / "live"))
-    start = config.starts[0]
+    start = config.starts[1]  # fdsml: the pre-trained trunk, whose checkpoint the model file names
     live = live_metrics(config.live_dir, config, distributed.setup("cpu"))
     with caplog.at_level("INFO", logger="fdsml.training.retrieval"):
-        result = finetune_start(config, load_splits(config), start, live=live)
+        result = finetune_start(config, load_splits(config), start, pretrained, live=live)
     assert list(result.per_seed) == ["0", "1"] and result.per_seed["0"] != result.per_seed["1"]
     for seed, metrics in result.per_seed.items():
-        line = f"scratch seed {seed}: " + ", ".join(f"{name} {100 * value:.1f}" for name, value in metrics.items())
+        line = f"fdsml seed {seed}: " + ", ".join(f"{name} {100 * value:.1f}" for name, value in metrics.items())
         assert line in caplog.messages
-        live_scores = json.loads((tmp_path / "live" / "metrics.json").read_text())["digits"][f"scratch_seed{seed}"]
+        live_scores = json.loads((tmp_path / "live" / "metrics.json").read_text())["digits"][f"fdsml_seed{seed}"]
         assert {name: live_scores[name] for name in metrics} == pytest.approx(metrics)
-        assert (tmp_path / "live" / "plots" / "metrics" / "digits" / f"scratch_seed{seed}" / "loss.tsv").is_file()
+        assert (tmp_path / "live" / "plots" / "metrics" / "digits" / f"fdsml_seed{seed}" / "loss.tsv").is_file()
     history = result.history
     assert history.index.tolist() == list(range(len(history))) and history["seed"].tolist() == [0, 0, 1, 1]
-    assert set(history["dataset"]) == {"digits"} and set(history["start"]) == {"scratch"}
-    assert {key: result.model["metadata"][key] for key in ("start", "checkpoint", "seed")} == {"start": "scratch", "checkpoint": None, "seed": 0}
+    assert set(history["dataset"]) == {"digits"} and set(history["start"]) == {"fdsml"}
+    assert {key: result.model["metadata"][key] for key in ("start", "checkpoint", "seed")} == {"start": "fdsml", "checkpoint": "pretrained_model", "seed": 0}
