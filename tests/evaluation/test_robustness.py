@@ -152,3 +152,41 @@ def test_the_example_is_the_image_asked_for_clipped_to_the_set_with_its_clean_ve
         figure = corruption_examples(stored, parse_robustness_params({"example_index": asked}))
         assert figure.texts[0].get_text() == f"cifar10_c (generated): test image {shown}"
         assert [int(axis.get_images()[0].get_array()[0, 0, 0]) for axis in figure.axes] == [100 + shown, 10 + shown]
+
+
+def test_the_corruption_packages_version_defines_a_generated_set(monkeypatch):
+    """Another imagecorruptions release may corrupt differently: its version is part of what defines the set."""
+    from fdsml.evaluation import robustness
+
+    clean = ImageRecords(labels=np.array([0, 1]), images=np.zeros((2, 32, 32, 3), np.uint8))
+    asked = []
+    monkeypatch.setattr(robustness, "version", lambda name: asked.append(name) or "1.0")
+    first = fingerprint(parse_robustness_params({}), clean)
+    monkeypatch.setattr(robustness, "version", lambda name: "2.0")
+    assert fingerprint(parse_robustness_params({}), clean) != first and asked == ["imagecorruptions-imaug"]
+
+
+def test_a_missing_released_root_is_said_and_the_set_generated_from_the_datasets_own_root(tmp_path, monkeypatch, caplog):
+    from fdsml.evaluation import robustness
+
+    images = np.zeros((2, 32, 32, 3), np.uint8)
+    splits = ClassificationSplits("digits", ImageRecords(labels=np.array([0, 1]), images=images), ImageRecords(labels=np.array([0, 1]), images=images), 2)
+    reads = []
+    monkeypatch.setattr(robustness, "read_classification_dataset", lambda name, root, *, seed: reads.append((name, root, seed)) or splits)
+    config = parse_robustness_params({"released_root": str(tmp_path / "absent"), "severities": [1], "max_images": 2})
+    with caplog.at_level("WARNING", logger="fdsml"):
+        stored = corrupted_test_set(config, DatasetSettings("digits", root="/data/digits"), 3, (32, 1.0), None)
+    assert caplog.messages[0] == f"{tmp_path / 'absent'} not found: generating cifar10_c from the clean test set instead"
+    assert stored["source"] == "generated" and reads == [("digits", "/data/digits", 3)]
+
+
+def test_a_view_too_small_to_corrupt_is_refused_with_both_fixes_and_a_released_view_names_its_benchmark(tmp_path):
+    with pytest.raises(ConfigError) as small:
+        corrupted_test_set(parse_robustness_params({}), DatasetSettings(), 0, (16, 1.0), None)
+    assert str(small.value) == (
+        "classification.image_size: corruptions need images of at least 32 px, got 16; raise it, or point "
+        "robustness.released_root at released files"
+    )
+    config = parse_robustness_params({"benchmark": "imagenet_c", "released_root": str(tmp_path)})
+    with pytest.raises(ValueError, match=r"^released imagenet_c is at the test view"):
+        corrupted_test_set(config, DatasetSettings(), 0, (32, 1.0), None)
