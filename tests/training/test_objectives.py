@@ -37,3 +37,9 @@ def test_the_proxies_train_at_their_multiple_of_the_rate_without_weight_decay():
     groups = [(group["lr"], group["weight_decay"], group["params"]) for group in optimizer.param_groups]
     assert [(lr, decay) for lr, decay, _ in groups] == [(0.1, 1e-4), (0.1, 1e-4), (pytest.approx(5.0), 0.0)]
     assert [id(p) for p in groups[2][2]] == [id(p) for p in loss.parameters()] and len(groups[2][2]) > 0
+
+
+def test_cross_entropy_is_unsmoothed_unless_asked():
+    logits, labels = torch.tensor([[2.0, 0.0, -1.0], [0.5, 0.5, 3.0]]), torch.tensor([0, 1])
+    loss, _ = CrossEntropyObjective()(Fixed(), {"image": logits, "label": labels})
+    assert loss.item() == pytest.approx(torch.nn.functional.cross_entropy(logits, labels).item(), rel=1e-6)
