@@ -169,15 +169,21 @@ def test_the_corruption_packages_version_defines_a_generated_set(monkeypatch):
 def test_a_missing_released_root_is_said_and_the_set_generated_from_the_datasets_own_root(tmp_path, monkeypatch, caplog):
     from fdsml.evaluation import robustness
 
-    images = np.zeros((2, 32, 32, 3), np.uint8)
-    splits = ClassificationSplits("digits", ImageRecords(labels=np.array([0, 1]), images=images), ImageRecords(labels=np.array([0, 1]), images=images), 2)
+    from fdsml.evaluation.corruptions import clean_test_images
+
+    images = np.zeros((8, 32, 32, 3), np.uint8)
+    test = ImageRecords(labels=np.arange(8), images=images)
+    splits = ClassificationSplits("digits", test, test, 8)
     reads = []
     monkeypatch.setattr(robustness, "read_classification_dataset", lambda name, root, *, seed: reads.append((name, root, seed)) or splits)
-    config = parse_robustness_params({"released_root": str(tmp_path / "absent"), "severities": [1], "max_images": 2})
+    config = parse_robustness_params({"released_root": str(tmp_path / "absent"), "severities": [1], "max_images": 3, "seed": 5})
     with caplog.at_level("WARNING", logger="fdsml"):
         stored = corrupted_test_set(config, DatasetSettings("digits", root="/data/digits"), 3, (32, 1.0), None)
     assert caplog.messages[0] == f"{tmp_path / 'absent'} not found: generating cifar10_c from the clean test set instead"
     assert stored["source"] == "generated" and reads == [("digits", "/data/digits", 3)]
+    drawn = clean_test_images(test, 32, 1.0, max_images=3, seed=5)  # the subset the robustness seed draws
+    assert stored["labels"] == drawn.labels.tolist() != clean_test_images(test, 32, 1.0, max_images=3, seed=0).labels.tolist()
+    assert stored["fingerprint"] == fingerprint(config, drawn)
 
 
 def test_a_view_too_small_to_corrupt_is_refused_with_both_fixes_and_a_released_view_names_its_benchmark(tmp_path):
