@@ -196,3 +196,25 @@ def test_a_view_too_small_to_corrupt_is_refused_with_both_fixes_and_a_released_v
     config = parse_robustness_params({"benchmark": "imagenet_c", "released_root": str(tmp_path)})
     with pytest.raises(ValueError, match=r"^released imagenet_c is at the test view"):
         corrupted_test_set(config, DatasetSettings(), 0, (32, 1.0), None)
+
+
+def test_a_stored_generated_set_of_the_same_fingerprint_is_reused_and_reported_as_such(monkeypatch, caplog):
+    """The second call finds the first's set up to date: it is returned as stored (less its folder and count), the log
+    says so with the fingerprint's head, and the run's report records the step as reused; a new set is reported new."""
+    from fdsml.evaluation import robustness
+    from fdsml.run_events import StepReport, start_recording, stop_recording
+
+    images = np.zeros((3, 32, 32, 3), np.uint8)
+    test = ImageRecords(labels=np.arange(3), images=images)
+    monkeypatch.setattr(robustness, "read_classification_dataset", lambda name, root, *, seed: ClassificationSplits("digits", test, test, 3))
+    config = parse_robustness_params({"severities": [1]})
+    recording = start_recording()
+    try:
+        first = corrupted_test_set(config, DatasetSettings("digits"), 0, (32, 1.0), None)
+        with caplog.at_level("INFO", logger="fdsml"):
+            again = corrupted_test_set(config, DatasetSettings("digits"), 0, (32, 1.0), first | {"folder": "x", "count": 3})
+    finally:
+        stop_recording(recording)
+    assert again.keys() == first.keys() and again["fingerprint"] == first["fingerprint"]
+    assert caplog.messages[-1] == f"The corrupted test set is up to date (fingerprint {first['fingerprint'][:12]}): reusing it"
+    assert recording == [StepReport("corrupted test set", "corrupted_test_set", reused=False), StepReport("corrupted test set", "corrupted_test_set", reused=True)]
