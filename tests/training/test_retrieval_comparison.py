@@ -2,10 +2,8 @@
 spreads only where seeds ran, and a dataset too small for the recipe refused before any work."""
 
 import json
-from dataclasses import replace
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
 
