@@ -179,6 +179,18 @@ def tiny_embedding_model():
     return build_model("resnet18", img_size=16, embedding_dim=8)
 
 
+def tiny_classification_splits(name: str = "tiny"):
+    """Classification splits of 12 random 16 px images of 3 classes, the first 6 also the test split."""
+    import numpy as np
+
+    from fdsml.data import ImageRecords
+    from fdsml.data.classification_datasets import ClassificationSplits
+
+    images = np.random.default_rng(0).integers(0, 256, size=(12, 16, 16, 3), dtype=np.uint8)
+    labels = np.arange(12) % 3
+    return ClassificationSplits(name, ImageRecords(labels=labels, images=images), ImageRecords(labels=labels[:6], images=images[:6]), 3)
+
+
 def two_kinds_of_image():
     """Retrieval splits of 12 images, class 0 with a dark left half, class 1 a dark right half: any random conv trunk tells them apart."""
     import numpy as np

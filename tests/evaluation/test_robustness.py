@@ -75,6 +75,15 @@ def test_a_set_stored_at_one_view_is_refused_to_a_classifier_of_another():
         evaluate_robustness(classifier, stored, parse_robustness_params({}), DatasetSettings("digits"), 0)
 
 
+def _reading(monkeypatch, splits: ClassificationSplits) -> list[tuple]:
+    """Robustness reads ``splits`` for any dataset; the list gets each read's (name, root, seed)."""
+    from fdsml.evaluation import robustness
+
+    reads = []
+    monkeypatch.setattr(robustness, "read_classification_dataset", lambda name, root, *, seed: reads.append((name, root, seed)) or splits)
+    return reads
+
+
 def test_a_released_set_is_read_from_its_root_labelled_by_the_classifiers_training_classes(tmp_path, monkeypatch):
     """ImageNet-C's folders are labelled by the classes of the dataset the classifiers were trained on, read from the
     dataset's root with the split seed; its clean images are that dataset's test split."""
@@ -87,8 +96,7 @@ def test_a_released_set_is_read_from_its_root_labelled_by_the_classifiers_traini
             Image.fromarray(np.zeros((4, 4, 3), np.uint8)).save(folder / "x.JPEG", format="JPEG")
     test = ImageRecords(labels=np.array([0, 1]), images=np.zeros((2, 4, 4, 3), np.uint8))
     splits = ClassificationSplits("imagenet100", test, test, 3, class_names=("n00", "n01", "n02"))
-    reads = []
-    monkeypatch.setattr(robustness, "read_classification_dataset", lambda name, root, *, seed: reads.append((name, root, seed)) or splits)
+    reads = _reading(monkeypatch, splits)
     stored = {"source": "released", "benchmark": "imagenet_c", "root": str(tmp_path)}
     clean, corrupted = robustness._clean_and_corrupted(stored, DatasetSettings("imagenet100", root="/data/in100"), 4)
     assert reads == [("imagenet100", "/data/in100", 4)] and clean is test
@@ -167,15 +175,12 @@ def test_the_corruption_packages_version_defines_a_generated_set(monkeypatch):
 
 
 def test_a_missing_released_root_is_said_and_the_set_generated_from_the_datasets_own_root(tmp_path, monkeypatch, caplog):
-    from fdsml.evaluation import robustness
-
     from fdsml.evaluation.corruptions import clean_test_images
 
     images = np.zeros((8, 32, 32, 3), np.uint8)
     test = ImageRecords(labels=np.arange(8), images=images)
     splits = ClassificationSplits("digits", test, test, 8)
-    reads = []
-    monkeypatch.setattr(robustness, "read_classification_dataset", lambda name, root, *, seed: reads.append((name, root, seed)) or splits)
+    reads = _reading(monkeypatch, splits)
     config = parse_robustness_params({"released_root": str(tmp_path / "absent"), "severities": [1], "max_images": 3, "seed": 5})
     with caplog.at_level("WARNING", logger="fdsml"):
         stored = corrupted_test_set(config, DatasetSettings("digits", root="/data/digits"), 3, (32, 1.0), None)
@@ -201,12 +206,11 @@ def test_a_view_too_small_to_corrupt_is_refused_with_both_fixes_and_a_released_v
 def test_a_stored_generated_set_of_the_same_fingerprint_is_reused_and_reported_as_such(monkeypatch, caplog):
     """The second call finds the first's set up to date: it is returned as stored (less its folder and count), the log
     says so with the fingerprint's head, and the run's report records the step as reused; a new set is reported new."""
-    from fdsml.evaluation import robustness
     from fdsml.run_events import StepReport, start_recording, stop_recording
 
     images = np.zeros((3, 32, 32, 3), np.uint8)
     test = ImageRecords(labels=np.arange(3), images=images)
-    monkeypatch.setattr(robustness, "read_classification_dataset", lambda name, root, *, seed: ClassificationSplits("digits", test, test, 3))
+    _reading(monkeypatch, ClassificationSplits("digits", test, test, 3))
     config = parse_robustness_params({"severities": [1]})
     recording = start_recording()
     try:

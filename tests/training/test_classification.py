@@ -9,9 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from fdsml.data import ImageRecords
 from fdsml.data import image_records  # its test_view by attribute: a test_ name imported here would be collected
-from fdsml.data.classification_datasets import ClassificationSplits
 from fdsml.models import build_model, model_payload, save_checkpoint
 from fdsml.models.starting_points import StartingPoint, trunk_digest
 from fdsml.seeds import step_seed
@@ -27,6 +25,8 @@ from fdsml.training.classification import (
     run_classification,
     smooth_one_hot,
 )
+
+from tests.support import tiny_classification_splits
 
 
 def test_smooth_one_hot_matches_torch_label_smoothing():
@@ -215,14 +215,6 @@ def test_mixing_fine_tunes_with_the_soft_target_objective_of_its_settings():
     assert (objective.num_classes, objective.settings, objective.label_smoothing, objective.seed) == (5, config.mixup, 0.1, 7)
 
 
-def tiny_splits() -> ClassificationSplits:
-    rng = np.random.default_rng(0)
-    images = rng.integers(0, 256, size=(12, 16, 16, 3), dtype=np.uint8)
-    labels = np.arange(12) % 3
-    train, test = ImageRecords(labels=labels, images=images), ImageRecords(labels=labels[:6], images=images[:6])
-    return ClassificationSplits("tiny", train, test, 3)
-
-
 def test_finetuning_starts_from_the_checkpoint_trunk_under_a_fresh_classifier(tmp_path):
     torch.manual_seed(0)
     pretrained = build_model("resnet18", embedding_dim=8, img_size=16)
@@ -237,7 +229,7 @@ def test_finetuning_starts_from_the_checkpoint_trunk_under_a_fresh_classifier(tm
             "run_dir": str(tmp_path / "run"),
         }
     )
-    payload, history = finetune_classifier(tiny_splits(), StartingPoint("pre", str(tmp_path / "pre.pt")), config)
+    payload, history = finetune_classifier(tiny_classification_splits(), StartingPoint("pre", str(tmp_path / "pre.pt")), config)
     assert payload["model"]["head"] == "classifier" and payload["model"]["num_classes"] == 3
     assert payload["metadata"] | {"run_fingerprint": None} == {
         "dataset": "tiny", "start": "pre", "start_checkpoint": str(tmp_path / "pre.pt"),

@@ -12,13 +12,13 @@ import pytest
 import torch
 
 from fdsml.config import ConfigError
-from fdsml.data import ImageRecords
-from fdsml.data.classification_datasets import ClassificationSplits
 from fdsml.models import build_model, model_payload
 from fdsml.models.starting_points import StartingPoint
 from fdsml.training import classification
 from fdsml.training.classification import DatasetSettings, MixupObjective, parse_classification_params, train_transform
 from fdsml.training.finetune import defining_start
+
+from tests.support import tiny_classification_splits
 
 KNOWN = "cifar10, cifar100, csv, digits, fashion_mnist, flowers102, imagefolder, imagenet100, imagenet1k, places30, stanford_cars"
 
@@ -69,13 +69,6 @@ class Stop(Exception):
     """Raised by a spy once it has seen its call: the rest of the run is not this test's."""
 
 
-def splits() -> ClassificationSplits:
-    rng = np.random.default_rng(0)
-    images = rng.integers(0, 256, size=(12, 16, 16, 3), dtype=np.uint8)
-    labels = np.arange(12) % 3
-    return ClassificationSplits("digits", ImageRecords(labels=labels, images=images), ImageRecords(labels=labels[:6], images=images[:6]), 3)
-
-
 def wired_config():
     return parse_classification_params(
         {"datasets": [{"name": "digits", "batch_size": 4}], "image_size": 16, "batch_size": 8, "mixup": {"mixup_alpha": 0.2},
@@ -94,7 +87,7 @@ def test_a_fine_tuning_run_is_given_its_task_its_datasets_definition_reader_and_
         raise Stop
 
     monkeypatch.setattr(classification, "finetune", spy)
-    config, data, start = wired_config(), splits(), StartingPoint("scratch")
+    config, data, start = wired_config(), tiny_classification_splits("digits"), StartingPoint("scratch")
     plan, live = object(), object()
     with pytest.raises(Stop):
         classification.finetune_classifier(data, start, config, dataset=config.datasets[0], plan=plan, live=live)
@@ -130,7 +123,7 @@ def test_a_start_is_scored_through_its_payload_logged_and_returned_with_its_plan
 
     monkeypatch.setattr(classification, "finetune_classifier", fine_tuned)
     monkeypatch.setattr(classification, "evaluate_classifier_scores", scored)
-    config, data, plan = wired_config(), splits(), object()
+    config, data, plan = wired_config(), tiny_classification_splits("digits"), object()
     with caplog.at_level(logging.INFO, logger=classification.__name__):
         result = classification.classify_start(config, config.datasets[0], data, StartingPoint("scratch"), plan)
     assert seen["dataset"] == config.datasets[0] and seen["plan"] is plan and seen["live"] is None
@@ -149,7 +142,7 @@ def test_the_test_split_is_scored_in_the_configured_batches_and_workers(monkeypa
     monkeypatch.setattr("fdsml.evaluation.classification.classification_scores", spy)
     config = parse_classification_params({"eval_batch_size": 3, "eval_workers": 1, "train": {"device": "cpu"}})
     with pytest.raises(Stop):
-        classification.evaluate_classifier_scores(torch.nn.Identity(), splits().test, config)
+        classification.evaluate_classifier_scores(torch.nn.Identity(), tiny_classification_splits("digits").test, config)
     assert (seen["batch_size"], seen["workers"], seen["device"].type) == (3, 1, "cpu")
 
 
