@@ -40,11 +40,30 @@ def test_robustness_errors_score_each_set():
 
 
 def test_classification_scores_mark_each_images_top1_hit_in_order():
-    """Brightness puts every image in class 1 (its logits are -mean, mean): the images labelled 1 are the hits."""
-    images = np.stack([np.full((32, 32, 3), value, np.uint8) for value in (250, 40, 5, 120)])
-    dataset = ImageRecordsDataset(ImageRecords(labels=np.array([1, 0, 1, 1]), images=images), ImageTransform(32, crop_fraction=1.0))
+    """Brightness puts every image in class 1 (its logits are -mean, mean): the images labelled 1 are the hits. The
+    brightest image is not the first, so a hit read off the largest logit of the whole batch would differ."""
+    images = np.stack([np.full((32, 32, 3), value, np.uint8) for value in (40, 250, 5, 120)])
+    dataset = ImageRecordsDataset(ImageRecords(labels=np.array([0, 1, 1, 1]), images=images), ImageTransform(32, crop_fraction=1.0))
     scores, hits = classification_scores(Brightness(), dataset, batch_size=3)
-    assert hits.tolist() == [True, False, True, True] and scores == {"top1": 0.75, "top5": 1.0}
+    assert hits.tolist() == [False, True, True, True] and scores == {"top1": 0.75, "top5": 1.0}
+
+
+def test_every_score_embeds_in_the_batches_on_the_device_and_with_the_loader_processes_asked(monkeypatch):
+    """The batch bounds memory, the device and the loader processes the speed: each scorer passes them on as given."""
+    from fdsml.evaluation import classification
+
+    asked = []
+
+    def outputs(model, dataset, **settings):
+        asked.append(settings)
+        return torch.tensor([[0.0, 1.0], [1.0, 0.0]]), torch.tensor([1, 1])
+
+    monkeypatch.setattr(classification, "model_outputs", outputs)
+    settings = {"batch_size": 3, "device": "cuda", "workers": 2}
+    sets = {("fog", 1): ImageRecords(labels=np.array([1, 1]), images=np.zeros((2, 32, 32, 3), np.uint8))}
+    assert classification.classification_metrics(Brightness(), [0, 1], **settings) == {"top1": 0.5, "top5": 1.0}
+    assert robustness_errors(Brightness(), sets, ImageTransform(32), **settings) == {("fog", 1): 0.5}
+    assert asked == [settings, settings]
 
 
 def test_top1_and_top5_by_default_over_more_than_five_classes_and_the_refusals_in_full():

@@ -72,6 +72,16 @@ def test_group_errors_name_a_missing_type():
         group_errors(table, "cifar10_c")
     with pytest.raises(KeyError, match="lacks corruption type.*frost"):
         group_errors(table[table["corruption"] != "frost"], "imagenet_c")
+    with pytest.raises(KeyError) as two_missing:
+        group_errors(table[~table["corruption"].isin(["fog", "frost"])], "imagenet_c")
+    assert two_missing.value.args[0] == "imagenet_c: the error table lacks corruption type(s) frost, fog"  # benchmark order
+
+
+def test_an_unknown_benchmark_is_refused_naming_the_known_ones():
+    for refused in (lambda: benchmark_corruptions("mnist_c"), lambda: group_errors(hand_made_table(), "mnist_c")):
+        with pytest.raises(KeyError) as unknown:
+            refused()
+        assert unknown.value.args[0] == "unknown corruption benchmark 'mnist_c'; choose one of cifar10_c, imagenet_c"
 
 
 def test_error_table_is_the_long_form_group_errors_reads():

@@ -44,3 +44,21 @@ def test_the_probe_scores_the_trunks_features_of_the_test_view_at_its_crop_at_th
         assert found == pytest.approx(expected, abs=1e-6)
     assert frozen_probe(model, splits, 16, seed=5) == found  # the default crop is the test view's 0.875
     assert not model.training
+
+
+def test_the_probe_embeds_in_the_batches_on_the_device_and_with_the_loader_processes_asked(monkeypatch):
+    """Each split the probe embeds goes through the embedding loop with the caller's batch, device and loader
+    processes (the batch bounds memory; here the loop itself runs on the CPU in the main process)."""
+    from fdsml.evaluation import embedding, frozen_probe as probe_module
+
+    asked = []
+
+    def outputs(model, dataset, *, batch_size, device, workers):
+        asked.append((batch_size, device, workers))
+        return embedding.model_outputs(model, dataset, batch_size=batch_size)
+
+    monkeypatch.setattr(probe_module, "model_outputs", outputs)
+    torch.manual_seed(0)
+    model = build_model("resnet18", img_size=16, embedding_dim=8)
+    frozen_probe(model, two_kinds_of_image(), image_size=16, crop_fraction=1.0, batch_size=3, device="cuda", workers=2)
+    assert asked and set(asked) == {(3, "cuda", 2)}

@@ -189,6 +189,7 @@ def test_the_cached_one_pass_validation_gives_the_metrics_of_the_uncached_one(cl
         for name in METRICS:
             assert result[name] == pytest.approx(expected[name], abs=1e-12, nan_ok=True), name
     assert 0 < expected["val_probe_recall_at_1"] < 1 and not np.isnan(expected["val_unseen_agreement_same"])
+    assert validation.available[-1] == "val_probe_recall_at_1"  # a configured probe's recall is logged too
     assert len(validation.probe.labels) == 30 and validation.probe.images.dtype == torch.uint8
     view = ImageRecordsDataset(probe_splits(probe, 30, 0).test, ImageTransform(16, train=False, crop_fraction=0.875))
     assert torch.equal(validation.probe.images.float() / 255.0, torch.stack([view[i]["image"] for i in range(len(view))]))

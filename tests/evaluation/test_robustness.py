@@ -222,3 +222,75 @@ def test_a_stored_generated_set_of_the_same_fingerprint_is_reused_and_reported_a
     assert again.keys() == first.keys() and again["fingerprint"] == first["fingerprint"]
     assert caplog.messages[-1] == f"The corrupted test set is up to date (fingerprint {first['fingerprint'][:12]}): reusing it"
     assert recording == [StepReport("corrupted test set", "corrupted_test_set", reused=False), StepReport("corrupted test set", "corrupted_test_set", reused=True)]
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"max_images": 0}, "robustness.max_images: must be positive, got 0"),
+        ({"batch_size": 0}, "robustness.batch_size: must be positive, got 0"),
+        ({"workers": -1}, "robustness.workers: must be >= 0, got -1"),
+        ({"severities": []}, "robustness.severities: choose among [1, 2, 3, 4, 5], got []"),
+        ({"severities": [0, 6]}, "robustness.severities: choose among [1, 2, 3, 4, 5], got [0, 6]"),
+        ({"example_index": -1}, "robustness.example_index: must be >= 0, got -1"),
+    ],
+)
+def test_each_wrong_robustness_setting_is_refused_by_its_full_key(settings, message):
+    with pytest.raises(ConfigError) as refused:
+        parse_robustness_params(settings)
+    assert str(refused.value) == message
+
+
+def test_a_dataset_outside_the_classification_datasets_is_refused_naming_them_all():
+    from fdsml.evaluation.robustness import find_dataset
+
+    datasets = [DatasetSettings("digits"), DatasetSettings("fashion_mnist")]
+    assert find_dataset(parse_robustness_params({"dataset": "fashion_mnist"}), datasets) is datasets[1]
+    with pytest.raises(ConfigError) as refused:
+        find_dataset(parse_robustness_params({"dataset": "cifar10"}), datasets)
+    assert str(refused.value) == "robustness.dataset: 'cifar10' is not among classification.datasets (digits, fashion_mnist)"
+
+
+def test_a_generated_set_is_corrupted_at_the_robustness_seed(monkeypatch):
+    """The stored shards are the corruptions drawn from ``robustness.seed``, not from any other seed (the first
+    corrupted shard, Gaussian noise, is compared: the shards are made lazily)."""
+    from itertools import islice
+
+    from fdsml.evaluation.corruptions import generated_shards
+
+    images = np.random.default_rng(0).integers(0, 256, size=(2, 32, 32, 3), dtype=np.uint8)
+    test = ImageRecords(labels=np.arange(2), images=images)
+    _reading(monkeypatch, ClassificationSplits("digits", test, test, 2))
+    stored = corrupted_test_set(parse_robustness_params({"severities": [1], "seed": 5}), DatasetSettings("digits"), 0, (32, 1.0), None)
+    assert stored["keys"][:2] == ["clean", "gaussian_noise/1"]
+    first_corrupted = lambda shards: next(islice(shards, 1, None))
+    drawn = lambda seed: first_corrupted(generated_shards(test, benchmark_corruptions("cifar10_c"), seed, (1,)))
+    found = first_corrupted(stored["shards"])
+    assert np.array_equal(found, drawn(5)) and not np.array_equal(found, drawn(0))
+
+
+def test_each_classifier_is_scored_clean_then_corrupted_with_the_robustness_scoring_settings(monkeypatch, caplog):
+    """``robustness.batch_size`` and ``workers`` and the device asked reach every scoring; each start's clean error
+    is logged."""
+    from fdsml.evaluation import robustness
+
+    scored = []
+
+    def errors(model, sets, transform, **settings):
+        scored.append((model, list(sets), settings))
+        return dict.fromkeys(sets, 0.25)
+
+    monkeypatch.setattr(robustness, "model_from_payload", lambda payload: payload["metadata"]["start"])
+    monkeypatch.setattr(robustness, "robustness_errors", errors)
+    monkeypatch.setattr(robustness, "recorded_start", lambda payload: {})
+    corruptions = benchmark_corruptions("cifar10_c")
+    images = np.zeros((1, 32, 32, 3), np.uint8)
+    stored = {"benchmark": "cifar10_c", "dataset": "digits", "source": "generated", "view": [32, 1.0], "labels": [0],
+              "keys": ["clean", *(f"{name}/1" for name in corruptions)], "shards": [images] * (1 + len(corruptions))}  # fmt: skip
+    classifier = {"metadata": {"start": "scratch", "dataset": "digits", "image_size": 32, "crop_fraction": 1.0}}
+    config = parse_robustness_params({"batch_size": 7, "workers": 2})
+    with caplog.at_level("INFO", logger="fdsml"):
+        table, metrics, _ = evaluate_robustness([classifier], stored, config, DatasetSettings("digits"), 0, device="cuda")
+    settings = {"batch_size": 7, "device": "cuda", "workers": 2}
+    assert scored == [("scratch", [("clean", 0)], settings), ("scratch", [(name, 1) for name in corruptions], settings)]
+    assert caplog.messages == ["scratch: clean error 0.2500"] and metrics["results"]["scratch"]["clean_error"] == 0.25
