@@ -18,6 +18,11 @@ def test_nearest_neighbours_by_cosine_by_hand_never_the_query_itself():
 def test_equally_near_items_keep_the_gallerys_order_and_a_zero_vector_is_no_error():
     gallery = np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 0.0], [0.0, 0.0]])
     assert nearest_neighbours(np.array([[1.0, 0.0]]), gallery, 4, same_set=False).tolist() == [[1, 2, 0, 3]]
+    # 60 items in three directions, of growing length: the 20 along the query tie, and come in gallery order (numpy's
+    # default sort, unstable beyond 16 items, would shuffle them)
+    directions = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    many = directions[np.arange(60) % 3] * np.arange(1, 61)[:, None]
+    assert nearest_neighbours(np.array([[2.0, 0.0]]), many, 20, same_set=False).tolist() == [list(range(0, 60, 3))]
 
 
 def test_the_figure_frames_each_neighbour_green_for_its_class_and_red_for_another():
