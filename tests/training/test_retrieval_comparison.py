@@ -201,6 +201,30 @@ def test_embeddings_are_of_the_test_view_never_the_training_one():
     np.testing.assert_allclose(embedded, np.broadcast_to(expected.numpy(), (6, 3)), rtol=0, atol=1e-6)
 
 
+def test_the_test_images_are_embedded_in_the_evaluation_batch_and_loaders_and_scored_at_the_seed_and_threads_asked(monkeypatch):
+    """``data.eval_batch_size`` and ``eval_workers`` reach the embedding loop, ``data.faiss_threads`` and the caller's
+    seed (the clustering's, for NMI) the metrics."""
+    from fdsml.data import RetrievalSplits
+    from fdsml.training import retrieval
+
+    embedded, scored = [], []
+
+    def outputs(model, dataset, *, batch_size, device, workers):
+        embedded.append((len(dataset), batch_size, workers))
+        return torch.zeros(len(dataset), 3), torch.zeros(len(dataset))
+
+    def scores(embed_records, splits, *, seed, threads):
+        scored.append((embed_records(splits.test).shape, seed, threads))
+        return {"recall@1": 1.0}, np.ones(len(splits.test.labels), bool)
+
+    monkeypatch.setattr(retrieval, "model_outputs", outputs)
+    monkeypatch.setattr(retrieval, "retrieval_split_scores", scores)
+    records = ImageRecords(labels=np.arange(6) % 2, images=np.zeros((6, 20, 20, 3), np.uint8))
+    config = parse_retrieval_params(TINY | {"data": TINY["data"] | {"eval_batch_size": 5, "eval_workers": 1, "faiss_threads": 2}})
+    assert retrieval.evaluate(_ViewMeans(), RetrievalSplits("toy", records, (1,), test=records), config, seed=7) == {"recall@1": 1.0}
+    assert embedded == [(6, 5, 1)] and scored == [((6, 3), 7, 2)]
+
+
 def _coloured(angles_deg) -> np.ndarray:
     """One flat image per angle: red cos, green sin (x 200), so that a mean-colour embedding's cosine orders them by angle."""
     angles = np.radians(np.asarray(angles_deg, dtype=np.float64))
