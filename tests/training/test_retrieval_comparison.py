@@ -259,6 +259,36 @@ def test_the_example_figure_shows_seeded_queries_and_their_nearest_gallery_image
     assert by_query == {0: [0, 1], 2: [1, 2]}
 
 
+def test_a_start_is_fine_tuned_with_one_proxy_per_training_class_on_its_plan_and_each_seed_scored_at_that_seed(tmp_path, monkeypatch):
+    """The task is built for the training split's classes (one proxy each), every seed's run follows the start's plan,
+    and each fine-tuned model is scored at its own seed (the clustering's, for NMI)."""
+    import pandas as pd
+    from types import SimpleNamespace
+
+    from fdsml.training import retrieval
+
+    built, trained, scored = [], [], []
+    monkeypatch.setattr(retrieval, "fine_tuning", lambda config, n_classes: built.append(n_classes) or "task")
+
+    def finetune(task, train, run, *, pretrained, plan, live):
+        trained.append((task, run.seed, plan))
+        return SimpleNamespace(model=build_model("resnet18", embedding_dim=4, img_size=16), history=pd.DataFrame({"step": [1]})), None
+
+    def scores(model, splits, config, seed):
+        scored.append(seed)
+        return {"recall@1": seed / 10}, np.ones(1, bool)
+
+    monkeypatch.setattr(retrieval, "finetune", finetune)
+    monkeypatch.setattr(retrieval, "evaluate_scores", scores)
+    config = _config(tmp_path, seeds=[3, 5])
+    splits = load_splits(config)
+    result = retrieval.finetune_start(config, splits, config.starts[0])
+    assert built == [len(np.unique(splits.train.labels))] == [int(splits.train.labels.max()) + 1]
+    assert [(task, seed) for task, seed, _ in trained] == [("task", 3), ("task", 5)]
+    assert all(plan is result.plan for _, _, plan in trained) and scored == [3, 5]
+    assert result.per_seed == {"3": {"recall@1": 0.3}, "5": {"recall@1": 0.5}}
+
+
 def test_each_seed_of_a_start_is_scored_logged_and_sent_live_under_its_own_folder(tmp_path, pretrained, caplog):
     """Two fine-tuning seeds of one start: each its metrics (keyed by the seed), its log line, its live scores and rows;
     the histories stacked under one index with their dataset, start and seed; the model file of the first seed."""
