@@ -243,3 +243,27 @@ def test_recall_only_gives_the_full_metrics_recall_without_the_others():
         assert alone == {"recall@1": full["recall@1"], "recall@4": full["recall@4"]}
     with pytest.raises(ValueError, match="every query label is alone"):
         retrieval_metrics(embeddings[:3], np.arange(3), ks=(1,), recall_only=True)
+
+
+def test_each_querys_recall_at_1_hit_is_whether_its_nearest_item_shares_its_label():
+    """By hand, on the circle (no ties): 0 deg finds 12 (its class); 12 finds 20 and 20 finds 12 (other classes); 100
+    and 110 find each other; 200 finds 110 and 300 finds 0 (other classes)."""
+    from fdsml.evaluation.retrieval import retrieval_scores
+
+    angles = np.radians([0.0, 12.0, 20.0, 100.0, 110.0, 200.0, 300.0])
+    vectors = np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    metrics, hits = retrieval_scores(vectors, np.array([0, 0, 1, 1, 1, 2, 2]), ks=(1,), seed=0)
+    assert hits.tolist() == [True, False, False, True, True, False, False] and metrics["recall@1"] == pytest.approx(3 / 7)
+
+
+def test_embeddings_that_are_not_a_non_empty_table_or_disagree_in_width_are_refused_in_full():
+    for embeddings in (np.zeros(5), np.zeros((0, 3))):
+        with pytest.raises(ValueError) as refused:
+            retrieval_metrics(embeddings, np.arange(len(embeddings)), ks=(1,))
+        assert str(refused.value) == f"embeddings: expected a non-empty (N, D) array, got shape {embeddings.shape}"
+    with pytest.raises(ValueError) as refused:
+        retrieval_metrics(np.zeros((3, 2)), np.arange(3), ks=(1,), query_embeddings=np.zeros((2, 5, 1)), query_labels=np.arange(2))
+    assert str(refused.value) == "query_embeddings: expected a non-empty (N, D) array, got shape (2, 5, 1)"
+    with pytest.raises(ValueError) as refused:
+        retrieval_metrics(np.zeros((3, 2)), np.arange(3), ks=(1,), query_embeddings=np.zeros((2, 3)), query_labels=np.arange(2))
+    assert str(refused.value) == "query embeddings have 3 dimensions, gallery embeddings 2"
