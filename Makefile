@@ -10,7 +10,7 @@ export DO_NOT_TRACK := 1
 export DVC_NO_ANALYTICS := 1
 export HF_HUB_OFFLINE := 1
 
-.PHONY: run test test-slow install fractals benchmarks viz lineage-site lock mutation mutation-survivors clean
+.PHONY: run test test-slow install fractals benchmarks viz lineage-site lock mutation mutation-survivors mutation-sample clean
 
 run: $(STAMP)
 	$(BIN)/kedro run --pipelines=pretrain
@@ -48,6 +48,10 @@ mutation: $(STAMP)
 # Only the survivors of a unit's last run, against the tests as they are now (after writing tests for them).
 mutation-survivors: $(STAMP)
 	nice -n 15 $(BIN)/python -m tests.mutation --survivors $(UNIT)
+
+# A seeded sample of a unit too slow to run whole (SAMPLE mutants, SEED 0 unless given), on every CPU: its score estimated.
+mutation-sample: $(STAMP)
+	nice -n 15 $(BIN)/python -m tests.mutation --sample $(SAMPLE) --seed $(or $(SEED),0) $(UNIT)
 
 viz: $(STAMP)
 	$(BIN)/kedro viz run --env base --no-browser --host 127.0.0.1 --port 4141

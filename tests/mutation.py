@@ -13,18 +13,26 @@ and the untested mutants of a unit's last run, against the tests as they are now
 again to the functions they reach): the way to check tests written for survivors without a whole run.
 Its line counts the whole unit again, with their new verdicts.
 
-Not in CI: a unit takes minutes to an hour on 2 cores. Run it at low priority (the Makefile's ``nice -n 15``).
+``python -m tests.mutation --sample N --seed S UNIT`` (``make mutation-sample UNIT=training SAMPLE=200``) runs a seeded
+uniform sample of N of the unit's mutants against the tests as they are, one mutmut per CPU over disjoint source files,
+and estimates the whole unit's score with a 95 % interval: the way to measure a unit too slow to run whole.
+
+Not in CI: a unit takes minutes to hours on 2 cores. Run it at low priority (the Makefile's ``nice -n 15``).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from scipy.stats import binomtest
 
 ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / ".mutation"
@@ -119,17 +127,94 @@ def rerun_survivors(unit: str) -> dict:
     return _mutmut(unit, folder, names, "survivors.log")
 
 
+def sample(unit: str, size: int, seed: int) -> dict:
+    """A seeded uniform sample of ``size`` of the unit's mutants run against the tests as they are, on every CPU the
+    process may use; the sample's counts and the whole unit's score estimated from them, with a 95 % Wilson interval
+    (without the finite-population correction, so a little wide)."""
+    folder = WORK / unit
+    configure(unit, folder)
+    subprocess.run([sys.executable, "-c", GENERATE], cwd=folder, env=ENVIRONMENT, check=True, capture_output=True)
+    names = _mutant_names_by_file(folder)
+    population = sorted(name for file_names in names.values() for name in file_names)
+    if not 0 < size <= len(population):
+        raise SystemExit(f"--sample {size}: choose between 1 and the unit's {len(population)} mutants")
+    chosen = set(random.Random(seed).sample(population, size))
+    started = time.monotonic()
+    estimates = _estimated_seconds(folder, sorted(chosen))  # collects the per-function coverage once, for every CPU
+    groups = _split_by_file({file: [name for name in file_names if name in chosen] for file, file_names in names.items()}, estimates, sorted(os.sched_getaffinity(0)))
+    runs = [_start_mutmut(folder, group, cpu, f"sample-cpu{cpu}.log") for cpu, group in groups.items() if group]
+    for process in runs:
+        if process.wait():
+            raise SystemExit(f"{unit}: mutmut failed; see {folder}/sample-cpu*.log")
+    minutes = (time.monotonic() - started) / 60
+    statuses = _statuses(folder)
+    counts = {status: sum(statuses[name] == status for name in chosen) for status in ("killed", "timeout", "survived", "no tests")}
+    killed = counts["killed"] + counts["timeout"]
+    interval = binomtest(killed, size).proportion_ci(confidence_level=0.95, method="wilson")  # stays inside [0, 1] near a score of 1
+    listed = "".join(f"    {name}: {statuses[name]}\n" for name in sorted(chosen) if statuses[name] not in ("killed", "timeout"))
+    (folder / "survivors.txt").write_text(listed)
+    return {"unit": unit, "population": len(population), "size": size, "seed": seed, **counts, "score": killed / size, "interval": (interval.low, interval.high), "minutes": minutes}
+
+
+# mutmut makes its mutants only inside `mutmut run`; a sample needs their names first. These are the steps `mutmut run`
+# takes before it runs anything (mutmut is pinned in pyproject.toml's dev extra).
+GENERATE = (
+    "from mutmut.__main__ import copy_also_copy_files, copy_src_dir, create_mutants, setup_source_paths\n"
+    "copy_src_dir(); copy_also_copy_files(); setup_source_paths(); create_mutants(1)"
+)
+
+
+def _mutant_names_by_file(folder: Path) -> dict[str, list[str]]:
+    """Every mutant's name, by the source file whose meta file records it (mutmut saves a file's verdicts together)."""
+    return {str(meta.relative_to(folder / "mutants")): list(json.loads(meta.read_text())["exit_code_by_key"]) for meta in sorted((folder / "mutants").rglob("*.py.meta"))}
+
+
+def _estimated_seconds(folder: Path, names: list[str]) -> dict[str, float]:
+    """mutmut's estimate of each mutant's tests, in seconds (0 where no test reaches it)."""
+    printed = subprocess.run([*MUTMUT, "print-time-estimates", *names], cwd=folder, env=ENVIRONMENT, capture_output=True, text=True, check=True).stdout
+    asked = set(names)
+    rows = (line.rsplit(" ", 1) for line in printed.splitlines() if line.strip())
+    return {name: float(time_ms.removesuffix("ms")) / 1000 if time_ms.endswith("ms") else 0.0 for time_ms, name in rows if name in asked}
+
+
+def _split_by_file(names_by_file: dict[str, list[str]], estimates: dict[str, float], cpus: list[int]) -> dict[int, list[str]]:
+    """The mutants shared among the CPUs a whole source file at a time (two mutmut processes must not save the same
+    meta file), the files with the longest estimated tests first, each to the CPU with the least estimated work so far
+    (then the fewest mutants: mutants no test reaches cost nothing to mutmut's estimate, yet take a moment each)."""
+    load = {cpu: (0.0, 0) for cpu in cpus}
+    groups: dict[int, list[str]] = {cpu: [] for cpu in cpus}
+    for file_names in sorted(names_by_file.values(), key=lambda group: -sum(estimates.get(name, 0.0) for name in group)):
+        cpu = min(cpus, key=lambda candidate: (load[candidate], candidate))
+        groups[cpu] += file_names
+        seconds, count = load[cpu]
+        load[cpu] = (seconds + sum(estimates.get(name, 0.0) for name in file_names), count + len(file_names))
+    return groups
+
+
+def _statuses(folder: Path) -> dict[str, str]:
+    """Each mutant's verdict as mutmut words it (killed, survived, timeout, no tests, not checked, ...)."""
+    printed = subprocess.run([*MUTMUT, "results", "--all", "true"], cwd=folder, env=ENVIRONMENT, capture_output=True, text=True, check=True).stdout
+    return dict(line.strip().split(": ", 1) for line in printed.splitlines() if ": " in line)
+
+
+def _start_mutmut(folder: Path, names: list[str], cpu: int, log_name: str) -> subprocess.Popen:
+    """``mutmut run`` of ``names`` (every mutant when empty) in ``folder``, pinned to ``cpu``, its output in ``log_name``.
+
+    One CPU: each mutant's tests run in a fork of mutmut's process, which ran them all once. faiss sizes its OpenMP
+    team to the CPUs the process may use; a team started before a fork does not survive it, and a forked test that
+    searches again waits on it forever (a false "timed out"). On one CPU faiss starts no team. (mutmut's forkserver
+    isolation avoids it too, forking from a process that only collected the tests, but ran 2.5 times slower.)"""
+    with (folder / log_name).open("w") as log:
+        return subprocess.Popen([*MUTMUT, "run", "--max-children", "1", *names], cwd=folder, env=ENVIRONMENT, stdout=log, stderr=subprocess.STDOUT, preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
+
+
 def _mutmut(unit: str, folder: Path, names: list[str], log_name: str) -> dict:
     """``mutmut run`` in ``folder`` (only ``names``, when given), then the unit's counts and its survivors listed."""
     started = time.monotonic()
-    # One CPU: each mutant's tests run in a fork of mutmut's process, which ran them all once. faiss sizes its OpenMP
-    # team to the CPUs the process may use; a team started before a fork does not survive it, and a forked test that
-    # searches again waits on it forever (a false "timed out"). On one CPU faiss starts no team. (mutmut's forkserver
-    # isolation avoids it too, forking from a process that only collected the tests, but ran 2.5 times slower.)
     # MUTATION_CPU picks the CPU, so that two units run side by side.
     cpu = int(os.environ.get("MUTATION_CPU", min(os.sched_getaffinity(0))))
-    with (folder / log_name).open("w") as log:
-        subprocess.run([*MUTMUT, "run", "--max-children", "1", *names], cwd=folder, env=ENVIRONMENT, stdout=log, stderr=subprocess.STDOUT, check=True, preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
+    if _start_mutmut(folder, names, cpu, log_name).wait():
+        raise SystemExit(f"{unit}: mutmut failed; see {folder / log_name}")
     minutes = (time.monotonic() - started) / 60
     subprocess.run([*MUTMUT, "export-cicd-stats"], cwd=folder, env=ENVIRONMENT, capture_output=True, check=True)
     survivors = subprocess.run([*MUTMUT, "results"], cwd=folder, env=ENVIRONMENT, capture_output=True, text=True, check=True)
@@ -140,13 +225,27 @@ def _mutmut(unit: str, folder: Path, names: list[str], log_name: str) -> dict:
 
 
 def main(arguments: list[str]) -> None:
-    survivors_only = "--survivors" in arguments
-    units = [argument for argument in arguments if argument != "--survivors"]
-    unknown = [unit for unit in units if unit not in UNITS]
+    parser = argparse.ArgumentParser(prog="python -m tests.mutation", description="mutmut over the units of tests/mutation.py")
+    parser.add_argument("units", nargs="*", metavar="UNIT", help=f"among {', '.join(UNITS)} (all when none)")
+    parser.add_argument("--survivors", action="store_true", help="rerun only the survivors of each unit's last run")
+    parser.add_argument("--sample", type=int, metavar="N", help="run a seeded sample of N of each unit's mutants")
+    parser.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
+    options = parser.parse_args(arguments)
+    unknown = [unit for unit in options.units if unit not in UNITS]
     if unknown:
         raise SystemExit(f"unknown unit(s) {', '.join(unknown)}; choose among {', '.join(UNITS)}")
-    for unit in units or UNITS:
-        row = rerun_survivors(unit) if survivors_only else run(unit)
+    for unit in options.units or UNITS:
+        if options.sample:
+            row = sample(unit, options.sample, options.seed)
+            low, high = row["interval"]
+            print(
+                f"{unit}: sample of {row['size']} of {row['population']} mutants (seed {row['seed']}), "
+                f"{row['killed'] + row['timeout']} killed, {row['survived']} survived, {row['no tests']} untested; "
+                f"estimated score {100 * row['score']:.1f} % [{100 * low:.1f}, {100 * high:.1f}] (95 %) ({row['minutes']:.1f} min)",
+                flush=True,
+            )
+            continue
+        row = rerun_survivors(unit) if options.survivors else run(unit)
         print(
             f"{unit}: {row['total']} mutants, {row['killed'] + row['timeout']} killed, {row['survived']} survived, "
             f"{row['no_tests']} untested, score {100 * row['score']:.1f} % ({row['minutes']:.1f} min)",
