@@ -63,7 +63,9 @@ UNITS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     ),
     "training": (
         tuple(f"src/fdsml/training/{name}" for name in ("objectives.py", "schedules.py", "optimizer.py", "resume.py", "pretrain_objectives/*", "classification.py", "retrieval.py", "comparison.py")),
-        ("tests/training", "tests/pipelines/test_retrieval.py"),  # the latter reaches the retrieval comparison and its examples
+        # the pipeline's retrieval tests reach the comparison and its examples; its two check modules, the refusals of
+        # a retrieval configuration (a Recall@K larger than a query searches, an option fdsml sets itself)
+        ("tests/training", "tests/pipelines/test_retrieval.py", "tests/pipelines/test_run_checks.py", "tests/pipelines/test_check_before_work.py"),
     ),
 }
 """Every unit's modules and tests. Triton's kernels (``ifs/render_triton.py``) are left out: they run on a GPU only."""

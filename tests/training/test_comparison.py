@@ -41,6 +41,9 @@ def test_the_knob_at_fault_is_read_off_the_runs_own_losses():
     assert "retrieval.data.batch_size" in settled
     assert "widen retrieval.rate_search.rates" in settled  # the search ran: its list held no better rate
     assert likely_fault(_history([1.0, 0.9]), _plan(2), 2.0, task="classification", searched=False).startswith("too few steps")
+    # a run that logged no loss at all (a history without the column) reads as one too short to show a trend
+    unlogged = likely_fault(pd.DataFrame({"step": [1, 2]}), _plan(2), 2.0, task="classification", searched=False)
+    assert unlogged == "too few steps (2 steps of 10 images: too few to read a trend); raise classification.train.epochs or max_steps"
 
 
 def test_a_verdict_names_the_baselines_a_start_did_not_beat_and_none_when_it_beat_them_all():

@@ -55,6 +55,11 @@ def test_constant_is_one_everywhere_and_the_rate_scales_with_the_batch():
     assert scaled_learning_rate(0.1, 512) == pytest.approx(0.2) and scaled_learning_rate(0.1, 64, reference_batch=32) == pytest.approx(0.2)
 
 
+def test_an_unknown_schedule_is_refused_naming_the_registered_ones():
+    with pytest.raises(ValueError, match=r"^unknown schedule 'cosine'; choose one of constant, constant_cosine, warmup_cosine$"):
+        build_schedule("cosine", 10)
+
+
 def test_the_trunk_is_frozen_exactly_freeze_steps_steps():
     trunk = frozen_trunk(lambda step: 0.5, 3)
     assert [trunk(t) for t in range(5)] == [0.0, 0.0, 0.0, 0.5, 0.5]
