@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from fdsml.config import ConfigError
+from fdsml.data.retrieval_datasets import available_datasets
 from fdsml.losses.couce.objective import CouCEObjective
 from fdsml.training.objectives import ProxyObjective
 from fdsml.training.retrieval import build_objective, parse_retrieval_params
@@ -32,3 +34,17 @@ def test_the_training_view_flips_only_when_the_data_section_says_so(flip):
 
     assert (train_view.train, train_view.flip, train_view.size) == (True, flip, 48)
     assert test_view.train is False
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"batch_size": 0}, "retrieval.data.batch_size: must be positive, got 0"),
+        ({"dataset": "nope"}, "retrieval.data.dataset: unknown dataset 'nope'; choose one of " + ", ".join(available_datasets())),
+    ],
+)
+def test_a_bad_data_section_is_refused_naming_its_key(data, message):
+    with pytest.raises(ConfigError) as refused:
+        parse_retrieval_params({"data": data})
+
+    assert str(refused.value) == message
