@@ -1,5 +1,5 @@
 """Retrieval fine-tuning builds what its configuration says: the proxy loss with its options and its proxies' rate
-multiplier, with or without CouCE around it, and the training view with the data section's flip."""
+multiplier, with or without CouCE around it, the views with the data section's flip, and a bad data section refused."""
 
 from __future__ import annotations
 
