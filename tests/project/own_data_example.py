@@ -17,6 +17,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+import torch
+
+from fdsml.native_bf16 import cpu_has_native_bf16
 from tests.fresh_clone import fresh_clone, run
 from tests.own_images import write_omniglot_folder
 from tests.support import ROOT
@@ -55,16 +58,17 @@ def shown_kind() -> str:
 
 
 def cpu_kind() -> str:
-    """This CPU's kind as torch's kernels see it: the instruction set oneDNN computes convolutions with (its verbose
-    log's ``isa:``) and ATen's vector width. Both choose the kernels, and so the order a sum is taken in: a seed's
-    bytes repeat on one thread only on a CPU of the same kind (docs/reproducibility.md)."""
+    """This CPU's kind as a run sees it: whether it computes bf16 natively (the precision rule then trains the parts an
+    objective declares in bf16, and everything in float32 where it does not: :mod:`fdsml.native_bf16`), the instruction
+    set oneDNN computes convolutions with (its verbose log's ``isa:``) and ATen's vector width. Together they choose the
+    precision and the kernels, and so the order a sum is taken in: a seed's bytes repeat on one thread only on a CPU of
+    the same kind (docs/reproducibility.md)."""
     convolution = "import torch; torch.nn.functional.conv2d(torch.ones(1, 1, 4, 4).bfloat16(), torch.ones(1, 1, 3, 3).bfloat16())"
     probe = subprocess.run([sys.executable, "-c", convolution], env={**os.environ, "ONEDNN_VERBOSE": "1"},
                            capture_output=True, text=True, check=True)  # fmt: skip
     isa = re.search(r"onednn_verbose,.*?,info,cpu,isa:(.+)", probe.stdout).group(1).strip()
-    aten = subprocess.run([sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
-                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
-    return f"oneDNN {isa}; ATen {aten}"
+    precision = "native bf16" if cpu_has_native_bf16() else "no native bf16 (float32)"
+    return f"{precision}; oneDNN {isa}; ATen {torch.backends.cpu.get_cpu_capability()}"
 
 
 def within_noise(table: str, shown: str, queries: int = QUERIES) -> list[str]:

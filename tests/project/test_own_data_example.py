@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from fdsml.native_bf16 import cpu_has_native_bf16
 from tests.project.own_data_example import (
     cpu_kind,
     example,
@@ -17,8 +18,9 @@ from tests.project.own_data_example import (
     without_seconds,
 )
 
-# The example's table as one commit (4b8ab4c) wrote it on two kinds of CPU, one thread each: an AMD EPYC whose oneDNN
-# computes bf16 natively, and an Intel Xeon without bf16 instructions (the CI run that failed on it).
+# The example's table as one commit (4b8ab4c) wrote it on two kinds of CPU, one thread each: an AMD EPYC that computes
+# bf16 natively (the trunk fine-tuned in bf16), and an Intel Xeon without bf16 instructions (in float32; the CI run
+# that failed on it).
 EPYC = """\
 | | rate | recall@1 | recall@2 | recall@4 | recall@8 | map@r | r_precision | nmi |
 |---|---|---:|---:|---:|---:|---:|---:|---:|
@@ -82,6 +84,8 @@ def test_an_untrained_row_must_repeat_exactly_and_the_texts_must_agree():
     assert within_noise(XEON.replace("chosen on validation", "given"), EPYC) == ["the tables' text differs"]
 
 
-def test_this_cpus_kind_names_onednns_instruction_set_and_atens_vector_width():
-    onednn, aten = cpu_kind().split("; ")
-    assert onednn.startswith("oneDNN ") and len(onednn) > len("oneDNN ") and aten.removeprefix("ATen ") in {"DEFAULT", "AVX2", "AVX512", "ZVECTOR", "VSX", "SVE256"}
+def test_this_cpus_kind_names_its_precision_onednns_instruction_set_and_atens_vector_width():
+    precision, onednn, aten = cpu_kind().split("; ")
+    assert precision == ("native bf16" if cpu_has_native_bf16() else "no native bf16 (float32)")
+    assert onednn.startswith("oneDNN ") and len(onednn) > len("oneDNN ")
+    assert aten.removeprefix("ATen ") in {"DEFAULT", "AVX2", "AVX512", "ZVECTOR", "VSX", "SVE256"}
