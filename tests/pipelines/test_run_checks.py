@@ -121,7 +121,8 @@ def test_every_key_of_every_environment_is_known(env):
     check_run(load_parameters(env, [], ROOT / "conf"), reads=set())
 
 
-def test_recall_at_k_beyond_what_a_query_searches_is_refused_naming_the_key_and_the_fix(tmp_path):
+def test_recall_at_k_beyond_what_a_query_searches_is_refused_naming_the_key_and_the_fix(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the decode check's cache
     sop = tiny_sop(tmp_path)
     with pytest.raises(RunCheckError, match=r"retrieval.data.ks: \[1, 10, 100\] \(null: sop's own list\) asks for Recall@100, "
                        r"but a query of sop searches 5 items; set ks to Ks of at most 5, e\.g\. `retrieval: \{data: \{ks: \[1\]\}\}`"):

@@ -136,7 +136,7 @@ class PlanSeen(Exception):
     """Raised by the stand-in for the loop, carrying the plan it was given."""
 
 
-def test_the_printed_pretraining_plan_is_the_plan_the_run_trains_with(monkeypatch):
+def test_the_printed_pretraining_plan_is_the_plan_the_run_trains_with(monkeypatch, tmp_path):
     """The held-out rows (fractals.holdout) are not trained on: the printed plan leaves them out too."""
     from fdsml.families.finefractaldb import generate_finefractaldb
     from fdsml.data.fractals_config import parse_fractals_params
@@ -145,7 +145,8 @@ def test_the_printed_pretraining_plan_is_the_plan_the_run_trains_with(monkeypatc
     small = ["fractals.n_classes=6", "fractals.instances_per_class=9", "fractals.render.size=32", "fractals.render.points=600",
              "fractals.class_filter.size=96", "fractals.class_filter.points=4000", "pretrain.train.device=cpu",
              "pretrain.data.classes_per_batch=3", "pretrain.data.instances_per_class=4", "fractals.holdout.instance_fraction=0.25",
-             "fractals.holdout.gap=0"]  # with a guard band the printed rows are an upper bound (the guard is drawn from the table)
+             "fractals.holdout.gap=0",  # with a guard band the printed rows are an upper bound (the guard is drawn from the table)
+             f"pretrain.live_dir={tmp_path / 'live'}"]  # not the checkout's data/08_reporting/live
     parameters = load_parameters("base", small, CONF)
     printed = plan_steps(parameters, ("pretrain",), 1)[0]
 
