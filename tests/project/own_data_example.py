@@ -27,11 +27,14 @@ from tests.support import ROOT
 PAGE = ROOT / "docs" / "own-data.md"
 FOLDER, CLASSES, PER_CLASS = "data/01_raw/drawings", 48, 2
 """The example's folder: 48 Omniglot characters of two drawings each, as the page says."""
-TABLE = re.compile(r"(<!-- the worked example's retrieval_table.md, written on a CPU of kind: (.+?) -->\n)(.*?)(<!-- end of the table -->)", re.S)
+MARKER = "<!-- the worked example's retrieval_table.md, written on a CPU of kind: {kind} -->\n"
+TABLE = re.compile(re.escape(MARKER).replace(re.escape("{kind}"), "(.+?)") + "(.*?)(<!-- end of the table -->)", re.S)
 QUERIES = CLASSES * PER_CLASS // 2
 """The example's scored test queries: the 24 test characters' drawings."""
 UNTRAINED_ROWS = ("raw pixels (k-NN)", "scratch, frozen trunk")
 """The rows no training step computes: the same on every kind of CPU."""
+PROPORTIONS = ("recall@1", "recall@2", "recall@4", "recall@8", "map@r", "r_precision")
+"""The table's columns that are proportions of the queries (in %): their noise is a binomial's."""
 
 
 def section() -> str:
@@ -49,12 +52,12 @@ def example() -> tuple[str, str, list[str]]:
 
 def shown_table() -> str:
     """The table the page shows."""
-    return TABLE.search(section()).group(3).rstrip("\n")
+    return TABLE.search(section()).group(2).rstrip("\n")
 
 
 def shown_kind() -> str:
     """The kind of CPU that wrote the page's table (:func:`cpu_kind` there)."""
-    return TABLE.search(section()).group(2)
+    return TABLE.search(section()).group(1)
 
 
 def cpu_kind() -> str:
@@ -79,22 +82,25 @@ def within_noise(table: str, shown: str, queries: int = QUERIES) -> list[str]:
     masked = re.compile(r"[+-]?\d+(?:\.\d+)?(?:e-?\d+)?")
     rows, page_rows = _rows(table), _rows(shown)
     departures = [] if masked.sub("#", "\n".join(rows)) == masked.sub("#", "\n".join(page_rows)) else ["the tables' text differs"]
-    header = page_rows[0].strip("|").split("|")
+    header = [name.strip() for name in page_rows[0].strip("|").split("|")]
     for row, page_row in zip(rows[2:], page_rows[2:]):
         cells, page_cells = row.strip("|").split("|"), page_row.strip("|").split("|")
         label = page_cells[0].strip()
         if label in UNTRAINED_ROWS:
-            if cells != page_cells:
-                departures.append(f"{label}: {row} against the page's {page_row}")
+            departures += [] if cells == page_cells else [f"{label}: {row} against the page's {page_row}"]
             continue
         for name, cell, page_cell in zip(header, cells, page_cells):
-            if name.strip() in {"recall@1", "recall@2", "recall@4", "recall@8", "map@r", "r_precision"} and cell.strip():
-                value, expected = float(cell), float(page_cell)
-                p = min(max((value + expected) / 200, 1 / queries), 1 - 1 / queries)
-                bound = 300 * (2 * p * (1 - p) / queries) ** 0.5
-                if abs(value - expected) > bound:
-                    departures.append(f"{label} {name.strip()}: {value} against the page's {expected} (more than {bound:.1f} apart)")
+            if name in PROPORTIONS and cell.strip():
+                departures += _beyond_noise(f"{label} {name}", float(cell), float(page_cell), queries)
     return departures
+
+
+def _beyond_noise(name: str, value: float, expected: float, queries: int) -> list[str]:
+    """``name``'s departure, when ``value`` (in %) lies more than 3 standard errors of the difference of two independent
+    proportions on ``queries`` queries from ``expected``; none otherwise."""
+    p = (value + expected) / 200  # both 0 or both 100: a bound of 0, and no departure
+    bound = 300 * (2 * p * (1 - p) / queries) ** 0.5
+    return [f"{name}: {value} against the page's {expected} (more than {bound:.1f} apart)"] if abs(value - expected) > bound else []
 
 
 def _rows(table: str) -> list[str]:
@@ -137,8 +143,7 @@ def write_table() -> None:
 def put_on_page(table: str) -> None:
     """``table`` (the example's, written on this CPU) on the page, under a marker naming this CPU's kind."""
     text = PAGE.read_text()
-    marker = f"<!-- the worked example's retrieval_table.md, written on a CPU of kind: {cpu_kind()} -->\n"
-    PAGE.write_text(TABLE.sub(lambda found: f"{marker}{table}\n{found[4]}", text))
+    PAGE.write_text(TABLE.sub(lambda found: f"{MARKER.format(kind=cpu_kind())}{table}\n{found[3]}", text))
 
 
 if __name__ == "__main__":
