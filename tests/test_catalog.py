@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import yaml
 from kedro_datasets.pandas import CSVDataset
 
@@ -28,6 +29,7 @@ TINY_SHARDED_RUN = {
 }
 
 
+@pytest.mark.slow  # two gloo processes pre-training: about 20 seconds (`make test` stays under 15 minutes; CI runs it)
 def test_two_ranks_pretrain_on_the_shards_rank_zero_materialised(tmp_path):
     """Under torchrun every rank runs the fractals pipeline; rank 0 writes the shards, the others load them."""
     copy_tracked(tmp_path, "conf", "src", "pyproject.toml")

@@ -134,6 +134,7 @@ def installed(tmp_path_factory):
     return folder / "site"
 
 
+@pytest.mark.slow  # pip installs a package of its own: about 12 seconds (`make test` stays under 15 minutes; CI runs it)
 def test_a_package_of_your_own_registers_each_kind_through_its_entry_points_and_its_code_enters_its_runs(installed):
     env = os.environ | {"PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{installed}", "OMP_NUM_THREADS": "1"}
     result = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env=env, capture_output=True, text=True)

@@ -104,6 +104,7 @@ def test_credentials_stay_in_config_local_and_out_of_git(team):
     assert refused.returncode != 0 and not any(path.exists() for path in _outputs(stranger))
 
 
+@pytest.mark.slow  # a DVC experiment run, pushed and pulled: about 10 seconds (`make test` stays under 15 minutes; CI runs it)
 def test_an_experiment_travels_through_exp_push_and_exp_pull(team):
     base, origin, alice, endpoint = team
     before = _digests(alice)

@@ -34,6 +34,7 @@ def runs(log: Path) -> list[str]:
     return log.read_text().split("\n")[:-1] if log.exists() else []
 
 
+@pytest.mark.slow  # two kedro runs of a study file: about 12 seconds (`make test` stays under 15 minutes; CI runs it)
 def test_arms_run_once_and_a_second_invocation_reruns_nothing(tmp_path):
     log = tmp_path / "log"
     assert run_arms("s", ARMS, partial(square, str(log)), storage_dir=str(tmp_path)) == []
@@ -116,6 +117,7 @@ def visible_devices(log: str, arm: str) -> tuple[float, dict]:
     return 0.0, {}
 
 
+@pytest.mark.slow  # two worker processes of a study: about 12 seconds (`make test` stays under 15 minutes; CI runs it)
 def test_each_worker_sees_the_one_device_it_was_given(tmp_path):
     log = tmp_path / "log"
     arms = {f"a{index}": "f1" for index in range(6)}

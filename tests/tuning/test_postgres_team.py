@@ -114,6 +114,7 @@ def test_a_server_stopped_mid_study_loses_nothing_and_the_study_resumes(postgres
     assert [t.number for t in trials if t.state == TrialState.FAIL] == left_running
 
 
+@pytest.mark.slow  # a kedro run against the server for each wrong credential: about 15 seconds each (`make test` stays under 15 minutes; CI runs it)
 @pytest.mark.parametrize("wrong, fault", [("password", "password authentication failed"), ("database", 'database "no_such_db" does not exist')])
 def test_wrong_credentials_stop_the_run_before_any_trial_with_one_line(postgres, tmp_path, wrong, fault):
     if wrong == "password":

@@ -5,6 +5,7 @@ import time
 
 import optuna
 import pandas as pd
+import pytest
 import sqlalchemy.exc
 import yaml
 from kedro.config import OmegaConfigLoader
@@ -41,6 +42,7 @@ def _live_values(project, trial, column="val_probe_recall_at_1"):
     return dict(zip(table["step"], table[column]))
 
 
+@pytest.mark.slow  # a whole tune pipeline run twice in kedro: about 50 seconds (`make test` stays under 15 minutes; CI runs it)
 def test_a_tiny_study_prunes_on_the_validation_writes_its_best_overlay_and_a_second_run_adds_trials(tmp_path):
     project = tune_project(tmp_path / "project", tune=PRUNED_TRIAL, pretrain=UNTUNED)
     _run(project)
@@ -98,6 +100,7 @@ def _validated_once(project) -> bool:
     return bool(running and running[0].intermediate_values)
 
 
+@pytest.mark.slow  # a study killed mid-trial and resumed: about 30 seconds (`make test` stays under 15 minutes; CI runs it)
 def test_a_worker_killed_mid_trial_leaves_a_failed_trial_that_the_resumed_study_never_counts(tmp_path):
     project = tune_project(
         tmp_path / "project",
