@@ -9,7 +9,7 @@ import torchvision.transforms.v2.functional as F
 from PIL import Image
 
 from fdsml.config import ConfigError
-from fdsml.data import ImageRecords, ImageRecordsDataset, ImageTransform, read_retrieval_dataset
+from fdsml.data import ImageRecords, ImageRecordsDataset, ImageTransform, load_image, read_retrieval_dataset
 
 
 def random_image(rng, shape):
@@ -93,7 +93,7 @@ def test_images_are_read_from_files_colour_and_grey(tmp_path):
     Image.fromarray(random_image(rng, (20, 30))).save(tmp_path / "grey.png")
     records = ImageRecords(labels=np.array([3, 7]), paths=[tmp_path / "colour.png", tmp_path / "grey.png"])
     dataset = ImageRecordsDataset(records, ImageTransform(size=16))
-    assert dataset.load_image(0).shape == (3, 20, 30)
+    assert load_image(records, 0).shape == (3, 20, 30)
     grey, label = dataset[1]["image"], dataset[1]["label"]
     assert grey.shape == (3, 16, 16) and label == 7
     assert torch.equal(grey[0], grey[2])

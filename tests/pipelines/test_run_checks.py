@@ -130,6 +130,14 @@ def test_recall_at_k_beyond_what_a_query_searches_is_refused_naming_the_key_and_
     check_run({"retrieval": {"data": {"dataset": "sop", "root": str(sop), "ks": [1, 5], "batch_size": 3}}})
 
 
+def test_a_test_split_of_one_image_is_refused_without_suggesting_a_k_that_cannot_fit_either(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the decode check's cache
+    sop = tiny_sop(tmp_path, classes_per_split=1, images_per_class=1)
+    with pytest.raises(RunCheckError, match=r"sop: a query searches no other image, so no Recall@K can be scored; give the test split") as raised:
+        check_run({"retrieval": {"data": {"dataset": "sop", "root": str(sop), "ks": [1]}}})
+    assert "ks: [1]" not in str(raised.value)
+
+
 def test_a_starting_point_is_held_to_the_backbone_of_its_checkpoint_or_of_the_pre_training_that_writes_it(tmp_path):
     from fdsml.models import model_payload
     from fdsml.models.checkpoint import save_checkpoint

@@ -85,6 +85,18 @@ def test_a_loss_fell_only_by_more_than_so_many_standard_errors_of_the_difference
     assert not _fell(np.array([1.0, 3.0]), np.array([0.0, 0.0]), 2.0)  # a fall of exactly 2 SE is not more than 2
 
 
+def test_a_rate_key_names_the_start_by_its_place_in_the_tasks_list_or_the_tasks_own_rate():
+    from fdsml.models.starting_points import StartingPoint
+    from fdsml.training.comparison import rate_key
+
+    starts = (StartingPoint("scratch", None), StartingPoint("a", "a.pt", base_lr=1e-3), StartingPoint("b", "b.pt", base_lr=3e-4))
+    assert [rate_key("retrieval", "starts", starts, start) for start in starts] == [
+        "retrieval.optimizer.base_lr",
+        "retrieval.starts[1].base_lr",
+        "retrieval.starts[2].base_lr",
+    ]
+
+
 def test_the_rates_note_names_each_fixed_rate_by_its_key_and_how_the_search_chooses_the_rest():
     from fdsml.training.classification import parse_classification_params, rate_source
     from fdsml.training.comparison import is_searched, rates_note

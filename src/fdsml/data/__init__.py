@@ -16,7 +16,7 @@ from fdsml.data.retrieval_datasets import (
 from fdsml.data.samplers import ClassBalancedBatchSampler, ExplicitTripletBatchSampler, ShuffledBatchSampler
 
 # torchvision costs seconds to import: the image pipeline loads on first use.
-_LAZY = {"ImageRecordsDataset": "fdsml.data.image_records", "ImageTransform": "fdsml.data.image_records"}
+_LAZY = {name: "fdsml.data.image_records" for name in ("ImageRecordsDataset", "ImageTransform", "load_image")}
 
 
 def __getattr__(name: str):
@@ -41,6 +41,7 @@ __all__ = [
     "available_datasets",
     "fractal_input",
     "fresh_noise_seed",
+    "load_image",
     "read_retrieval_dataset",
     "reader_module",
     "recommended_ks",

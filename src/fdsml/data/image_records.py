@@ -96,6 +96,18 @@ def decode_image(path) -> np.ndarray:
         ) from error
 
 
+def load_image(records: ImageRecords, index: int) -> torch.Tensor:
+    """Record ``index``'s raw image as uint8 (3, H, W), grey replicated to three channels: what every view of it
+    (training's, the test view, an example figure's) starts from."""
+    if records.images is not None:
+        pixels = np.array(records.images[index])  # a copy: the array may be a read-only memory map
+    else:
+        pixels = decode_image(records.paths[index])
+    if pixels.ndim == 2:
+        pixels = np.repeat(pixels[:, :, None], 3, axis=2)
+    return torch.from_numpy(np.ascontiguousarray(pixels)).permute(2, 0, 1)
+
+
 class ImageRecordsDataset(Dataset):
     """Yields ``(image, label)``: a float (3, size, size) tensor and the record's integer label."""
 
@@ -115,15 +127,5 @@ class ImageRecordsDataset(Dataset):
     def __getitem__(self, index: int) -> dict:
         """``{"image": (3, size, size) float tensor, "label": int, "index": int}``, the training loop's item."""
         rng = generator(self.seed, "augmentation", self.epoch, index)
-        image = self.transform(self.load_image(index), rng)
+        image = self.transform(load_image(self.records, index), rng)
         return {"image": image, "label": int(self.records.labels[index]), "index": index}
-
-    def load_image(self, index: int) -> torch.Tensor:
-        """The raw image as uint8 (3, H, W), grey replicated to three channels."""
-        if self.records.images is not None:
-            pixels = np.array(self.records.images[index])  # a copy: the array may be a read-only memory map
-        else:
-            pixels = decode_image(self.records.paths[index])
-        if pixels.ndim == 2:
-            pixels = np.repeat(pixels[:, :, None], 3, axis=2)
-        return torch.from_numpy(np.ascontiguousarray(pixels)).permute(2, 0, 1)

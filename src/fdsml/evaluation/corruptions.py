@@ -150,14 +150,12 @@ def clean_test_images(
     the classifier's test images are. Grey is replicated to three channels. ``max_images``
     keeps a random subset (drawn from ``seed``, in the original order).
     """
-    from fdsml.data import ImageRecordsDataset, ImageTransform
-    from fdsml.data.image_records import test_view
+    from fdsml.data.image_records import load_image, test_view
 
     if max_images is not None and max_images < len(records):
         rng = generator(seed, "corruption_subset")
         records = records.subset(np.sort(rng.choice(len(records), max_images, replace=False)))
-    loader = ImageRecordsDataset(records, ImageTransform(1))  # only its decoding (grey -> RGB, uint8) is used
-    images = [test_view(loader.load_image(i), size, crop_fraction).permute(1, 2, 0).numpy() for i in range(len(records))]
+    images = [test_view(load_image(records, i), size, crop_fraction).permute(1, 2, 0).numpy() for i in range(len(records))]
     return ImageRecords(labels=records.labels, images=np.stack(images))
 
 

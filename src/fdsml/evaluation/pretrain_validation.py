@@ -149,14 +149,12 @@ class ProbeImages:
     @classmethod
     def read(cls, splits: RetrievalSplits, size: int, crop_fraction: float) -> ProbeImages:
         """Every probe image of ``splits`` in the test view at ``size`` (:func:`fdsml.data.image_records.test_view`)."""
-        from fdsml.data import ImageRecordsDataset, ImageTransform  # torchvision's transforms: only when probing
-        from fdsml.data.image_records import test_view
+        from fdsml.data.image_records import load_image, test_view  # torchvision's transforms: only when probing
 
         parts = (splits.query, splits.gallery) if splits.has_query_set else (splits.test,)
         views, labels = [], []
         for records in parts:
-            dataset = ImageRecordsDataset(records, ImageTransform(size, train=False, crop_fraction=crop_fraction))
-            views.extend(test_view(dataset.load_image(index), size, crop_fraction) for index in range(len(records)))
+            views.extend(test_view(load_image(records, index), size, crop_fraction) for index in range(len(records)))
             labels.append(np.asarray(records.labels))
         return cls(torch.stack(views), np.concatenate(labels), len(splits.query) if splits.has_query_set else 0)
 

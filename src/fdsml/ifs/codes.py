@@ -11,12 +11,6 @@ import numpy as np
 COEFFICIENT_NAMES = ("a", "b", "c", "d", "e", "f")
 
 
-def linear_parts(coefficients: np.ndarray) -> np.ndarray:
-    """The ``(N, 2, 2)`` matrices A_k of a code."""
-    coefficients = np.asarray(coefficients, dtype=np.float64)
-    return coefficients[:, :4].reshape(-1, 2, 2)
-
-
 def largest_singular_values(coefficients: np.ndarray) -> np.ndarray:
     """Largest singular value of each map's A_k (its Lipschitz constant).
 

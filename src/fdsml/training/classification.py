@@ -34,7 +34,7 @@ from fdsml.models import model_from_payload, model_payload
 from fdsml.seeds import replica_rank, step_seed
 from fdsml.models.starting_points import PRETRAINED, StartingPoint, check_start_settings, recorded_start, start_payload, trunk_digest
 from fdsml import distributed
-from fdsml.training.comparison import BaselineSettings, rate_record
+from fdsml.training.comparison import BaselineSettings, rate_key, rate_record
 from fdsml.training.finetune import FineTuneRun, FineTuning, at_start_rate, defining_start, finetune
 from fdsml.training.live import LiveRun, live_metrics
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
@@ -360,9 +360,7 @@ def evaluate_classifier_scores(
 
 def rate_source(config: ClassificationConfig, start: StartingPoint) -> str:
     """Where ``start``'s rate comes from: its own ``base_lr`` key, or the task's ``optimizer.base_lr``."""
-    if start.base_lr is None:
-        return "classification.optimizer.base_lr"
-    return f"classification.starting_points[{[s.name for s in config.starting_points].index(start.name)}].base_lr"
+    return rate_key("classification", "starting_points", config.starting_points, start)
 
 
 def read_datasets(config: ClassificationConfig) -> dict[str, ClassificationSplits]:

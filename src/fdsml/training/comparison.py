@@ -80,6 +80,14 @@ def seeds_note(seeds: int) -> str:
     return "1 seed, no spread measured" if seeds == 1 else f"mean ± standard deviation over {seeds} seeds"
 
 
+def rate_key(task: str, starts_key: str, starts: tuple[StartingPoint, ...], start: StartingPoint) -> str:
+    """The key ``start``'s rate comes from: its own ``base_lr`` in ``task``'s list ``starts_key``, or the task's
+    ``optimizer.base_lr``; what a table's rate cell and the run's note name, so a reader knows which key to change."""
+    if start.base_lr is None:
+        return f"{task}.optimizer.base_lr"
+    return f"{task}.{starts_key}[{[s.name for s in starts].index(start.name)}].base_lr"
+
+
 def rate_record(base_lr: float, plan: TrainingPlan, source: str, choice: RateChoice | None = None) -> dict[str, Any]:
     """What the metrics keep of a start's fine-tuning rate: its ``base_lr``, the scaled rate the plan trained at, where it
     came from (the key, or the search), and the search's record."""

@@ -26,6 +26,7 @@ from fdsml.data import (
     ImageTransform,
     RetrievalSplits,
     available_datasets,
+    load_image,
     read_retrieval_dataset,
     reader_module,
 )
@@ -38,7 +39,7 @@ from fdsml.models import model_payload
 from fdsml.models.network import EmbeddingModel
 from fdsml.models.starting_points import StartingPoint, check_start_settings, start_payload, start_record
 from fdsml import distributed
-from fdsml.training.comparison import BaselineSettings, rate_record, seed_summary
+from fdsml.training.comparison import BaselineSettings, rate_key, rate_record, seed_summary
 from fdsml.training.finetune import FineTuneRun, FineTuning, at_start_rate, defining_start, finetune
 from fdsml.training.live import live_metrics
 from fdsml.training.loop_config import LoopConfig, OptimizerConfig
@@ -183,6 +184,11 @@ def _check_ks_fit(ks: tuple[int, ...], splits: RetrievalSplits, *, given: bool) 
     searched = len(splits.gallery) if splits.has_query_set else len(splits.test) - 1
     if max(ks) <= searched:
         return
+    if searched < 1:
+        raise ConfigError(
+            f"{splits.name}: a query searches no other image, so no Recall@K can be scored; give the test split (or the "
+            "gallery) at least two images of a class (retrieval.data.train_classes moves classes between the splits)"
+        )
     fitting = [k for k in ks if k <= searched] or [1]
     source = "" if given else f" (null: {splits.name}'s own list)"
     raise ConfigError(
@@ -340,9 +346,7 @@ def finetune_start(
 
 def rate_source(config: RetrievalConfig, start: StartingPoint) -> str:
     """Where ``start``'s rate comes from: its own ``base_lr`` key, or the task's ``optimizer.base_lr``."""
-    if start.base_lr is None:
-        return "retrieval.optimizer.base_lr"
-    return f"retrieval.starts[{[s.name for s in config.starts].index(start.name)}].base_lr"
+    return rate_key("retrieval", "starts", config.starts, start)
 
 
 def compare_starting_points(config: RetrievalConfig, pretrained: dict | None = None) -> tuple[dict, pd.DataFrame, dict[str, dict]]:
@@ -386,9 +390,7 @@ def retrieval_examples(model: EmbeddingModel, splits: RetrievalSplits, config: R
         return np.array([[i for i in row if i != q][:k] for row, q in zip(found, chosen)])
 
     neighbours = distributed.on_main_rank(neighbours_of_chosen, distributed.current())
-    query_view = ImageRecordsDataset(queries, config.data.transform(train=False))
-    gallery_view = ImageRecordsDataset(gallery, config.data.transform(train=False))
-    query_images = [query_view.load_image(int(i)).numpy() for i in chosen]
+    query_images = [load_image(queries, int(i)).numpy() for i in chosen]
     needed = {int(i) for i in neighbours.ravel()}
-    gallery_images = {i: gallery_view.load_image(i).numpy() for i in needed}
+    gallery_images = {i: load_image(gallery, i).numpy() for i in needed}
     return top_k_figure(query_images, queries.labels[chosen], gallery_images, gallery.labels, neighbours)
