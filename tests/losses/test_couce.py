@@ -528,6 +528,7 @@ def _replica(rank: int, world_size: int, port: int, folder: str, compile: bool =
     torch.distributed.destroy_process_group()
 
 
+@pytest.mark.slow  # two gloo replicas train CouCE
 def test_two_replicas_keep_the_dictionary_statistics_and_weights_identical(tmp_path):
     mp.spawn(_replica, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)
     first, second = (torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(2))

@@ -36,6 +36,7 @@ def _environment(clone: Path, name: str, files: dict[str, str]) -> str:
     return name
 
 
+@pytest.mark.slow  # a kedro run in a child process; tests/pipelines/test_run_checks.py checks the same key in process
 def test_a_misspelt_section_on_the_command_line_stops_the_run_naming_the_key(tmp_path):
     clone = fresh_clone(tmp_path)
     code, output = run("kedro run --pipelines=pretrain --params=pretan.train.max_steps=6", clone)

@@ -73,6 +73,7 @@ def test_the_page_links_its_figure_where_the_catalog_writes_it():
     assert posixpath.normpath(posixpath.join(page_dir, link)) == catalog["study_figure"]["filepath"] == "data/08_reporting/studies/tiny.png"
 
 
+@pytest.mark.slow  # a kedro study run in a child process
 def test_an_unknown_arm_key_stops_the_run_before_any_unit(tmp_path):
     project = study_project(tmp_path / "project")
     path = project / "conf/studies/tiny.yml"

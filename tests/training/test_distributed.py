@@ -112,6 +112,7 @@ def test_a_run_at_another_world_size_starts_its_own_folder_and_keeps_the_other(t
     assert len(_checkpoints(run_dir)) == 2 and two_process.read_bytes() == kept
 
 
+@pytest.mark.slow  # two gloo replicas pre-train
 def test_replicas_draw_their_own_dropout_masks_and_mixing(tiny_table, tmp_path):
     mp.spawn(draw_per_replica, args=(2, free_port(), str(tmp_path), tiny_table, TINY_SPEC), nprocs=2, join=True)
     first, second = (torch.load(tmp_path / f"draws{rank}.pt", weights_only=True) for rank in range(2))

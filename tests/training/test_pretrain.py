@@ -98,6 +98,7 @@ KILLED_RUN = textwrap.dedent(
 ON_A_GPU = pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"))
 
 
+@pytest.mark.slow  # a pre-training killed mid-run in a child process, then resumed and run again whole
 @pytest.mark.parametrize("device", ["cpu", ON_A_GPU])  # benchmarks/gpu_check.py runs the CUDA case on a GPU
 def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_one(tiny_table, tmp_path, device):
     tests_dir = str(Path(__file__).resolve().parents[1])

@@ -33,6 +33,7 @@ def torchrun(out: Path, overrides: dict, replicas: int = 2) -> subprocess.Comple
 ON_TWO_GPUS = pytest.param("cuda", marks=pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA devices"))
 
 
+@pytest.mark.slow  # two torchrun replicas pre-train with the probe
 @pytest.mark.parametrize("device", ["cpu", ON_TWO_GPUS])  # gloo on the CPU, NCCL on two GPUs (benchmarks/gpu_check.py runs it there)
 def test_held_out_validation_with_the_probe_finishes_under_two_replicas(tmp_path, device):
     """The published validation (held-out rows and the frozen probe) on rank 0, while rank 1 trains on."""
