@@ -39,6 +39,7 @@ def test_pipeline_and_pipelines_together_are_refused_by_name(handed_to_kedro):
     assert not handed_to_kedro
 
 
+@pytest.mark.slow  # a kedro command in a child process
 def test_the_design_cards_command_answers_a_wrong_parameter_in_two_lines(tmp_path):
     code, output = run("kedro run --pipeline=fractals --params=fractals.n_classes=-3", fresh_clone(tmp_path))
     assert code == 1 and "deprecated" not in output

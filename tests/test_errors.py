@@ -85,6 +85,7 @@ def answers(tmp_path_factory):
     return {kind: (clone, *finish(process)) for kind, (clone, process) in started.items()}
 
 
+@pytest.mark.slow  # six kedro commands, each in its own fresh clone (the answers fixture)
 @pytest.mark.parametrize("kind", sorted(MISTAKES))
 def test_a_fixable_mistake_gets_a_few_lines_naming_it(kind, answers):
     clone, code, output = answers[kind]
@@ -98,6 +99,7 @@ def test_a_fixable_mistake_gets_a_few_lines_naming_it(kind, answers):
     assert "Traceback" in log.read_text() and named in log.read_text()
 
 
+@pytest.mark.slow  # shares the answers fixture's fresh clones
 def test_a_real_bug_still_shows_its_traceback(answers):
     _, code, output = answers["bug"]
     assert code != 0

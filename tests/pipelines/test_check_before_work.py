@@ -125,6 +125,7 @@ def test_a_csv_listing_its_images_twice_or_a_copied_test_image_stops_kedro_check
     _assert_one_message(code, output, "csv-birds: pixel-identical copies among the scored images or of a training image (1: test 2_1.png = test 3_0.png)")
 
 
+@pytest.mark.slow  # a kedro study run in a child process
 def test_a_study_name_that_leaves_conf_studies_is_refused_before_its_file_is_read(tmp_path):
     clone = fresh_clone(tmp_path / "clone")
     (tmp_path / "outside.yml").write_text(yaml.safe_dump(TINY_STUDY))  # a valid study file, outside the project

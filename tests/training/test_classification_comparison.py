@@ -32,6 +32,7 @@ def pretrained():
     return model_payload(build_model("resnet18", embedding_dim=8, img_size=32), objective="pa_triplet")
 
 
+@pytest.mark.slow  # every start fine-tuned with its baselines
 def test_each_start_is_read_beside_nearest_centroids_on_pixels_and_on_its_frozen_trunk(tmp_path, pretrained, caplog):
     rates = {"rates": [3e-4, 3e-3], "validation_fraction": 0.1}
     config = parse_classification_params(TINY | {"run_dir": str(tmp_path / "run"), "rate_search": rates})

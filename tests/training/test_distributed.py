@@ -80,6 +80,7 @@ def two_node_runs(straight_run, tmp_path_factory):
     return straight, killed
 
 
+@pytest.mark.slow  # two gloo replicas pre-train, and one process for the reference
 def test_two_gloo_replicas_end_with_identical_weights(straight_run):
     straight = straight_run
     first, second = (torch.load(straight / f"result{rank}.pt", weights_only=True) for rank in range(2))
@@ -89,6 +90,7 @@ def test_two_gloo_replicas_end_with_identical_weights(straight_run):
     assert len(_checkpoints(straight / "node0")) == 1 and not _checkpoints(straight / "node1")  # rank 0 writes
 
 
+@pytest.mark.slow  # two nodes of gloo replicas, killed and resumed
 def test_nodes_with_separate_run_folders_resume_to_the_weights_of_an_uninterrupted_run(two_node_runs):
     straight, killed = two_node_runs
     assert not _checkpoints(killed / "node1")  # node 1 never had a checkpoint of its own
@@ -100,6 +102,7 @@ def test_nodes_with_separate_run_folders_resume_to_the_weights_of_an_uninterrupt
             torch.testing.assert_close(resumed["state_dict"][name], tensor, rtol=0, atol=0, msg=f"rank {rank}: {name}")
 
 
+@pytest.mark.slow  # shares the two nodes' runs
 def test_a_run_at_another_world_size_starts_its_own_folder_and_keeps_the_other(two_node_runs, tiny_table, tmp_path):
     """The world size is part of the run's fingerprint: one process does not resume (or overwrite) a
     2-process run's checkpoint, it trains in a folder of its own beside it."""
