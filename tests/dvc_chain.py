@@ -1,6 +1,7 @@
 """The whole chain under DVC in a scratch git repository of the project, with parameters small enough for a test."""
 
 import os
+import shutil
 import re
 import subprocess
 from pathlib import Path
@@ -68,3 +69,9 @@ def tiny_chain(copy: Path) -> str:
     run_checked(["git", "add", "-A"], copy)
     run_checked(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "copy"], copy)
     return run_checked(["dvc", "repro"], copy)
+
+
+def copy_of_chain(built: Path, copy: Path) -> None:
+    """``copy`` becomes a copy of the repository ``built`` (git history, DVC cache, outputs, their times): a second
+    ``dvc repro`` of the same chain there costs minutes, and it would give the same outputs (tests/project/conftest.py)."""
+    shutil.copytree(built, copy, symlinks=True, dirs_exist_ok=True)

@@ -15,7 +15,7 @@ import yaml
 from kedro.framework.project import pipelines
 from kedro.framework.startup import bootstrap_project
 
-from tests.dvc_chain import output_paths, run_checked, stages_ran, tiny_chain
+from tests.dvc_chain import copy_of_chain, output_paths, run_checked, stages_ran
 from tests.support import ROOT
 
 pytestmark = pytest.mark.slow
@@ -33,9 +33,11 @@ def _lookup(mapping: dict, dotted: str):
 
 
 @pytest.fixture(scope="module")
-def repository(tmp_path_factory):
+def repository(built_tiny_chain, tmp_path_factory):
+    built, first = built_tiny_chain
     copy = tmp_path_factory.mktemp("repo")
-    return copy, tiny_chain(copy)
+    copy_of_chain(built, copy)
+    return copy, first
 
 
 def test_repro_runs_every_stage_once_then_nothing(repository):

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from tests.dependencies import require_module
-from tests.dvc_chain import dvc_env, output_paths, run_checked, stages_ran, tiny_chain
+from tests.dvc_chain import copy_of_chain, dvc_env, output_paths, run_checked, stages_ran
 from tests.fresh_clone import BIN
 from tests.servers import SshServer
 
@@ -58,14 +58,14 @@ def ssh(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def pushed(ssh, tmp_path_factory):
+def pushed(ssh, built_tiny_chain, tmp_path_factory):
     """The first clone after ``dvc repro`` and a push cut half-way by the server stopping, then run again:
     the clone, the remote's folder and what the cut push left."""
     server, env = ssh
     base = tmp_path_factory.mktemp("team")
     alice, remote = base / "alice", base / "remote"
     alice.mkdir()
-    tiny_chain(alice)
+    copy_of_chain(built_tiny_chain[0], alice)
     run_checked(["dvc", "remote", "add", "-d", "team", f"ssh://{server.user}@127.0.0.1:{server.port}{remote}"], alice, env)
     run_checked(["dvc", "remote", "modify", "--local", "team", "keyfile", str(server.user_key)], alice, env)
     run_checked(["git", "add", "-A"], alice)  # dvc.lock of this repro and the remote's address (outputs are git-ignored)
