@@ -1,8 +1,8 @@
 """The whole chain under DVC in a scratch git repository of the project, with parameters small enough for a test."""
 
 import os
-import shutil
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
