@@ -15,11 +15,16 @@ export HF_HUB_OFFLINE := 1
 run: $(STAMP)
 	$(BIN)/kedro run --pipelines=pretrain
 
+# Most cases spend much of their time in one core (child processes, git, DVC, servers, small tensors): two workers,
+# each taking whole files so that module fixtures build once, run them side by side; TEST_WORKERS=0 runs them in order.
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow"
+	$(PYTEST) -m "not slow"
 
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -m slow
+	$(PYTEST) -m slow
 
 install: $(STAMP)
 
