@@ -15,7 +15,7 @@ export HF_HUB_OFFLINE := 1
 run: $(STAMP)
 	$(BIN)/kedro run --pipelines=pretrain
 
-# Most cases spend much of their time in one core (child processes, git, DVC, servers, small tensors): two workers,
+# Most cases spend much of their time on one core (child processes, git, DVC, servers, small tensors): two workers,
 # each taking whole files so that module fixtures build once, run them side by side; TEST_WORKERS=0 runs them in order.
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
