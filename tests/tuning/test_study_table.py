@@ -7,7 +7,7 @@ import pytest
 
 from fdsml.config import parse
 from fdsml.tuning.study_file import StudyDefinition
-from fdsml.tuning.study_table import difference, markdown_table, mean_std, study_rows
+from fdsml.tuning.study_table import difference, markdown_table, mean_std, satterthwaite, study_rows, welch
 
 STUDY = parse(
     StudyDefinition,
@@ -33,6 +33,19 @@ def test_mean_and_sample_std_and_a_single_value_has_no_spread():
 def test_the_difference_and_its_welch_standard_error_by_hand():
     # a: 0.5, 0.7 (mean 0.6, s^2 0.02); r: 0.2, 0.3, 0.4 (mean 0.3, s^2 0.01): SE = sqrt(0.02/2 + 0.01/3)
     assert difference([0.5, 0.7], [0.2, 0.3, 0.4]) == pytest.approx((0.3, math.sqrt(0.01 + 0.01 / 3)))
+
+
+def test_welchs_degrees_of_freedom_by_hand():
+    # a: 0.5, 0.7 (s^2/n 0.01, 1 df); r: 0.2, 0.3, 0.4 (s^2/n 0.01/3, 2 df): (0.04/3)^2 / (0.01^2 + (0.01/3)^2 / 2)
+    assert welch([0.5, 0.7], [0.2, 0.3, 0.4]) == pytest.approx((0.3, math.sqrt(0.04 / 3), (0.04 / 3) ** 2 / (0.01**2 + (0.01 / 3) ** 2 / 2)))
+    assert welch([0.5, 0.7], [0.4])[2] == pytest.approx(1.0)  # a baseline run once (raw pixels) is exact
+    assert all(math.isnan(value) for value in welch([0.5], [0.3])[1:])  # one run each: never measured
+
+
+def test_satterthwaite_reads_a_sum_of_variances_and_counts_parts_without_noise_as_exact():
+    assert satterthwaite([(1.0, 1), (4.0, 1)]) == pytest.approx(25 / 17)
+    assert satterthwaite([(1.0, 2), (1.0, 2), (3.0, 0)]) == pytest.approx(4.0)  # the run once (0 df) left out
+    assert satterthwaite([(0.0, 1), (0.0, 2)]) == 3.0 and math.isnan(satterthwaite([(0.0, 0)]))
 
 
 def test_fine_tuning_seeds_are_averaged_within_each_pretraining_seed_before_the_spread():

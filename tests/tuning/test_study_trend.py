@@ -7,7 +7,8 @@ import pytest
 
 from fdsml.config import ConfigError, parse
 from fdsml.tuning.study_file import StudyDefinition, read_study, units
-from fdsml.tuning.study_trend import Z95, draw_trend, fit_gap, trend_json, trend_markdown, trend_results
+from fdsml.tuning.study_table import satterthwaite
+from fdsml.tuning.study_trend import describe_fit, draw_trend, fit_gap, t95, trend_json, trend_markdown, trend_results
 
 FILE = {
     "title": "t", "question": "q", "env": "fair", "steps": ["pretrain", "frozen_probe"],
@@ -38,36 +39,82 @@ RESULTS = [
 ]
 
 
-def test_a_weighted_line_through_three_gaps_by_hand():
-    # gaps 10, 6, 2 at x = 1, 2, 4 (u = 0, 1, 2), equal errors 1: slope -4 per doubling, SE 1 / sqrt(sum (u - 1)^2) = 1 / sqrt(2)
-    fit = fit_gap([1, 2, 4], [10, 6, 2], [1, 1, 1])
-    assert fit.slope == pytest.approx(-4.0) and fit.slope_se == pytest.approx(1 / math.sqrt(2))
+def test_a_line_through_three_gaps_by_hand():
+    # gaps 10, 6, 2 at x = 1, 2, 4 (u = 0, 1, 2), SE 1 on 2 degrees of freedom each: slope -4 per doubling,
+    # SE sqrt(sum c^2) with c = (u - 1) / 2 = (-0.5, 0, 0.5): 1 / sqrt(2), on (0.5)^2 / (2 * 0.25^2 / 2) = 4 df
+    fit = fit_gap([1, 2, 4], [(10, 1, 2), (6, 1, 2), (2, 1, 2)])
+    assert fit.slope == pytest.approx(-4.0) and fit.slope_se == pytest.approx(1 / math.sqrt(2)) and fit.slope_df == pytest.approx(4.0)
     assert fit.narrows and fit.points == 3 and (fit.low, fit.high) == (1, 4)
     at, low, high = fit.crossing
     assert at == pytest.approx(2**2.5)  # 6 - 4 (u - 1) = 0 at u = 2.5
-    # Fieller: (6 - 4 t)^2 <= z^2 (1/3 + t^2 / 2), t = u - 1; its roots bound the crossing, the estimate between them
-    a, b, c = 16 - Z95**2 / 2, -48, 36 - Z95**2 / 3  # a t^2 + b t + c <= 0
+    # Fieller at Student's t on 4 df (the slope's, below the level's 6): (6 - 4 t)^2 <= q^2 (1/3 + t^2 / 2), t = u - 1
+    q = 2.776445
+    a, b, c = 16 - q**2 / 2, -48, 36 - q**2 / 3  # a t^2 + b t + c <= 0
     roots = sorted(((-b - math.sqrt(b * b - 4 * a * c)) / (2 * a), (-b + math.sqrt(b * b - 4 * a * c)) / (2 * a)))
-    assert (low, high) == pytest.approx((2 ** (1 + roots[0]), 2 ** (1 + roots[1])))
+    assert (low, high) == pytest.approx((2 ** (1 + roots[0]), 2 ** (1 + roots[1])), rel=1e-5)
     assert low < at < high
 
 
-def test_weights_follow_the_errors_a_noisy_point_moves_the_line_less():
-    precise = fit_gap([1, 2, 4], [10, 6, 20], [1, 1, 100])
-    assert precise.slope == pytest.approx(-4.0, abs=0.01)  # the third point, 100 times noisier, barely counts
+def test_the_students_t_quantile_replaces_the_normals_two_seeds_give_one_degree_of_freedom():
+    assert t95(1) == pytest.approx(12.706, abs=1e-3) and t95(2) == pytest.approx(4.303, abs=1e-3)
+    assert t95(math.inf) == pytest.approx(1.960, abs=1e-3)
+
+
+def test_every_point_weighs_the_same_a_point_whose_seeds_happen_to_agree_does_not_pull_the_line():
+    lucky = fit_gap([1, 2, 4], [(10, 1, 1), (6, 1, 1), (20, 0.001, 1)])
+    assert lucky.slope == pytest.approx(5.0)  # (20 - 10) / 2 doublings, not the third point's line
+    noisy = fit_gap([1, 2, 4], [(10, 1, 1), (6, 1, 1), (20, 100, 1)])
+    assert noisy.slope == pytest.approx(5.0) and noisy.slope_se == pytest.approx(math.sqrt(0.25 + 0.25 * 100**2))
+
+
+def _line_at(xs, gaps, u):
+    """The least-squares line's value at u and its standard error, by propagating each gap's variance directly."""
+    us = [math.log2(x) for x in xs]
+    centre, spread = sum(us) / len(us), sum((v - sum(us) / len(us)) ** 2 for v in us)
+    loads = [1 / len(us) + (v - centre) * (u - centre) / spread for v in us]  # the value is sum(load * gap)
+    return sum(load * g for load, (g, _, _) in zip(loads, gaps)), math.sqrt(sum(load**2 * e**2 for load, (_, e, _) in zip(loads, gaps)))
+
+
+def test_the_crossings_interval_ends_where_zero_leaves_the_lines_own_band_with_unequal_errors():
+    xs, gaps = [1, 2, 4], [(10, 1.0, 2), (7, 0.5, 3), (3, 0.25, 1)]
+    fit = fit_gap(xs, gaps)
+    level_df = satterthwaite([(e * e / 9, df) for _, e, df in gaps])
+    q = t95(min(fit.slope_df, level_df))
+    for bound in fit.crossing[1:]:  # at each end of the interval the line is exactly q standard errors from zero
+        value, error = _line_at(xs, gaps, math.log2(bound))
+        assert abs(value) == pytest.approx(q * error, rel=1e-6)
+    at = fit.crossing[0]
+    assert _line_at(xs, gaps, math.log2(at))[0] == pytest.approx(0.0, abs=1e-9)
 
 
 def test_a_gap_that_widens_or_stays_has_no_crossing_and_a_flat_slope_within_noise_has_an_unbounded_interval():
-    assert fit_gap([1, 2, 4], [2, 6, 10], [1, 1, 1]).crossing is None  # widens
-    flat = fit_gap([1, 2, 4], [10, 10, 10], [1, 1, 1])
+    assert fit_gap([1, 2, 4], [(2, 1, 2), (6, 1, 2), (10, 1, 2)]).crossing is None  # widens
+    flat = fit_gap([1, 2, 4], [(10, 1, 2), (10, 1, 2), (10, 1, 2)])
     assert flat.slope == pytest.approx(0.0) and flat.crossing is None and not flat.narrows
-    noisy = fit_gap([1, 2], [10, 9], [3, 3])  # narrows by 1 ± 4.2 per doubling: the crossing cannot be bounded
+    noisy = fit_gap([1, 2], [(10, 3, 1), (9, 3, 1)])  # narrows by 1 ± 4.2 per doubling: the crossing cannot be bounded
     assert noisy.narrows and noisy.crossing[1:] == (None, None)
+    sentence = describe_fit("reference - best rival", noisy, STUDY.trend, STUDY.trend.axes["images seen"], 1.0, 1)
+    assert "cannot be told from flat at 95 %, so no crossing is bounded (the line's zero: 1,024)" in sentence  # 10 - u = 0
+
+
+def test_a_crossing_between_the_points_is_not_called_extrapolated():
+    between = describe_fit("reference - best rival", fit_gap([1, 4], [(4, 0.1, 2), (-4, 0.1, 2)]), STUDY.trend, STUDY.trend.axes["images seen"], 1.0, 1)
+    beyond = describe_fit("reference - best rival", fit_gap([1, 4], [(8, 0.1, 2), (4, 0.1, 2)]), STUDY.trend, STUDY.trend.axes["images seen"], 1.0, 1)
+    assert "would close at 2 [" in between and "(95 %, between the points)" in between
+    assert "would close at 16 [" in beyond and "(95 %, extrapolated)" in beyond
+
+
+def test_a_gap_that_does_not_narrow_states_the_fastest_narrowing_students_t_allows():
+    fit = fit_gap([1, 2, 4], [(10, 1, 2), (10.5, 1, 2), (11, 1, 2)])  # widens by 0.5 ± 0.71 on 4 df
+    sentence = describe_fit("reference - best rival", fit, STUDY.trend, STUDY.trend.axes["images seen"], 1.0, 2)
+    assert "4.0 degrees of freedom" in sentence
+    assert f"by at most {2.776445 / math.sqrt(2) - 0.5:.2f} per doubling" in sentence  # 1.46, where 1.96 would say 0.89
 
 
 def test_fewer_than_two_points_with_a_value_make_no_line():
-    assert fit_gap([1, 2], [5, math.nan], [1, 1]) is None
-    assert fit_gap([1], [5], [1]) is None
+    assert fit_gap([1, 2], [(5, 1, 1), (math.nan, 1, 1)]) is None
+    assert fit_gap([1, 2], [(5, 1, 1), (4, math.nan, math.nan)]) is None  # each side ran once: no error
+    assert fit_gap([1], [(5, 1, 1)]) is None
 
 
 def test_each_point_compares_the_reference_with_the_best_rival_there_and_with_the_pixels():
@@ -78,19 +125,25 @@ def test_each_point_compares_the_reference_with_the_best_rival_there_and_with_th
     assert base.gaps["reference - best rival"][0] == pytest.approx(0.52 - 0.40)
     # Welch: fdsl (0.50, 0.54) s^2 0.0008, paper (0.40, 0.40) s^2 0: SE sqrt(0.0008 / 2)
     assert base.gaps["reference - best rival"][1] == pytest.approx(math.sqrt(0.0008 / 2))
+    assert base.gaps["reference - best rival"][2] == pytest.approx(1.0)  # paper's two seeds agree: fdsl's one df
+    # fdsl_s4 (0.60, 0.62) s^2/2 = 0.0001, same_s4 (0.50, 0.54) 0.0004: (0.0005)^2 / (0.0001^2 + 0.0004^2) df
+    assert far.gaps["reference - best rival"][2] == pytest.approx(0.0005**2 / (0.0001**2 + 0.0004**2))
     assert far.gaps["reference - best rival"][0] == pytest.approx(0.61 - 0.52)
     assert base.gaps["best rival - baseline"][0] == pytest.approx(0.40 - 0.31)  # pixels ran once: the base arm at every point
     assert far.gaps["reference - baseline"][0] == pytest.approx(0.61 - 0.31)  # its own metric (baseline_metrics) set against frozen.recall@1
     assert far.floor[0] == pytest.approx(0.11)  # scratch does not change with the steps: its base arm
     fit = found["fits"]["reference - best rival"]
     assert fit.slope == pytest.approx((0.09 - 0.12) / 2)  # two points, two doublings apart
+    # the slope's variance 0.25 (0.0004 + 0.0005), each gap's part on its own degrees of freedom (1 and 1.47)
+    far_df = 0.0005**2 / (0.0001**2 + 0.0004**2)
+    assert fit.slope_df == pytest.approx((0.25 * 0.0009) ** 2 / ((0.25 * 0.0004) ** 2 + (0.25 * 0.0005) ** 2 / far_df))
 
 
 def test_the_page_states_each_gap_and_its_change_per_doubling_and_the_json_holds_them():
     found = trend_results(RESULTS, STUDY)
     page = trend_markdown(found, STUDY)
     assert "| base | 1 | 52.0 ± 2.8 | paper 40.0 ± 0.0 | 31.0 (1 run) | 11.0 ± 1.4 | +12.0 ± 2.0 |" in page
-    assert "fdsl - the best rival: -1.5 ± " in page and "per doubling of steps (2 points, 1 to 4)" in page
+    assert "fdsl - the best rival: -1.5 ± " in page and "per doubling of steps (2 points, 1 to 4; the SE on 2.5 degrees of freedom)" in page
     data = json.loads(json.dumps(trend_json(found)))
     assert data["images seen"]["frozen.recall@1"]["fits"]["reference - best rival"]["slope"] == pytest.approx(-0.015)
 

@@ -33,12 +33,31 @@ def mean_std(values: Sequence[float]) -> tuple[float, float]:
 
 
 def difference(values: Sequence[float], reference: Sequence[float]) -> tuple[float, float]:
-    """mean(values) - mean(reference) and the difference's standard error (Welch's: sqrt(s_a^2/n_a + s_r^2/n_r); NaN,
-    never measured, when each side ran once)."""
+    """mean(values) - mean(reference) and the difference's standard error (:func:`welch`)."""
+    return welch(values, reference)[:2]
+
+
+def welch(values: Sequence[float], reference: Sequence[float]) -> tuple[float, float, float]:
+    """mean(values) - mean(reference), its standard error (Welch's: sqrt(s_a^2/n_a + s_r^2/n_r)) and that error's
+    degrees of freedom (:func:`satterthwaite`); both NaN, never measured, when each side ran once. A side that ran
+    once counts as exact: an unseeded baseline (raw pixels)."""
     (mean, std), (base, base_std) = mean_std(values), mean_std(reference)
     if len(values) == len(reference) == 1:
-        return mean - base, math.nan
-    return mean - base, math.sqrt(std**2 / len(values) + base_std**2 / len(reference))
+        return mean - base, math.nan, math.nan
+    parts = [(std**2 / len(values), len(values) - 1), (base_std**2 / len(reference), len(reference) - 1)]
+    return mean - base, math.sqrt(sum(variance for variance, _ in parts)), satterthwaite(parts)
+
+
+def satterthwaite(parts: Sequence[tuple[float, float]]) -> float:
+    """The degrees of freedom of a sum of independent variance estimates, each ``(variance, its degrees of freedom)``:
+    (sum v)^2 / sum(v^2 / df) (Welch-Satterthwaite). Two seeds give each estimate one degree of freedom, so a 95 %
+    interval is up to 12.7 standard errors wide, not 1.96. Parts without degrees of freedom (a run once) count as
+    exact; when every variance is 0, the parts' degrees of freedom summed (NaN where there are none)."""
+    measured = [(variance, df) for variance, df in parts if df > 0]
+    total = sum(variance for variance, _ in measured)
+    if total == 0:
+        return float(sum(df for _, df in measured)) or math.nan
+    return total**2 / sum(variance**2 / df for variance, df in measured)
 
 
 def paired_difference(values: Mapping[str, float], reference: Mapping[str, float]) -> tuple[float, float]:

@@ -4,13 +4,16 @@ and where they would close.
 For each axis of a study's ``trend`` and each of its metrics, at every point of the axis: the reference start's mean
 over the values of ``trend.spread`` (the pre-training seed: the fine-tuning seeds of one trunk averaged first, since
 they share it), the best rival's (the rival with the highest mean there), the baseline's and the floor's;
-the gaps reference - best rival, reference - baseline and best rival - baseline, each with its standard error
-(Welch's, :func:`fdsml.tuning.study_table.difference`). Each gap is then fitted by weighted least squares against
-log2 of the axis value (weights 1 / SE^2): the slope is the gap's change per doubling, with its standard error.
-Where the slope points towards zero, the line's zero is the extrapolated crossing, given with its 95 % Fieller
-interval (the set of axis values where zero lies within the line's own 95 % band), which is unbounded on a side
-where the slope cannot be told from flat. Where it does not, the range it was measured over and the fastest
-narrowing the data allow are stated instead.
+the gaps reference - best rival, reference - baseline and best rival - baseline, each with its standard error and
+that error's degrees of freedom (Welch's, :func:`fdsml.tuning.study_table.welch`). Each gap is then fitted by least
+squares against log2 of the axis value, every point weighing the same: weights of 1 / SE^2 read from two seeds would
+be noise themselves (a point whose two seeds happen to agree would outweigh the others a hundredfold). The slope is
+the gap's change per doubling, with its standard error from the points' own and its Welch-Satterthwaite degrees of
+freedom. Every interval is Student's t at those degrees of freedom, never the normal's 1.96: with two seeds a start,
+a gap's error has one or two. Where the slope points towards zero, the line's zero is the extrapolated crossing,
+given with its 95 % Fieller interval (the set of axis values where zero lies within the line's own 95 % band), which
+is unbounded where the slope cannot be told from flat. Where it does not, the range it was measured over and the
+fastest narrowing the data allow are stated instead.
 """
 
 from __future__ import annotations
@@ -21,21 +24,28 @@ from dataclasses import dataclass
 from typing import Any
 
 from matplotlib.figure import Figure
+from scipy.stats import t as student_t
 
 from fdsml.tuning.study_file import StudyDefinition, TableSettings, TrendAxis, TrendSettings, trend_arm
-from fdsml.tuning.study_table import arm_values, difference, mean_std
+from fdsml.tuning.study_table import arm_values, mean_std, satterthwaite, welch
 
-Z95 = 1.959964
 GAPS = ("reference - best rival", "reference - baseline", "best rival - baseline")
+
+
+def t95(df: float) -> float:
+    """The two-sided 95 % quantile of Student's t at ``df`` degrees of freedom (1.96 at infinity, 12.7 at one)."""
+    return float(student_t.ppf(0.975, df))
 
 
 @dataclass(frozen=True)
 class Fit:
-    """A gap against log2(axis value): its change per doubling ± SE, the points it rests on, and the crossing (the
-    axis value where the line is zero, with its 95 % interval; ``None`` bounds are unbounded) when it narrows."""
+    """A gap against log2(axis value): its change per doubling ± SE on ``slope_df`` degrees of freedom, the points it
+    rests on, and the crossing (the axis value where the line is zero, with its 95 % interval; ``None`` bounds are
+    unbounded) when it narrows."""
 
     slope: float
     slope_se: float
+    slope_df: float
     points: int
     low: float
     high: float
@@ -43,43 +53,49 @@ class Fit:
     crossing: tuple[float, float | None, float | None] | None
 
 
-def fit_gap(xs: Sequence[float], gaps: Sequence[float], errors: Sequence[float]) -> Fit | None:
-    """The weighted line of ``gaps`` (± ``errors``) against log2 ``xs``; None with fewer than two points that have a value."""
-    points = [(math.log2(x), g, e) for x, g, e in zip(xs, gaps, errors) if not (math.isnan(g) or math.isnan(e))]
-    if len({u for u, _, _ in points}) < 2:
+def fit_gap(xs: Sequence[float], gaps: Sequence[tuple[float, float, float]]) -> Fit | None:
+    """The least-squares line of ``gaps`` (each ``(gap, SE, the SE's degrees of freedom)``, as :func:`welch` gives it)
+    against log2 ``xs``, every point weighing the same; None with fewer than two points that have a value and an SE."""
+    points = [(math.log2(x), g, e * e, df) for x, (g, e, df) in zip(xs, gaps) if not (math.isnan(g) or math.isnan(e))]
+    if len({u for u, _, _, _ in points}) < 2:
         return None
-    floor = min((e for _, _, e in points if e > 0), default=1e-6) / 10  # a gap measured without noise still weighs finitely
-    weights = [1 / max(e, floor) ** 2 for _, _, e in points]
-    total = sum(weights)
-    centre = sum(w * u for w, (u, _, _) in zip(weights, points)) / total
-    mean_gap = sum(w * g for w, (_, g, _) in zip(weights, points)) / total
-    spread = sum(w * (u - centre) ** 2 for w, (u, _, _) in zip(weights, points))
-    slope = sum(w * (u - centre) * (g - mean_gap) for w, (u, g, _) in zip(weights, points)) / spread
-    slope_var = 1 / spread
-    narrows = slope != 0 and math.copysign(1, slope) != math.copysign(1, mean_gap)
+    n = len(points)
+    centre = sum(u for u, _, _, _ in points) / n
+    spread = sum((u - centre) ** 2 for u, _, _, _ in points)
+    coefficients = [(u - centre) / spread for u, _, _, _ in points]  # the slope is sum(coefficient * gap)
+    level = sum(g for _, g, _, _ in points) / n  # the line's value at the centre
+    slope = sum(c * g for c, (_, g, _, _) in zip(coefficients, points))
+    level_parts = [(v / n**2, df) for _, _, v, df in points]
+    slope_parts = [(c * c * v, df) for c, (_, _, v, df) in zip(coefficients, points)]
+    slope_var = sum(v for v, _ in slope_parts)
+    covariance = sum(c * v / n for c, (_, _, v, _) in zip(coefficients, points))  # of the level and the slope
+    slope_df = satterthwaite(slope_parts)
+    narrows = slope != 0 and math.copysign(1, slope) != math.copysign(1, level)
     crossing = None
     if narrows:
-        bounds = _fieller(mean_gap, 1 / total, slope, slope_var)
-        crossing = (2 ** (centre - mean_gap / slope), *(None if t is None else 2 ** (centre + t) for t in bounds))  # type: ignore[assignment]
-    xs_used = [2**u for u, _, _ in points]
-    return Fit(slope, math.sqrt(slope_var), len(points), min(xs_used), max(xs_used), narrows, crossing)
+        quantile = t95(min(slope_df, satterthwaite(level_parts)))
+        bounds = _fieller(level, sum(v for v, _ in level_parts), slope, slope_var, covariance, quantile)
+        crossing = (2 ** (centre - level / slope), *(None if t is None else 2 ** (centre + t) for t in bounds))  # type: ignore[assignment]
+    xs_used = [2**u for u, _, _, _ in points]
+    return Fit(slope, math.sqrt(slope_var), slope_df, n, min(xs_used), max(xs_used), narrows, crossing)
 
 
-def _fieller(level: float, level_var: float, slope: float, slope_var: float) -> tuple[float | None, float | None]:
+def _fieller(level: float, level_var: float, slope: float, slope_var: float, covariance: float, quantile: float) -> tuple[float | None, float | None]:
     """The 95 % interval of t = -level / slope (the line level + slope t is zero), from Fieller's theorem: the t where
-    (level + slope t)^2 <= z^2 (level_var + t^2 slope_var). Unbounded, (None, None), when the slope cannot be told
-    from flat at 95 % (the set then reaches infinity)."""
-    a = slope**2 - Z95**2 * slope_var
-    if a <= 0:
+    (level + slope t)^2 <= q^2 (level_var + 2 t covariance + t^2 slope_var), q the 95 % quantile. Unbounded, (None,
+    None), when the slope cannot be told from flat at 95 % (the set then reaches infinity)."""
+    a = slope**2 - quantile**2 * slope_var
+    if not a > 0:
         return None, None
-    b = level * slope
-    root = math.sqrt(max(b * b - a * (level**2 - Z95**2 * level_var), 0.0))
+    b = level * slope - quantile**2 * covariance
+    root = math.sqrt(max(b * b - a * (level**2 - quantile**2 * level_var), 0.0))
     return (-b - root) / a, (-b + root) / a
 
 
 @dataclass(frozen=True)
 class TrendPoint:
-    """One point of an axis for one metric: each start's mean ± std and n, the best rival's name, the three gaps ± SE."""
+    """One point of an axis for one metric: each start's mean ± std and n, the best rival's name, the three gaps ± SE
+    (each ``(gap, SE, the SE's degrees of freedom)``)."""
 
     point: str
     x: float
@@ -88,7 +104,7 @@ class TrendPoint:
     rival: tuple[float, float, int]
     baseline: tuple[float, float, int] | None
     floor: tuple[float, float, int] | None
-    gaps: dict[str, tuple[float, float]]
+    gaps: dict[str, tuple[float, float, float]]
 
 
 def _arm_at(study_arms: Mapping[str, Any], start: str, point: str) -> str:
@@ -117,9 +133,9 @@ def trend_points(results: Sequence[Mapping[str, Any]], study: StudyDefinition, a
         best = max(rivals, key=lambda rival: _nan_low(mean_std(rivals[rival])[0]))
         baseline = baselines.get(_arm_at(study.arms, trend.baseline, point), {}).get(baseline_metric) if trend.baseline else None
         floor = values.get(_arm_at(study.arms, trend.floor, point), {}).get(metric) if trend.floor else None
-        gaps = {GAPS[0]: difference(reference, rivals[best])}
+        gaps = {GAPS[0]: welch(reference, rivals[best])}
         if baseline:
-            gaps |= {GAPS[1]: difference(reference, baseline), GAPS[2]: difference(rivals[best], baseline)}
+            gaps |= {GAPS[1]: welch(reference, baseline), GAPS[2]: welch(rivals[best], baseline)}
         found.append(TrendPoint(point, x, _summary(reference), best, _summary(rivals[best]), baseline and _summary(baseline), floor and _summary(floor), gaps))
     return found
 
@@ -130,10 +146,7 @@ def _nan_low(value: float) -> float:
 
 def trend_fits(points: Sequence[TrendPoint]) -> dict[str, Fit | None]:
     """Each gap's line over the points."""
-    return {
-        gap: fit_gap([p.x for p in points if gap in p.gaps], [p.gaps[gap][0] for p in points if gap in p.gaps], [p.gaps[gap][1] for p in points if gap in p.gaps])
-        for gap in GAPS
-    }
+    return {gap: fit_gap([p.x for p in points if gap in p.gaps], [p.gaps[gap] for p in points if gap in p.gaps]) for gap in GAPS}
 
 
 def trend_results(results: Sequence[Mapping[str, Any]], study: StudyDefinition) -> dict[str, dict[str, dict[str, Any]]]:
@@ -153,7 +166,7 @@ def _value(found: tuple[float, float, int] | None, scale: float, digits: int) ->
     return f"{scale * mean:.{digits}f}" + (f" ± {scale * std:.{digits}f}" if n > 1 else " (1 run)")
 
 
-def _gap(found: tuple[float, float] | None, scale: float, digits: int) -> str:
+def _gap(found: tuple[float, float, float] | None, scale: float, digits: int) -> str:
     return "n/a" if found is None or math.isnan(found[0]) else f"{scale * found[0]:+.{digits}f} ± {scale * found[1]:.{digits}f}"
 
 
@@ -167,12 +180,15 @@ def describe_fit(gap: str, fit: Fit | None, trend: TrendSettings, axis: TrendAxi
     label = " - ".join(names[part] for part in gap.split(" - "))
     if fit is None:
         return f"{label}: fewer than two points, no trend."
-    change = f"{scale * fit.slope:+.{digits}f} ± {scale * fit.slope_se:.{digits}f} per doubling of {axis.label} ({fit.points} points, {_axis_value(fit.low)} to {_axis_value(fit.high)})"
+    change = (f"{scale * fit.slope:+.{digits}f} ± {scale * fit.slope_se:.{digits}f} per doubling of {axis.label} ({fit.points} points, "
+              f"{_axis_value(fit.low)} to {_axis_value(fit.high)}; the SE on {fit.slope_df:.1f} degrees of freedom)")
     if fit.crossing is not None:
         at, low, high = fit.crossing
-        interval = f"[{'unbounded' if low is None else _axis_value(low)}, {'unbounded' if high is None else _axis_value(high)}]"
-        return f"{label}: {change}; it narrows, and would close at {_axis_value(at)} {interval} (95 %, extrapolated)."
-    fastest = max(0.0, Z95 * fit.slope_se - abs(fit.slope))  # the slope has the gap's sign here, or is flat
+        if low is None or high is None:
+            return f"{label}: {change}; it narrows by its estimate, but the slope cannot be told from flat at 95 %, so no crossing is bounded (the line's zero: {_axis_value(at)})."
+        where = "between the points" if fit.low <= at <= fit.high else "extrapolated"
+        return f"{label}: {change}; it narrows, and would close at {_axis_value(at)} [{_axis_value(low)}, {_axis_value(high)}] (95 %, {where})."
+    fastest = max(0.0, t95(fit.slope_df) * fit.slope_se - abs(fit.slope))  # the slope has the gap's sign here, or is flat
     return f"{label}: {change}; it does not narrow over this range (95 %: by at most {scale * fastest:.{digits}f} per doubling)."
 
 
@@ -182,7 +198,9 @@ def trend_markdown(found: Mapping[str, Mapping[str, Mapping[str, Any]]], study: 
     scale, digits = (100.0 if table.percent else 1.0), table.digits
     samples = f"values of `{trend.spread}` (the other seeds averaged first)" if trend.spread else "every seed combination"
     lines = [f"\n## How the gaps change along each axis\n\nGaps as differences of means over the {samples} ± their standard error; "
-             f"the best rival is the best of {', '.join(trend.rivals)} at each point; the lines are weighted least-squares fits against log2 of the axis.\n"]
+             f"the best rival is the best of {', '.join(trend.rivals)} at each point; the lines are least-squares fits against log2 of the axis, "
+             "every point weighing the same; every 95 % interval is Student's t at the Welch-Satterthwaite degrees of freedom of its "
+             "standard error (with two seeds a start, one or two for a gap: 4.3 to 12.7 standard errors each side).\n"]
     for name, by_metric in found.items():
         axis = trend.axes[name]
         for metric, entry in by_metric.items():
@@ -212,7 +230,7 @@ def trend_json(found: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> dict[str
 
 
 def draw_trend(found: Mapping[str, Mapping[str, Mapping[str, Any]]], study: StudyDefinition) -> Figure:
-    """The gaps against each axis (log2), points with ± SE bars: a row per metric, a column per axis."""
+    """The gaps against each axis (log2), points with their 95 % intervals (Student's t): a row per metric, a column per axis."""
     trend = study.trend
     scale = 100.0 if study.table.percent else 1.0
     axes_names, metrics = list(trend.axes), list(trend.metrics)
@@ -227,7 +245,7 @@ def draw_trend(found: Mapping[str, Mapping[str, Mapping[str, Any]]], study: Stud
                 shown = [p for p in points if gap in p.gaps and not math.isnan(p.gaps[gap][0])]
                 if shown:
                     panel.errorbar([math.log2(p.x) + offset for p in shown], [scale * p.gaps[gap][0] for p in shown],
-                                   yerr=[Z95 * scale * p.gaps[gap][1] for p in shown], marker="o", capsize=3, label=labels[gap])
+                                   yerr=[t95(p.gaps[gap][2]) * scale * p.gaps[gap][1] for p in shown], marker="o", capsize=3, label=labels[gap])
             panel.axhline(0.0, color="grey", linewidth=0.8)
             ticks = sorted(trend.axes[name].points.values())
             panel.set_xticks([math.log2(x) for x in ticks], [_axis_value(x) for x in ticks])
@@ -236,6 +254,6 @@ def draw_trend(found: Mapping[str, Mapping[str, Mapping[str, Any]]], study: Stud
             panel.set_title(f"{name}: {metric}", fontsize=9)
             panel.grid(alpha=0.3)
     panels[0][0].legend(fontsize=7)
-    figure.suptitle("Gaps between starts along each axis (± 95 % intervals)")
+    figure.suptitle("Gaps between starts along each axis (± 95 % intervals, Student's t)")
     figure.tight_layout()
     return figure
