@@ -240,3 +240,38 @@ def test_two_sweep_ranges_give_two_sweep_tables_with_their_factors_and_every_sta
     assert [row[0] for row in rows] == ["default", "one map"]
     for row in rows:
         assert len(row[3:]) == len(columns) and all(float(cell.split(" ± ")[0]) >= 0 for cell in row[3:])
+
+
+def test_a_named_fine_tuning_keeps_its_own_run_folder_so_neither_overwrites_the_others_checkpoint(tmp_path):
+    """``converged`` fine-tunes the same start with the same seed as ``finetune``: in one folder, each would find the
+    other's checkpoint ("another configuration") and a unit stopped in either would train both again from step 0."""
+    from fdsml.tuning.study_runner import run_step
+
+    study = {
+        **TINY_STUDY,
+        "steps": ["finetune", "converged"],
+        "named_steps": {"converged": {"step": "finetune", "overlay": {"retrieval.train.max_steps": 3}}},
+        "arms": {"scratch": {}},
+        "seeds": {"pretrain.train.seed": [0], "retrieval.seeds": [[0]]},
+        "table": {"metrics": ["finetuned.recall@1"]},
+    }
+    project = study_project(tmp_path / "p", study)
+    settings = parse_study_settings({"name": "tiny", "conf_source": str(project / "conf"), "run_dir": str(tmp_path / "runs")})
+    (plan,) = plan_units(read_study(project / "conf/studies/tiny.yml"), settings, env_parameters(str(project / "conf"), "base")).values()
+    unit = Path(plan.parameters["retrieval"]["run_dir"]).parent
+
+    def checkpoints() -> dict[str, tuple[bytes, int]]:
+        return {str(path.relative_to(unit)): (path.read_bytes(), path.stat().st_mtime_ns) for path in unit.rglob("last.pt")}
+
+    first = run_step(plan, "finetune", {})
+    (finetuned,) = checkpoints()
+    assert finetuned.startswith("retrieval/")
+    after_finetune = checkpoints()
+    converged = run_step(plan, "converged", {})
+    both = checkpoints()
+    assert both[finetuned] == after_finetune[finetuned]  # untouched: same bytes, never rewritten
+    (own,) = set(both) - {finetuned}
+    assert own.startswith("converged/retrieval/")
+    assert converged["converged.finetuned.recall@1"] >= 0.0
+    again = run_step(plan, "finetune", {})  # the finished run is reused from its folder, not trained again
+    assert checkpoints() == both and again["finetuned.recall@1"] == first["finetuned.recall@1"]

@@ -189,13 +189,21 @@ def run_step(plan: UnitPlan, name: str, state: dict[str, Any]) -> Metrics:
     from fdsml.timers import CpuSeconds
 
     named = plan.named.get(name)
-    params = with_overlay(plan.parameters, named.overlay) if named else plan.parameters
+    params = with_overlay(plan.parameters, named.overlay | _own_run_folders(plan, name)) if named else plan.parameters
     whole, state["cpu"] = CpuSeconds(), CpuSeconds()
     with whole.stage(name):
         found = _step_of(name, named).run(params, state)
     metrics = {f"{name}.{key}": value for key, value in found.items()} if named else found
     stages = {f"cpu_seconds.{name}.{stage}": seconds for stage, seconds in state.pop("cpu").seconds.items()}
     return metrics | {f"cpu_seconds.{name}": whole.seconds[name]} | stages
+
+
+def _own_run_folders(plan: UnitPlan, name: str) -> dict[str, str]:
+    """The run folders of the unit's named step ``name``, beside its plain steps' (``<unit>/<name>/retrieval``): a
+    fine-tuning that shares its start and seed with the plain step's (``converged`` with ``finetune``) would
+    otherwise find the other's checkpoint in its folder, and a unit stopped in it would train both again from step 0."""
+    unit_dir = Path(plan.parameters["retrieval"]["run_dir"]).parent
+    return {f"{section}.run_dir": str(unit_dir / name / section) for section in ("retrieval", "classification")}
 
 
 def run_unit(plans: dict[str, UnitPlan], threads: int, headline: str, name: str) -> tuple[float, dict]:
