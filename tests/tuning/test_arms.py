@@ -89,6 +89,38 @@ def test_an_arm_left_running_by_a_dead_worker_is_rerun(tmp_path):
     assert study.trials[0].state == TrialState.FAIL
 
 
+def test_a_worker_that_finds_the_sqlite_file_locked_past_sqlites_own_wait_tries_again_and_runs_every_arm(tmp_path, caplog):
+    """Workers started together contend for the file: the one that lost stopped with "database is locked" while its
+    peers went on alone, and the run, at half its workers, said so only when they had finished."""
+    import sqlite3
+    import threading
+
+    from fdsml.tuning.arms import work
+
+    study = open_arms_study("s", storage_dir=str(tmp_path))
+    holder = sqlite3.connect(tmp_path / "s.db", isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")  # another worker's write, held past SQLite's 5 s wait
+    release = threading.Timer(7.0, lambda: holder.execute("COMMIT"))
+    release.start()
+    log = tmp_path / "log"
+    try:
+        assert work(study, ARMS, partial(square, str(log))) == []
+    finally:
+        release.join()
+    assert sorted(line.split()[0] for line in runs(log)) == ["a", "b", "c"]
+    assert [trial.state for trial in study.trials] == [TrialState.COMPLETE] * 3  # one claim each, none added twice
+    assert "locked by another worker: trying again" in caplog.text
+
+
+def test_a_worker_that_stops_says_so_at_once_rather_than_when_its_peers_finish(tmp_path, caplog):
+    from fdsml.tuning.arms import _worker
+
+    (tmp_path / "s.db").write_text("not a database")
+    with pytest.raises(Exception, match="not a database"):
+        _worker(("s", None, str(tmp_path), ARMS, partial(square, str(tmp_path / "log")), None))
+    assert "A worker of study s stopped: the others go on without it" in caplog.text
+
+
 @pytest.mark.slow
 def test_jobs_and_separate_processes_on_one_storage_run_each_arm_exactly_once(tmp_path):
     log = tmp_path / "log"

@@ -12,6 +12,8 @@ Several workers (``jobs`` processes, or processes on several machines sharing on
 storage) share the list. A worker claims an arm by creating its RUNNING trial, attributes and all,
 in one write; it keeps the arm only when its trial is the lowest-numbered live claim on it, so two
 workers claiming at the same instant run the arm once (the later one yields, its trial PRUNED).
+Workers that start together contend for a SQLite file: a write that finds it locked past SQLite's own
+wait is tried again (:func:`_patiently`), so that a worker never stops for it while its peers go on alone.
 """
 
 from __future__ import annotations
@@ -19,11 +21,14 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 import optuna
 import pandas as pd
+import sqlalchemy.exc
 from optuna.trial import TrialState
 
 from fdsml.tuning.storage import fail_trials_of_dead_workers, open_storage, storage_location, worker_name
@@ -32,14 +37,39 @@ logger = logging.getLogger(__name__)
 STUDIES_DIR = "data/07_model_output/studies"
 LIVE = (TrialState.COMPLETE, TrialState.RUNNING)
 
+LOCKED_RETRIES_S = (1, 2, 4, 8, 16, 32)
+"""The seconds between tries of a storage call that found a SQLite file locked (each try waits SQLite's 5 s first)."""
+
 ArmRun = Callable[[str], tuple[float, dict]]
 """Runs the named arm; its value (the study's headline number) and its result (JSON: every number its table shows)."""
+
+
+def _patiently(call: Callable[[], Any]) -> Any:
+    """``call()``, tried again while it finds a SQLite file locked: workers started together contend for it, and the
+    one that lost would stop with "database is locked" while the others went on alone (Optuna's issue 820)."""
+    for wait in (*LOCKED_RETRIES_S, None):
+        try:
+            return call()
+        except (sqlalchemy.exc.OperationalError, optuna.exceptions.StorageInternalError) as error:
+            if wait is None or not _locked(error):
+                raise
+            logger.warning("The study's SQLite file is locked by another worker: trying again in %d s", wait)
+            time.sleep(wait)
+
+
+def _locked(error: BaseException | None) -> bool:
+    """Whether ``error`` or one it was raised from is SQLite's "database is locked" (Optuna wraps a failed commit's)."""
+    while error is not None:
+        if isinstance(error, sqlalchemy.exc.OperationalError) and "database is locked" in str(error):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 def open_arms_study(name: str, storage: str | None = None, storage_dir: str = STUDIES_DIR) -> optuna.Study:
     """The study ``name`` in ``storage`` (None: ``<storage_dir>/<name>.db``), created when new."""
     location = storage_location(storage, storage_dir, name)
-    return optuna.create_study(storage=open_storage(location), study_name=name, direction="maximize", load_if_exists=True)
+    return _patiently(lambda: optuna.create_study(storage=open_storage(location), study_name=name, direction="maximize", load_if_exists=True))
 
 
 def _claims(study: optuna.Study, arm: str, fingerprint: str, states=LIVE) -> list[optuna.trial.FrozenTrial]:
@@ -51,19 +81,22 @@ def _claims(study: optuna.Study, arm: str, fingerprint: str, states=LIVE) -> lis
 
 
 def _claim(study: optuna.Study, arm: str, fingerprint: str) -> int | None:
-    """Create this worker's RUNNING trial for ``arm``; its number, or None when another worker holds (or finished) the arm."""
-    if _claims(study, arm, fingerprint):
-        return None
+    """Create this worker's RUNNING trial for ``arm``; its number, or None when another worker holds (or finished) the arm.
+    Tried again after a locked file (:func:`_patiently`), it finds the trial an earlier try added rather than adding one more."""
     attrs = {"arm": arm, "fingerprint": fingerprint, "worker": worker_name()}
-    study.add_trial(
-        optuna.trial.FrozenTrial(
-            number=-1, state=TrialState.RUNNING, value=None, datetime_start=datetime.now(), datetime_complete=None,
-            params={}, distributions={}, user_attrs=attrs, system_attrs={}, intermediate_values={}, trial_id=-1,
+    claims = _claims(study, arm, fingerprint)
+    if not any(trial.user_attrs == attrs and trial.state == TrialState.RUNNING for trial in claims):
+        if claims:
+            return None
+        study.add_trial(
+            optuna.trial.FrozenTrial(
+                number=-1, state=TrialState.RUNNING, value=None, datetime_start=datetime.now(), datetime_complete=None,
+                params={}, distributions={}, user_attrs=attrs, system_attrs={}, intermediate_values={}, trial_id=-1,
+            )
         )
-    )
-    mine = [trial for trial in _claims(study, arm, fingerprint) if trial.user_attrs == attrs and trial.state == TrialState.RUNNING]
-    number = max(trial.number for trial in mine)
-    if min(trial.number for trial in _claims(study, arm, fingerprint)) != number:
+        claims = _claims(study, arm, fingerprint)
+    number = max(trial.number for trial in claims if trial.user_attrs == attrs and trial.state == TrialState.RUNNING)
+    if min(trial.number for trial in claims) != number:
         study.tell(number, state=TrialState.PRUNED)  # another worker claimed it first: never counted
         return None
     return number
@@ -71,29 +104,34 @@ def _claim(study: optuna.Study, arm: str, fingerprint: str) -> int | None:
 
 def _run_claimed(study: optuna.Study, number: int, arm: str, run: ArmRun) -> bool:
     """Run the claimed arm; True when it completed (its trial COMPLETE with its result), False when it raised (FAIL)."""
-    trial_id = study.get_trials(deepcopy=False)[number]._trial_id
     try:
         value, result = run(arm)
     except Exception:
         logger.exception("Arm %s failed: its trial %d is marked FAIL and the next run reruns it", arm, number)
-        study.tell(number, state=TrialState.FAIL)
+        _patiently(lambda: study.tell(number, state=TrialState.FAIL))
         return False
     except BaseException:  # interrupted: fail the trial so the next run reruns the arm
-        study.tell(number, state=TrialState.FAIL)
+        _patiently(lambda: study.tell(number, state=TrialState.FAIL))
         raise
-    optuna.trial.Trial(study, trial_id).set_user_attr("result", result)
-    study.tell(number, float(value))
+    _patiently(lambda: _record(study, number, float(value), result))
     return True
+
+
+def _record(study: optuna.Study, number: int, value: float, result: dict) -> None:
+    """Trial ``number`` COMPLETE with ``value`` and its ``result``."""
+    trial_id = study.get_trials(deepcopy=False)[number]._trial_id
+    optuna.trial.Trial(study, trial_id).set_user_attr("result", result)
+    study.tell(number, value)
 
 
 def work(study: optuna.Study, arms: Mapping[str, str], run: ArmRun) -> list[str]:
     """Claim and run, one after another, the arms no worker holds or has finished; the arms that failed."""
-    failed_dead = fail_trials_of_dead_workers(study)
+    failed_dead = _patiently(lambda: fail_trials_of_dead_workers(study))
     if failed_dead:
         logger.warning("Arms of study %s left running by a worker that ended were marked failed: trials %s", study.study_name, failed_dead)
     failed = []
     for arm, fingerprint in arms.items():
-        number = _claim(study, arm, fingerprint)
+        number = _patiently(lambda: _claim(study, arm, fingerprint))
         if number is not None and not _run_claimed(study, number, arm, run):
             failed.append(arm)
     return failed
@@ -103,7 +141,11 @@ def _worker(task: tuple[str, str | None, str, dict[str, str], ArmRun, str | None
     name, storage, storage_dir, arms, run, device = task
     if device is not None:  # a spawned process that has not touched CUDA yet: it sees this GPU alone
         os.environ["CUDA_VISIBLE_DEVICES"] = device
-    return work(open_arms_study(name, storage, storage_dir), arms, run)
+    try:
+        return work(open_arms_study(name, storage, storage_dir), arms, run)
+    except Exception:  # said now: the run raises it only when every other worker has finished, hours later perhaps
+        logger.exception("A worker of study %s stopped: the others go on without it, and the next run reruns its arms", name)
+        raise
 
 
 def run_arms(
