@@ -58,3 +58,33 @@ def test_the_plan_prints_the_studys_gpu_hours_on_one_gpu_and_on_eight(project, c
     assert "6 units:" in printed and "  1 GPU: at least" in printed and "  8 GPUs: at least" in printed
     assert "study.jobs=8 study.devices=[0,1,2,3,4,5,6,7]" in printed
     assert main(["--study", "no_such_study", "--conf-source", str(project / "conf")]) == 2
+
+
+def test_a_named_fine_tuning_and_a_classification_are_priced_at_their_own_steps(tmp_path):
+    study = {
+        **PRICED,
+        "steps": ["finetune", "converged"],
+        "named_steps": {"converged": {"step": "finetune", "overlay": {"retrieval.train.max_steps": 4}}},
+        "arms": {"scratch": {}, "classified": {"study.steps": ["classify"], "classification.train.max_steps": 5}},
+        "seeds": {"pretrain.train.seed": [0], "retrieval.seeds": [[0]]},
+    }
+    project = study_project(tmp_path / "project", study, "named")
+    settings = parse_study_settings({"name": "named", "conf_source": str(project / "conf")})
+    scratch, classified = unit_costs(read_study(project / "conf/studies/named.yml"), settings, env_parameters(str(project / "conf"), "base"), THROUGHPUT)
+    assert scratch.finetune_s == pytest.approx((2 + 4) * 8 / 100)  # 388 steps and converged's own, summed
+    assert classified.finetune_s == pytest.approx(5 * 16 / 100) and classified.pretrain_s == 0.0  # 5 steps of 16 at 32 px
+
+
+def test_the_hours_on_one_gpu_and_on_several_by_hand():
+    from fdsml.tuning.study_cost import UnitCost, format_cost
+
+    costs = [UnitCost("a", 7200.0, 3600.0), UnitCost("b", 0.0, 1800.0)]  # 3.5 GPU-hours, the longest unit 3 h
+    printed = format_cost(costs, THROUGHPUT, gpus=(1, 2), title="study x").splitlines()
+    assert printed[:4] == [
+        "study x",
+        "2 units: 3.5 GPU-hours (pre-training 2.0, fine-tuning 1.5); the longest unit 3.0 h",
+        "  1 GPU: at least 3.5 hours (one unit at a time)",
+        "  2 GPUs: at least 3.0 hours (study.jobs=2 study.devices=[0,1])",  # 1.75 h a GPU, but unit a alone takes 3
+    ]
+    assert printed[4] == "throughput: resnet18 100 img/s at 32 px, scaled by pixels; source not given"
+    assert format_cost([], THROUGHPUT, gpus=(8,)).splitlines()[:2] == ["0 units: 0.0 GPU-hours (pre-training 0.0, fine-tuning 0.0); the longest unit 0.0 h", "  8 GPUs: at least 0.0 hours (study.jobs=8 study.devices=[0,1,2,3,4,5,6,7])"]

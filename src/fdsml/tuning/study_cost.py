@@ -76,8 +76,8 @@ def _backbone_and_size(pipeline: str, parameters: dict[str, Any]) -> tuple[str, 
     model = parameters["pretrain"]["model"]
     if pipeline == "pretrain":
         return model["backbone"], model.get("img_size") or parameters["fractals"]["render"]["size"]
-    section = parameters["retrieval"]["data"] if pipeline == "retrieval" else parameters["classification"]["data"]
-    return model["backbone"], section["image_size"]
+    size = parameters["retrieval"]["data"]["image_size"] if pipeline == "retrieval" else parameters["classification"]["image_size"]
+    return model["backbone"], size
 
 
 def unit_costs(study: StudyDefinition, settings: StudySettings, base: dict[str, Any], throughput: GpuThroughput) -> list[UnitCost]:
