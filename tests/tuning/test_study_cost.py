@@ -65,14 +65,15 @@ def test_a_named_fine_tuning_and_a_classification_are_priced_at_their_own_steps(
         **PRICED,
         "steps": ["finetune", "converged"],
         "named_steps": {"converged": {"step": "finetune", "overlay": {"retrieval.train.max_steps": 4}}},
-        "arms": {"scratch": {}, "classified": {"study.steps": ["classify"], "classification.train.max_steps": 5}},
+        "arms": {"scratch": {}, "classified": {"study.steps": ["classify"], "classification.train.max_steps": 5, "classification.image_size": 16}},
         "seeds": {"pretrain.train.seed": [0], "retrieval.seeds": [[0]]},
     }
     project = study_project(tmp_path / "project", study, "named")
     settings = parse_study_settings({"name": "named", "conf_source": str(project / "conf")})
     scratch, classified = unit_costs(read_study(project / "conf/studies/named.yml"), settings, env_parameters(str(project / "conf"), "base"), THROUGHPUT)
     assert scratch.finetune_s == pytest.approx((2 + 4) * 8 / 100)  # 388 steps and converged's own, summed
-    assert classified.finetune_s == pytest.approx(5 * 16 / 100) and classified.pretrain_s == 0.0  # 5 steps of 16 at 32 px
+    # 5 steps of 16 images at 16 px, a quarter of the reference's pixels: 400 images a second
+    assert classified.finetune_s == pytest.approx(5 * 16 / 400) and classified.pretrain_s == 0.0
 
 
 def test_the_hours_on_one_gpu_and_on_several_by_hand():
@@ -87,4 +88,7 @@ def test_the_hours_on_one_gpu_and_on_several_by_hand():
         "  2 GPUs: at least 3.0 hours (study.jobs=2 study.devices=[0,1])",  # 1.75 h a GPU, but unit a alone takes 3
     ]
     assert printed[4] == "throughput: resnet18 100 img/s at 32 px, scaled by pixels; source not given"
+    assert format_cost([UnitCost("c", 180.0, 0.0)], THROUGHPUT, gpus=(1,)).splitlines()[:2] == [  # 0.05 h: 0.1, not 0.0
+        "1 units: 0.1 GPU-hours (pre-training 0.1, fine-tuning 0.0); the longest unit 0.1 h", "  1 GPU: at least 0.1 hours (one unit at a time)"]
+    assert "(pre-training 0.0, fine-tuning 0.1)" in format_cost([UnitCost("d", 0.0, 180.0)], THROUGHPUT)
     assert format_cost([], THROUGHPUT, gpus=(8,)).splitlines()[:2] == ["0 units: 0.0 GPU-hours (pre-training 0.0, fine-tuning 0.0); the longest unit 0.0 h", "  8 GPUs: at least 0.0 hours (study.jobs=8 study.devices=[0,1,2,3,4,5,6,7])"]

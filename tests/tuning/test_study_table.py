@@ -206,3 +206,41 @@ def test_a_difference_between_two_single_runs_has_no_standard_error_and_says_so(
     assert math.isnan(difference([0.5], [0.3])[1]) and difference([0.5], [0.3])[0] == pytest.approx(0.2)
     rows = study_rows([result("scratch", 0, 0, 0.3), result("fdsl", 0, 0, 0.5)], STUDY)
     assert "| fdsl | 1 | 1 | 50.0 | +20.0 (no SE: one run each) |" in markdown_table(rows, STUDY)
+
+
+def test_a_paired_difference_needs_two_pairs_for_its_error_and_one_pair_still_gives_its_value():
+    from fdsml.tuning.study_table import paired_difference
+
+    # two pairs: differences 0.3 and 0.1, mean 0.2, sd 0.1414, SE 0.1
+    assert paired_difference({"0": 0.5, "1": 0.3}, {"0": 0.2, "1": 0.2}) == pytest.approx((0.2, 0.1))
+    value, error = paired_difference({"0": 0.5, "1": 0.3}, {"0": 0.2})
+    assert value == pytest.approx(0.3) and math.isnan(error)
+    assert all(math.isnan(part) for part in paired_difference({"0": 0.5}, {"1": 0.2}))
+
+
+def test_without_a_list_of_differences_only_the_first_metric_is_set_against_the_reference():
+    study = with_table(metrics=["last.val_unseen_agreement_same", "initial.val_unseen_agreement_same"], reference="scratch")
+    results = [agreement("scratch", 0, 0.5, 0.6), agreement("fdsl", 0, 0.5, 0.7)]
+    fdsl = study_rows(results, study)[1]
+    assert "diff last.val_unseen_agreement_same" in fdsl and "diff initial.val_unseen_agreement_same" not in fdsl
+
+
+def test_a_gain_whose_end_has_no_binomial_error_has_no_ratio():
+    from fdsml.tuning.study_table import gain
+
+    assert math.isnan(gain([0.5], [1.0], 100)["min_over_3se"])  # every trial right: sqrt(1 x 0 / n) = 0
+
+
+def test_a_unit_lacking_a_metric_makes_its_extra_columns_not_applicable_rather_than_an_error():
+    study = with_table(every_combination=["last.val_unseen_agreement_same"], intervals=["last.val_unseen_agreement_same"], trials="pretrain.validation.triplets")
+    lacking = {"arm": "scratch", "seeds": {"pretrain.train.seed": 1}, "metrics": {}, "trials": {"pretrain.validation.triplets": 400}}
+    (row,) = study_rows([agreement("scratch", 0, 0.5, 0.6), lacking], study)
+    assert math.isnan(row["every last.val_unseen_agreement_same"]) and all(math.isnan(v) for v in row["interval last.val_unseen_agreement_same"])
+    assert markdown_table([row], study).rstrip().endswith("| n/a | n/a |")
+
+
+def test_a_count_is_shown_as_it_is_however_deep_its_name():
+    from fdsml.tuning.study_table import _scale
+
+    percent = with_table(percent=True).table
+    assert _scale(percent, "same_by_position.angle.n_triplets") == 1.0 and _scale(percent, "same_by_position.angle") == 100.0

@@ -171,3 +171,107 @@ def test_a_trend_beside_a_figure_is_refused(tmp_path):
     path.write_text(json.dumps(dict(FILE, figure={"x": "pretrain.train.max_steps", "metrics": ["frozen.recall@1"]})))
     with pytest.raises(ConfigError, match="trend and figure"):
         read_study(path)
+
+
+def test_the_crossing_does_not_depend_on_the_unit_the_gaps_are_in():
+    # the study's gaps are fractions (R@1 0.12, not 12): the same line in either unit closes at the same place
+    points = [(10, 1, 2), (6, 1, 2), (2, 1, 2)]
+    in_points = fit_gap([1, 2, 4], points)
+    as_fractions = fit_gap([1, 2, 4], [(g / 100, e / 100, df) for g, e, df in points])
+    assert as_fractions.crossing == pytest.approx(in_points.crossing) and as_fractions.slope == pytest.approx(in_points.slope / 100)
+    sentence = describe_fit("reference - best rival", as_fractions, STUDY.trend, STUDY.trend.axes["images seen"], 100.0, 1)
+    assert "-4.0 ± 0.7 per doubling" in sentence  # shown in points: 100 x (-0.04 ± 0.0071)
+
+
+def test_a_gap_closing_by_exactly_one_a_doubling_narrows():
+    fit = fit_gap([1, 2], [(-2, 0.1, 2), (-1, 0.1, 2)])
+    assert fit.narrows and fit.crossing[0] == pytest.approx(4.0)  # -2, -1, 0: at x = 4
+
+
+def test_the_fastest_narrowing_below_one_is_stated_as_it_is():
+    fit = fit_gap([1, 2, 4], [(10, 1, 2), (11, 1, 2), (12, 1, 2)])  # widens by 1 ± 0.71 on 4 df
+    sentence = describe_fit("reference - best rival", fit, STUDY.trend, STUDY.trend.axes["images seen"], 1.0, 2)
+    assert f"by at most {2.776445 / math.sqrt(2) - 1:.2f} per doubling" in sentence  # 0.96
+
+
+def test_a_crossing_at_the_last_measured_point_lies_between_the_points():
+    sentence = describe_fit("reference - best rival", fit_gap([1, 4], [(4, 0.1, 2), (0, 0.1, 2)]), STUDY.trend, STUDY.trend.axes["images seen"], 1.0, 1)
+    assert "would close at 4 [" in sentence and "(95 %, between the points)" in sentence
+
+
+SCATTERED = {
+    **FILE,
+    "arms": {name: {} for name in ("fdsl", "fdsl_s2", "fdsl_s4", "same", "same_s2", "same_s4", "paper", "paper_s2", "paper_s4")}
+    | {"scratch": {"study.steps": ["frozen_probe"]}, "scratch_s4": {"study.steps": ["frozen_probe"]},
+       "pixels": {"study.steps": ["frozen_probe"], "study.seeded": False}, "pixels_s4": {"study.steps": ["frozen_probe"], "study.seeded": False}},
+    "seeds": {"pretrain.train.seed": [1, 2], "retrieval.seeds": [[0], [1]]},
+    "trend": {
+        "metrics": ["frozen.recall@1"], "reference": "fdsl", "rivals": ["paper", "same"], "baseline": "pixels", "floor": "scratch",
+        "spread": "pretrain.train.seed", "axes": {"steps": {"label": "steps", "points": {"s4": 4, "base": 1, "s2": 2}}},
+    },
+}  # fmt: skip
+
+
+def seeded(arm, pretrain, finetune, value):
+    metrics = {} if value is None else {"frozen.recall@1": value}
+    return {"arm": arm, "seeds": {"pretrain.train.seed": pretrain, "retrieval.seeds": [finetune]}, "metrics": metrics}
+
+
+def test_a_point_reads_each_trunk_once_its_own_baseline_and_floor_and_never_a_rival_without_the_metric():
+    study = parse(StudyDefinition, SCATTERED, "study")
+    results = [
+        seeded("fdsl", 1, 0, 0.50), seeded("fdsl", 1, 1, 0.54), seeded("fdsl", 2, 0, 0.56), seeded("fdsl", 2, 1, 0.60),
+        seeded("same", 1, 0, 0.30), seeded("same", 1, 1, 0.30), seeded("same", 2, 0, 0.40), seeded("same", 2, 1, 0.40),
+        seeded("paper", 1, 0, None), seeded("paper", 2, 0, None),  # the metric missing: never the best rival
+        seeded("same_s2", 1, 0, 0.5), seeded("same_s2", 2, 0, 0.5),  # s2: no fdsl_s2 ran, so no point there
+        seeded("fdsl_s4", 1, 0, 0.70), seeded("fdsl_s4", 2, 0, 0.74), seeded("same_s4", 1, 0, 0.60), seeded("same_s4", 2, 0, 0.64),
+        seeded("scratch", 1, 0, 0.10), seeded("scratch", 2, 0, 0.12), seeded("scratch_s4", 1, 0, 0.30), seeded("scratch_s4", 2, 0, 0.32),
+        {"arm": "pixels", "seeds": {}, "metrics": {"frozen.recall@1": 0.31}}, {"arm": "pixels_s4", "seeds": {}, "metrics": {"frozen.recall@1": 0.41}},
+    ]  # fmt: skip
+    base, far = trend_results(results, study)["steps"]["frozen.recall@1"]["points"]
+    assert (base.point, far.point) == ("base", "s4")  # by value, whatever the file's order; s2 left out, s4 kept
+    assert base.best_rival == "same" and base.reference[2] == 2  # two trunks, each the mean of its two fine-tunings
+    # fdsl (0.52, 0.58): s^2/2 0.0009; same (0.30, 0.40): 0.0025
+    assert base.gaps["reference - best rival"][:2] == pytest.approx((0.20, math.sqrt(0.0034)))
+    assert base.gaps["reference - baseline"][0] == pytest.approx(0.55 - 0.31)  # the baseline's own metric by default
+    assert far.gaps["reference - baseline"][0] == pytest.approx(0.72 - 0.41) and far.floor[0] == pytest.approx(0.31)  # their s4 arms
+
+
+def test_the_figure_draws_each_gap_at_its_point_with_its_students_t_interval():
+    found = trend_results(RESULTS, STUDY)
+    panel = draw_trend(found, STUDY).axes[0]
+    gap_bars = panel.containers[0]  # reference - best rival, drawn first, at offset -0.04
+    assert list(gap_bars.lines[0].get_xdata()) == pytest.approx([-0.04, 2 - 0.04])  # log2 of 1 and 4
+    assert list(gap_bars.lines[0].get_ydata()) == pytest.approx([12.0, 9.0])  # in points, as the page shows them
+    (segments,) = gap_bars.lines[2]
+    base = found["images seen"]["frozen.recall@1"]["points"][0].gaps["reference - best rival"]
+    low, high = segments.get_segments()[0][:, 1]
+    assert (high - low) / 2 == pytest.approx(t95(base[2]) * 100 * base[1])  # 12.7 x 2.0 points: one df
+    assert [label.get_text() for label in panel.get_xticklabels()] == ["1", "4"] and panel.get_title() == "images seen: frozen.recall@1"
+    assert len(panel.containers) == 3  # the gaps to the pixels too
+
+
+def test_the_page_lays_out_each_axis_as_a_table_with_the_baseline_and_floor_columns_it_has():
+    page = trend_markdown(trend_results(RESULTS, STUDY), STUDY)
+    assert ("\n**images seen: frozen.recall@1**\n\n| point | steps | fdsl | best rival | pixels | scratch | fdsl - best rival | fdsl - pixels | best rival - pixels |\n"
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n") in page
+    bare = parse(StudyDefinition, {**FILE, "table": {"metrics": ["frozen.recall@1"], "percent": False, "digits": 2},
+                                   "trend": {key: value for key, value in FILE["trend"].items() if key not in ("baseline", "floor", "baseline_metrics")}}, "study")
+    page = trend_markdown(trend_results(RESULTS, bare), bare)
+    assert "over the every seed combination ± their standard error" in page  # no spread key: each unit a sample
+    assert "| point | steps | fdsl | best rival | fdsl - best rival |\n|---|---:|---:|---:|---:|\n| base | 1 | 0.52 ± 0.03 | paper 0.40 ± 0.00 | +0.12 ± 0.02 |\n" in page
+    assert page.count("\n- ") == 1 and "\n- fdsl - the best rival: -0.02 ± 0.02 per doubling" in page  # one gap, one sentence, as fractions
+
+
+def test_an_axis_is_read_in_the_order_of_its_values_not_of_its_names():
+    shrinking = parse(StudyDefinition, {**FILE, "trend": {**FILE["trend"], "axes": {"images seen": {"label": "steps", "points": {"base": 1, "s4": 0.5}}}}}, "study")
+    assert [p.point for p in trend_results(RESULTS, shrinking)["images seen"]["frozen.recall@1"]["points"]] == ["s4", "base"]
+
+
+def test_a_point_whose_baseline_and_floor_did_not_run_has_no_gap_to_them_rather_than_an_error():
+    study = parse(StudyDefinition, SCATTERED, "study")
+    results = [seeded(arm, seed, 0, value) for arm, values in {"fdsl": (0.5, 0.6), "same": (0.3, 0.4), "fdsl_s4": (0.7, 0.8), "same_s4": (0.6, 0.7),
+               "scratch": (0.1, 0.1)}.items() for seed, value in zip((1, 2), values)] + [{"arm": "pixels", "seeds": {}, "metrics": {"frozen.recall@1": 0.3}}]
+    base, far = trend_results(results, study)["steps"]["frozen.recall@1"]["points"]  # scratch_s4 and pixels_s4 never ran
+    assert base.floor is not None and "reference - baseline" in base.gaps
+    assert far.floor is None and far.baseline is None and set(far.gaps) == {"reference - best rival"}
