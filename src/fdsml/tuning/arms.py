@@ -46,7 +46,7 @@ ArmRun = Callable[[str], tuple[float, dict]]
 
 def _patiently(call: Callable[[], Any]) -> Any:
     """``call()``, tried again while it finds a SQLite file locked: workers started together contend for it, and the
-    one that lost would stop with "database is locked" while the others went on alone (Optuna's issue 820)."""
+    one that lost would stop with "database is locked" while the others went on alone (Optuna's SQLite storage documents the limit)."""
     for wait in (*LOCKED_RETRIES_S, None):
         try:
             return call()
