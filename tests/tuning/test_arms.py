@@ -92,21 +92,36 @@ def test_an_arm_left_running_by_a_dead_worker_is_rerun(tmp_path):
 def test_a_worker_that_finds_the_sqlite_file_locked_past_sqlites_own_wait_tries_again_and_runs_every_arm(tmp_path, caplog):
     """Workers started together contend for the file: the one that lost stopped with "database is locked" while its
     peers went on alone, and the run, at half its workers, said so only when they had finished."""
+    import logging
     import sqlite3
     import threading
 
     from fdsml.tuning.arms import work
 
+    retried = threading.Event()
+
+    class Retries(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "trying again" in record.getMessage():
+                retried.set()
+
+    def release() -> None:  # another worker's write, held past SQLite's 5 s wait until the worker says it tries again
+        retried.wait(60)
+        holder.execute("COMMIT")
+
     study = open_arms_study("s", storage_dir=str(tmp_path))
     holder = sqlite3.connect(tmp_path / "s.db", isolation_level=None, check_same_thread=False)
-    holder.execute("BEGIN EXCLUSIVE")  # another worker's write, held past SQLite's 5 s wait
-    release = threading.Timer(7.0, lambda: holder.execute("COMMIT"))
-    release.start()
+    holder.execute("BEGIN EXCLUSIVE")
+    handler, releaser = Retries(), threading.Thread(target=release)
+    logging.getLogger("fdsml.tuning.arms").addHandler(handler)
+    releaser.start()
     log = tmp_path / "log"
     try:
         assert work(study, ARMS, partial(square, str(log))) == []
     finally:
-        release.join()
+        retried.set()  # a worker that never tried again has raised: let the file go
+        releaser.join()
+        logging.getLogger("fdsml.tuning.arms").removeHandler(handler)
     assert sorted(line.split()[0] for line in runs(log)) == ["a", "b", "c"]
     assert [trial.state for trial in study.trials] == [TrialState.COMPLETE] * 3  # one claim each, none added twice
     assert "locked by another worker: trying again" in caplog.text
