@@ -31,7 +31,7 @@ import pandas as pd
 import sqlalchemy.exc
 from optuna.trial import TrialState
 
-from fdsml.tuning.storage import fail_trials_of_dead_workers, open_storage, storage_location, worker_name
+from fdsml.tuning.storage import _database_fault, fail_trials_of_dead_workers, open_storage, storage_location, worker_name
 
 logger = logging.getLogger(__name__)
 STUDIES_DIR = "data/07_model_output/studies"
@@ -50,20 +50,17 @@ def _patiently(call: Callable[[], Any]) -> Any:
     for wait in (*LOCKED_RETRIES_S, None):
         try:
             return call()
-        except (sqlalchemy.exc.OperationalError, optuna.exceptions.StorageInternalError) as error:
+        except Exception as error:
             if wait is None or not _locked(error):
                 raise
             logger.warning("The study's SQLite file is locked by another worker: trying again in %d s", wait)
             time.sleep(wait)
 
 
-def _locked(error: BaseException | None) -> bool:
-    """Whether ``error`` or one it was raised from is SQLite's "database is locked" (Optuna wraps a failed commit's)."""
-    while error is not None:
-        if isinstance(error, sqlalchemy.exc.OperationalError) and "database is locked" in str(error):
-            return True
-        error = error.__cause__ or error.__context__
-    return False
+def _locked(error: BaseException) -> bool:
+    """Whether the database error in ``error``'s chain is SQLite's "database is locked" (Optuna wraps a failed commit's)."""
+    found = _database_fault(error)
+    return isinstance(found, sqlalchemy.exc.OperationalError) and "database is locked" in str(found)
 
 
 def open_arms_study(name: str, storage: str | None = None, storage_dir: str = STUDIES_DIR) -> optuna.Study:
