@@ -150,3 +150,14 @@ def test_a_split_enters_by_its_listing_never_by_its_folder(tmp_path):
     in_memory = ImageRecords(labels=np.arange(2), images=images).listing_digest()
     images[0, 0, 0] = 1
     assert ImageRecords(labels=np.arange(2), images=images).listing_digest() != in_memory
+
+
+def test_a_study_units_code_leaves_out_the_study_machinery_its_result_does_not_depend_on(edit_module):
+    """A unit is keyed by :mod:`fdsml.tuning.study_steps`' closure: editing the study storage, its pruning, its runner
+    or the tune pipeline's objective keeps every finished unit, editing what a step runs re-keys it."""
+    before = fingerprints.code_digest("fdsml.tuning.study_steps")
+    for module in ("fdsml.tuning.storage", "fdsml.tuning.pruning", "fdsml.tuning.study", "fdsml.tuning.objective", "fdsml.tuning.arms", "fdsml.tuning.study_runner"):
+        edit_module(module, lambda source: source + "\nCHANGED = 1\n")
+        assert fingerprints.code_digest("fdsml.tuning.study_steps") == before, module
+    edit_module("fdsml.evaluation.pretrain_validation", lambda source: source + "\nCHANGED = 1\n")
+    assert fingerprints.code_digest("fdsml.tuning.study_steps") != before

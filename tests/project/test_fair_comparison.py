@@ -6,7 +6,8 @@ import yaml
 
 from fdsml.config import env_parameters, with_overlay
 from fdsml.training.pretrain import parse_pretrain_params
-from fdsml.tuning import TrialObjective, parse_tune_params
+from fdsml.tuning.config import parse_tune_params
+from fdsml.tuning.objective import TrialObjective
 from fdsml.tuning.study import check_study
 from fdsml.tuning.space import overlay
 from tests.support import ROOT

@@ -3,7 +3,8 @@
 import pytest
 
 from fdsml.config import ConfigError
-from fdsml.tuning import TrialObjective, parse_tune_params
+from fdsml.tuning.config import parse_tune_params
+from fdsml.tuning.objective import TrialObjective
 from fdsml.tuning.study import check_study, load_study
 from tests.support import LR_SPACE, TUNING_BASE, tune_params
 

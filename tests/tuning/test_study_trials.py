@@ -6,7 +6,8 @@ import json
 from optuna.trial import TrialState
 
 from fdsml.errors import DivergedError
-from fdsml.tuning import TrialObjective, parse_tune_params
+from fdsml.tuning.config import parse_tune_params
+from fdsml.tuning.objective import TrialObjective
 from fdsml.tuning.outputs import best_overlay, best_trial, params_option, trials_table
 from fdsml.tuning.study import baseline_values, run_study
 from tests.support import TUNING_BASE, tune_params

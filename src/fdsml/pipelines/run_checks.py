@@ -149,7 +149,7 @@ def _parse_fractals(params: Any) -> Any:
 
 def _parse_tune(params: Any) -> Any:
     from fdsml.training.pretrain import PretrainConfig
-    from fdsml.tuning import parse_tune_params
+    from fdsml.tuning.config import parse_tune_params
 
     config = parse_tune_params(params)  # its space against pretrain and retrieval: by the study
     for name, arm in config.arms.items():  # each arm's pretrain keys, on the defaults: a misspelt one never reaches a trial

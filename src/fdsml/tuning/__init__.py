@@ -8,10 +8,8 @@ pictures); :mod:`~fdsml.tuning.arms` runs a fixed set of arms on the same storag
 conf/studies (:mod:`~fdsml.tuning.study_file`, their steps :mod:`~fdsml.tuning.study_steps`, the runner
 :mod:`~fdsml.tuning.study_runner`, the table :mod:`~fdsml.tuning.study_table`).
 docs/tuning.md says how to run one.
+
+The package imports none of them: a module's fingerprint closure takes in its package's imports, so a study unit
+(keyed by :mod:`~fdsml.tuning.study_steps`' closure) would otherwise re-key at every edit of the study storage or the
+tune pipeline's objective, neither of which its result depends on.
 """
-
-from fdsml.tuning.config import TuneConfig, parse_tune_params
-from fdsml.tuning.objective import TrialInputs, TrialObjective
-from fdsml.tuning.study import load_study, run_study
-
-__all__ = ["TrialInputs", "TrialObjective", "TuneConfig", "load_study", "parse_tune_params", "run_study"]

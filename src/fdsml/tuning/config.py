@@ -6,19 +6,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from fdsml.config import ConfigError, closest_key, parse, require_name, require_positive, require_seed
+from fdsml.evaluation.pretrain_validation import METRICS as PRETRAIN_METRICS
 from fdsml.tuning.space import SearchParameter, parse_space
 from fdsml.tuning.storage import storage_location
 
-PRETRAIN_METRICS = (
-    "val_probe_recall_at_1",
-    "val_unseen_agreement_all",
-    "val_unseen_agreement_each",
-    "val_unseen_agreement_same",
-    "val_unseen_agreement_diff",
-    "val_unseen_region_top1",
-    "val_unseen_class_recall_at_1",
-)
-"""Columns of the pre-training validation a study may maximise (``pretrain.<column>``), at the last step."""
 RETRIEVAL_METRICS = ("recall@1", "recall@2", "recall@4", "recall@8", "map@r")
 """Fine-tuned retrieval metrics on the validation split a study may maximise (``retrieval.<name>``)."""
 TEST_DATASETS = ("omniglot",)

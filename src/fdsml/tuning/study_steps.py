@@ -29,13 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from fdsml.descriptor_validation.agreement import SAME_POSITION_GROUPS
-from fdsml.tuning.config import PRETRAIN_METRICS
+from fdsml.evaluation.pretrain_validation import METRICS as VALIDATION_COLUMNS
+from fdsml.losses.candidates import FILTERS
 
 Metrics = dict[str, float]
-VALIDATION_COLUMNS = PRETRAIN_METRICS
-"""The pre-training validation's columns (docs/pretrain.md) a study may show at initialisation and at the last step."""
 RETRIEVAL_METRICS = ("recall@1", "recall@2", "recall@4", "recall@8", "map@r", "r_precision", "nmi")
-FILTERS = ("all", "each", "same", "diff")
 ACCEPTANCE_RATES = ("class_filter_acceptance_rate", "class_acceptance_rate", "instance_acceptance_rate")
 SWEEP_FIGURES = (
     "contractive_fraction",

@@ -9,8 +9,10 @@ import pandas as pd
 from fdsml.config import with_overlay
 from fdsml.data.fractals_config import parse_fractals_params
 from fdsml.data.holdout import split_table
-from fdsml.tuning import TrialInputs, TrialObjective, load_study, parse_tune_params, run_study
+from fdsml.tuning.config import parse_tune_params
+from fdsml.tuning.objective import TrialInputs, TrialObjective
 from fdsml.tuning.outputs import best_overlay, study_markdown, study_pictures, trials_table
+from fdsml.tuning.study import load_study, run_study
 
 OVERLAY = "tune_best_params"
 
