@@ -31,7 +31,7 @@ import pandas as pd
 import sqlalchemy.exc
 from optuna.trial import TrialState
 
-from fdsml.tuning.storage import _database_fault, fail_trials_of_dead_workers, open_storage, storage_location, worker_name
+from fdsml.tuning.storage import database_fault, fail_trials_of_dead_workers, open_storage, storage_location, worker_name
 
 logger = logging.getLogger(__name__)
 STUDIES_DIR = "data/07_model_output/studies"
@@ -59,7 +59,7 @@ def _patiently(call: Callable[[], Any]) -> Any:
 
 def _locked(error: BaseException) -> bool:
     """Whether the database error in ``error``'s chain is SQLite's "database is locked" (Optuna wraps a failed commit's)."""
-    found = _database_fault(error)
+    found = database_fault(error)
     return isinstance(found, sqlalchemy.exc.OperationalError) and "database is locked" in str(found)
 
 

@@ -99,7 +99,7 @@ def storage_answering(location: str) -> Iterator[None]:
     try:
         yield
     except Exception as error:
-        database = _database_fault(error)
+        database = database_fault(error)
         if database is None:
             raise
         raise StorageLostError(
@@ -108,7 +108,7 @@ def storage_answering(location: str) -> Iterator[None]:
         ) from error
 
 
-def _database_fault(error: BaseException | None) -> sqlalchemy.exc.SQLAlchemyError | None:
+def database_fault(error: BaseException | None) -> sqlalchemy.exc.SQLAlchemyError | None:
     """The database error in ``error``'s chain: Optuna, failing to record a trial's end on a lost server, raises
     an error of its own while handling it."""
     seen = set()
