@@ -9,21 +9,17 @@ float32 (docs/cpu.md); one without emulates it and would run slower, so it stays
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 import torch
 
+from fdsml.machine import CPUINFO, cpuinfo_field
+
 NATIVE_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
-CPUINFO = Path("/proc/cpuinfo")
 
 
 def cpu_flags(cpuinfo: str) -> frozenset[str]:
     """The feature flags of ``/proc/cpuinfo``'s text (its first ``flags`` line; every core lists the same)."""
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "flags":
-            return frozenset(value.split())
-    return frozenset()
+    return frozenset(cpuinfo_field(cpuinfo, "flags").split())
 
 
 @functools.cache

@@ -244,3 +244,17 @@ def test_a_count_is_shown_as_it_is_however_deep_its_name():
 
     percent = with_table(percent=True).table
     assert _scale(percent, "same_by_position.angle.n_triplets") == 1.0 and _scale(percent, "same_by_position.angle") == 100.0
+
+
+def test_a_page_names_the_machines_its_units_ran_on_and_says_where_a_unit_did_not_record_one():
+    from fdsml.tuning.study_runner import StudySettings, study_report
+
+    study = parse(StudyDefinition, {
+        "title": "t", "question": "q", "env": "base", "steps": ["finetune"], "arms": {"scratch": {}},
+        "seeds": {"pretrain.train.seed": [1, 2, 3]}, "table": {"metrics": ["finetuned.recall@1"]},
+    }, "study")
+    results = [result("scratch", 1, 0, 0.5) | {"commit": "abc", "machine": "Xeon, 2 cores"},
+               result("scratch", 2, 0, 0.5) | {"commit": "abc", "machine": "EPYC, 2 cores"},
+               result("scratch", 3, 0, 0.5) | {"commit": "abc"}]  # fmt: skip
+    page, _ = study_report(study, StudySettings(name="t"), results)
+    assert "Commit(s) abc; machine(s) EPYC, 2 cores; Xeon, 2 cores; not recorded." in page

@@ -25,6 +25,7 @@ import yaml
 
 from fdsml import fingerprints, plugins
 from fdsml.config import ConfigError, closest_key, parse, require_name, with_overlay
+from fdsml.machine import machine_name
 from fdsml.tuning.arms import STUDIES_DIR, arm_results, open_arms_study, run_arms
 from fdsml.tuning.study_file import NamedStep, StudyDefinition, Unit, arm_steps, arm_study_keys, parameter_overlay, scaled, tables, units
 from fdsml.tuning.study_steps import STEPS, Metrics, Step
@@ -207,7 +208,7 @@ def _own_run_folders(plan: UnitPlan, name: str) -> dict[str, str]:
 
 
 def run_unit(plans: dict[str, UnitPlan], threads: int, headline: str, name: str) -> tuple[float, dict]:
-    """Run one unit's steps; its headline metric and its result (arm, seeds, metrics, commit)."""
+    """Run one unit's steps; its headline metric and its result (arm, seeds, metrics, commit, machine)."""
     import numba
     import torch
 
@@ -227,7 +228,8 @@ def run_unit(plans: dict[str, UnitPlan], threads: int, headline: str, name: str)
         raise failure
     shutil.rmtree(Path(plan.parameters["retrieval"]["run_dir"]).parent, ignore_errors=True)  # its fine-tunings: of no use once its result is stored
     logger.info("%s: %s", name, ", ".join(f"{key} {value:.4f}" for key, value in metrics.items()))
-    return metrics.get(headline, 0.0), {"arm": plan.unit.arm, "seeds": plan.unit.seeds, "metrics": metrics, "commit": _git_commit()}
+    result = {"arm": plan.unit.arm, "seeds": plan.unit.seeds, "metrics": metrics, "commit": _git_commit(), "machine": machine_name()}
+    return metrics.get(headline, 0.0), result
 
 
 def _git_commit() -> str:
@@ -277,10 +279,11 @@ def study_report(study: StudyDefinition, settings: StudySettings, results: list[
     seeds = ", ".join(f"`{key}` {list(values)}" for key, values in ran.seeds.items()) or "none"
     small = f" At scale `{settings.scale}` (the file's `scales.{settings.scale}`)." if settings.scale else ""
     commits = ", ".join(sorted({result["commit"] for result in results}))
+    machines = "; ".join(sorted({result.get("machine", "not recorded") for result in results}))  # units stored before machines were
     page = (
         f"# {study.title}\n\n{study.question.strip()}\n\n"
         f"Environment `{study.env}`, steps {', '.join(study.steps)}, seeds {seeds}; in the table mean ± std over "
-        f"{study.table.spread or 'every seed combination'}{'' if not study.table.percent else ', in %'}.{small} Commit(s) {commits}.\n\n"
+        f"{study.table.spread or 'every seed combination'}{'' if not study.table.percent else ', in %'}.{small} Commit(s) {commits}; machine(s) {machines}.\n\n"
         + markdown_table(rows, study)
         + "".join(f"\n**{heading}**\n\n" + markdown_table(more[heading], replace(study, table=table)) for heading, table in study.more_tables.items())
         + (trend_markdown(trend, study) + f"\n![the gaps along each axis]({settings.name}.png)\n" if trend else "")
