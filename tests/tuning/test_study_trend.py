@@ -100,7 +100,7 @@ def test_a_gap_that_widens_or_stays_has_no_crossing_and_a_flat_slope_within_nois
 def test_a_crossing_between_the_points_is_not_called_extrapolated():
     between = describe_fit("reference - best rival", fit_gap([1, 4], [(4, 0.1, 2), (-4, 0.1, 2)]), STUDY.trend, STUDY.trend.axes["images seen"], 1.0, 1)
     beyond = describe_fit("reference - best rival", fit_gap([1, 4], [(8, 0.1, 2), (4, 0.1, 2)]), STUDY.trend, STUDY.trend.axes["images seen"], 1.0, 1)
-    assert "would close at 2 [" in between and "(95 %, between the points)" in between
+    assert "it changes sign within the range, at 2 [" in between and "(95 %, between the points)" in between
     assert "would close at 16 [" in beyond and "(95 %, extrapolated)" in beyond
 
 
@@ -194,9 +194,20 @@ def test_the_fastest_narrowing_below_one_is_stated_as_it_is():
     assert f"by at most {2.776445 / math.sqrt(2) - 1:.2f} per doubling" in sentence  # 0.96
 
 
+def test_a_gap_whose_sign_changed_early_in_the_range_crossed_there_though_its_line_is_past_zero_at_the_centre():
+    # the frozen FDSL - pixels gaps of the image-size axis: +2.0, -3.3, -9.7 at 48, 96, 128 px; the line is already
+    # negative at its centre, so a test of the slope's sign against the centre's would call this a gap that never narrowed
+    fit = fit_gap([48, 96, 128], [(2.0, 1.4, 1), (-3.3, 0.1, 1), (-9.7, 1.6, 1)])
+    assert fit.slope < 0 and fit.narrows and 48 < fit.crossing[0] < 96
+    sentence = describe_fit("reference - baseline", fit, STUDY.trend, STUDY.trend.axes["images seen"], 1.0, 1)
+    assert "it changes sign within the range, at " in sentence and "does not narrow" not in sentence
+    away = fit_gap([48, 96, 128], [(-2.0, 1.4, 1), (-3.3, 0.1, 1), (-9.7, 1.6, 1)])  # below zero from the first point on
+    assert not away.narrows and away.crossing is None
+
+
 def test_a_crossing_at_the_last_measured_point_lies_between_the_points():
     sentence = describe_fit("reference - best rival", fit_gap([1, 4], [(4, 0.1, 2), (0, 0.1, 2)]), STUDY.trend, STUDY.trend.axes["images seen"], 1.0, 1)
-    assert "would close at 4 [" in sentence and "(95 %, between the points)" in sentence
+    assert "it changes sign within the range, at 4 [" in sentence and "(95 %, between the points)" in sentence
 
 
 SCATTERED = {

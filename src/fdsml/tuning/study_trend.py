@@ -41,7 +41,8 @@ def t95(df: float) -> float:
 class Fit:
     """A gap against log2(axis value): its change per doubling ± SE on ``slope_df`` degrees of freedom, the points it
     rests on, and the crossing (the axis value where the line is zero, with its 95 % interval; ``None`` bounds are
-    unbounded) when it narrows."""
+    unbounded) when it narrows: when the line heads towards zero from the range's first point, so that its zero lies
+    past that point, within the range (the sign changed where it was measured) or beyond it."""
 
     slope: float
     slope_se: float
@@ -70,7 +71,8 @@ def fit_gap(xs: Sequence[float], gaps: Sequence[tuple[float, float, float]]) -> 
     slope_var = sum(v for v, _ in slope_parts)
     covariance = sum(c * v / n for c, (_, _, v, _) in zip(coefficients, points))  # of the level and the slope
     slope_df = satterthwaite(slope_parts)
-    narrows = slope != 0 and math.copysign(1, slope) != math.copysign(1, level)
+    start = level + slope * (min(u for u, _, _, _ in points) - centre)  # the line at the range's first point
+    narrows = slope != 0 and math.copysign(1, slope) != math.copysign(1, start)
     crossing = None
     if narrows:
         quantile = t95(min(slope_df, satterthwaite(level_parts)))
@@ -186,8 +188,10 @@ def describe_fit(gap: str, fit: Fit | None, trend: TrendSettings, axis: TrendAxi
         at, low, high = fit.crossing
         if low is None or high is None:
             return f"{label}: {change}; it narrows by its estimate, but the slope cannot be told from flat at 95 %, so no crossing is bounded (the line's zero: {_axis_value(at)})."
-        where = "between the points" if fit.low <= at <= fit.high else "extrapolated"
-        return f"{label}: {change}; it narrows, and would close at {_axis_value(at)} [{_axis_value(low)}, {_axis_value(high)}] (95 %, {where})."
+        interval = f"{_axis_value(at)} [{_axis_value(low)}, {_axis_value(high)}]"
+        if fit.low <= at <= fit.high:
+            return f"{label}: {change}; it changes sign within the range, at {interval} (95 %, between the points)."
+        return f"{label}: {change}; it narrows, and would close at {interval} (95 %, extrapolated)."
     fastest = max(0.0, t95(fit.slope_df) * fit.slope_se - abs(fit.slope))  # the slope has the gap's sign here, or is flat
     return f"{label}: {change}; it does not narrow over this range (95 %: by at most {scale * fastest:.{digits}f} per doubling)."
 
