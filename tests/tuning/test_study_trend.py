@@ -201,6 +201,8 @@ def test_a_gap_whose_sign_changed_early_in_the_range_crossed_there_though_its_li
     assert fit.slope < 0 and fit.narrows and 48 < fit.crossing[0] < 96
     sentence = describe_fit("reference - baseline", fit, STUDY.trend, STUDY.trend.axes["images seen"], 1.0, 1)
     assert "it changes sign within the range, at " in sentence and "does not narrow" not in sentence
+    at, low, high = (f"{x:.3g}" for x in fit.crossing)  # three significant figures, as wide as the interval allows
+    assert f"at {at} [{low}, {high}] (95 %, between the points)" in sentence and len(at) <= 4
     away = fit_gap([48, 96, 128], [(-2.0, 1.4, 1), (-3.3, 0.1, 1), (-9.7, 1.6, 1)])  # below zero from the first point on
     assert not away.narrows and away.crossing is None
 

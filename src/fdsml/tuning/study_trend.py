@@ -173,7 +173,9 @@ def _gap(found: tuple[float, float, float] | None, scale: float, digits: int) ->
 
 
 def _axis_value(x: float) -> str:
-    return f"{x:,.0f}" if x >= 100 or float(x).is_integer() else f"{x:g}"
+    """An axis value as a reader takes it in: whole above 100 or where whole, else three significant figures (a
+    crossing at 60.4 px, not 60.3857: its interval is far wider than the digits)."""
+    return f"{x:,.0f}" if x >= 100 or float(x).is_integer() else f"{x:.3g}"
 
 
 def describe_fit(gap: str, fit: Fit | None, trend: TrendSettings, axis: TrendAxis, scale: float, digits: int) -> str:
