@@ -71,15 +71,15 @@ def fit_gap(xs: Sequence[float], gaps: Sequence[tuple[float, float, float]]) -> 
     slope_var = sum(v for v, _ in slope_parts)
     covariance = sum(c * v / n for c, (_, _, v, _) in zip(coefficients, points))  # of the level and the slope
     slope_df = satterthwaite(slope_parts)
-    start = level + slope * (min(u for u, _, _, _ in points) - centre)  # the line at the range's first point
+    first, last = min(u for u, _, _, _ in points), max(u for u, _, _, _ in points)
+    start = level + slope * (first - centre)  # the line at the range's first point
     narrows = slope != 0 and math.copysign(1, slope) != math.copysign(1, start)
     crossing = None
     if narrows:
         quantile = t95(min(slope_df, satterthwaite(level_parts)))
         bounds = _fieller(level, sum(v for v, _ in level_parts), slope, slope_var, covariance, quantile)
         crossing = (2 ** (centre - level / slope), *(None if t is None else 2 ** (centre + t) for t in bounds))  # type: ignore[assignment]
-    xs_used = [2**u for u, _, _, _ in points]
-    return Fit(slope, math.sqrt(slope_var), slope_df, n, min(xs_used), max(xs_used), narrows, crossing)
+    return Fit(slope, math.sqrt(slope_var), slope_df, n, 2**first, 2**last, narrows, crossing)
 
 
 def _fieller(level: float, level_var: float, slope: float, slope_var: float, covariance: float, quantile: float) -> tuple[float | None, float | None]:
