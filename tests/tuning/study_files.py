@@ -1,4 +1,4 @@
-"""A scratch project holding a study file: the repository's conf, the study under conf/studies/."""
+"""A scratch project holding a study file (the repository's conf, the study under conf/studies/), and a cheap step that counts its calls."""
 
 from __future__ import annotations
 
@@ -22,6 +22,26 @@ TINY_STUDY = {
     "arms": {"scratch": {"study.steps": ["frozen_probe", "finetune"]}, "fdsl": {"pretrain.objective": "fdsl"}},
     "seeds": {"pretrain.train.seed": [0, 1], "retrieval.seeds": [[0], [1]]},
     "table": {"metrics": ["finetuned.recall@1", "frozen.recall@1"], "spread": "pretrain.train.seed", "reference": "scratch"},
+}
+
+
+CALLS: list[tuple] = []
+
+
+def counted(params, state):
+    """A cheap step: records its call and yields a value computed from the unit's parameters."""
+    CALLS.append((params["pretrain"]["optimizer"]["base_lr"], params["pretrain"]["train"]["seed"]))
+    if params["pretrain"]["optimizer"]["base_lr"] == 13.0:
+        raise RuntimeError("this arm fails")
+    return {"count.value": params["pretrain"]["optimizer"]["base_lr"] + params["pretrain"]["train"]["seed"]}
+
+
+COUNTED = {
+    **TINY_STUDY,
+    "steps": ["count"],
+    "arms": {"low": {"pretrain.optimizer.base_lr": 1.0}, "high": {"pretrain.optimizer.base_lr": 2.0}},
+    "seeds": {"pretrain.train.seed": [0, 1]},
+    "table": {"metrics": ["count.value"], "spread": "pretrain.train.seed", "reference": "low"},
 }
 
 

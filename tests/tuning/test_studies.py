@@ -14,27 +14,7 @@ from fdsml.tuning.study_file import read_study, units
 from fdsml.models.starting_points import trunk_state_dict
 from fdsml.tuning.study_steps import STEPS, Step, _only_trainer, _start, _trunk
 from tests.support import ROOT
-from tests.tuning.study_files import TINY_STUDY, study_project
-
-CALLS: list[tuple] = []
-
-
-def counted(params, state):
-    """A cheap step: records its call and yields a value computed from the unit's parameters."""
-    CALLS.append((params["pretrain"]["optimizer"]["base_lr"], params["pretrain"]["train"]["seed"]))
-    if params["pretrain"]["optimizer"]["base_lr"] == 13.0:
-        raise RuntimeError("this arm fails")
-    return {"count.value": params["pretrain"]["optimizer"]["base_lr"] + params["pretrain"]["train"]["seed"]}
-
-
-COUNTED = {
-    **TINY_STUDY,
-    "steps": ["count"],
-    "arms": {"low": {"pretrain.optimizer.base_lr": 1.0}, "high": {"pretrain.optimizer.base_lr": 2.0}},
-    "seeds": {"pretrain.train.seed": [0, 1]},
-    "table": {"metrics": ["count.value"], "spread": "pretrain.train.seed", "reference": "low"},
-}
-
+from tests.tuning.study_files import CALLS, COUNTED, TINY_STUDY, counted, study_project
 
 @pytest.fixture
 def counting(monkeypatch, tmp_path):

@@ -64,9 +64,19 @@ def _locked(error: BaseException) -> bool:
 
 
 def open_arms_study(name: str, storage: str | None = None, storage_dir: str = STUDIES_DIR) -> optuna.Study:
-    """The study ``name`` in ``storage`` (None: ``<storage_dir>/<name>.db``), created when new."""
+    """The study ``name`` in ``storage`` (None: ``<storage_dir>/<name>.db``), created when new.
+
+    Loaded before any create: a journal file records every create, even one that finds the study, and a committed
+    journal (a study file's ``storage``) would grow a line each time its page is drawn."""
     location = storage_location(storage, storage_dir, name)
-    return _patiently(lambda: optuna.create_study(storage=open_storage(location), study_name=name, direction="maximize", load_if_exists=True))
+
+    def opened() -> optuna.Study:
+        found = open_storage(location)
+        if name in {summary.study_name for summary in found.get_all_studies()}:
+            return optuna.load_study(storage=found, study_name=name)
+        return optuna.create_study(storage=found, study_name=name, direction="maximize", load_if_exists=True)
+
+    return _patiently(opened)
 
 
 def _claims(study: optuna.Study, arm: str, fingerprint: str, states=LIVE) -> list[optuna.trial.FrozenTrial]:

@@ -18,12 +18,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 import yaml
 
 from fdsml.config import ConfigError, closest_key, parse, with_overlay
+from fdsml.tuning.storage import JOURNAL_SUFFIXES
 
 STUDY_KEYS = ("steps", "recipe", "seeded")
 """The keys an arm's overlay may set under ``study.``: they choose what the arm runs, not a parameter."""
@@ -141,6 +142,7 @@ class StudyDefinition:
     named_steps: dict[str, NamedStep] = field(default_factory=dict)  # steps run again with an overlay, by the name ``steps`` gives them
     trend: TrendSettings | None = None  # the gaps between starts along axes of the regime (its figure replaces ``figure``'s)
     first: tuple[str, ...] = ()  # arms whose units complete before any other starts (a machine check); one failing stops the study
+    storage: str | None = None  # a journal file, relative to the project, committed with it: every clone reuses its units (:data:`JOURNAL_SUFFIXES`)
 
 
 def tables(study: StudyDefinition) -> dict[str, TableSettings]:
@@ -173,7 +175,26 @@ def read_study(path: Path) -> StudyDefinition:
     except ConfigError as error:
         raise ConfigError(f"{path}: {error}") from error
     _check_arms(study, path)
+    _check_storage(study, path)
     return study
+
+
+def _check_storage(study: StudyDefinition, path: Path) -> None:
+    """A study file's ``storage`` is a journal file inside the project: a database URL would put its server, and perhaps
+    its user, into a committed file, and a path outside the project would not travel with it."""
+    if study.storage is None:
+        return
+    where = PurePosixPath(study.storage)
+    if "://" in study.storage or not study.storage.endswith(JOURNAL_SUFFIXES) or where.is_absolute() or ".." in where.parts:
+        raise ConfigError(
+            f"{path}: storage: {study.storage!r} must be a journal file inside the project, ending {' or '.join(JOURNAL_SUFFIXES)} "
+            f"(results/studies/{path.stem}.jsonl); a team's database goes in study.storage on the command line instead"
+        )
+
+
+def changes_units(scale: Scale) -> bool:
+    """Whether ``scale`` runs units unlike the study's own (an overlay, a named step's overlay): a check, not a result."""
+    return bool(scale.overlay or scale.named_steps)
 
 
 def _check_arms(study: StudyDefinition, path: Path) -> None:

@@ -27,7 +27,7 @@ from fdsml import fingerprints, plugins
 from fdsml.config import ConfigError, closest_key, parse, require_name, with_overlay
 from fdsml.machine import machine_name
 from fdsml.tuning.arms import STUDIES_DIR, arm_results, open_arms_study, run_arms
-from fdsml.tuning.study_file import NamedStep, StudyDefinition, Unit, arm_steps, arm_study_keys, parameter_overlay, scaled, tables, units
+from fdsml.tuning.study_file import NamedStep, StudyDefinition, Unit, arm_steps, arm_study_keys, changes_units, parameter_overlay, scaled, tables, units
 from fdsml.tuning.study_steps import STEPS, Metrics, Step
 from fdsml.tuning.study_table import markdown_table, study_rows
 from fdsml.tuning.study_trend import trend_json, trend_markdown, trend_results
@@ -52,7 +52,7 @@ class StudySettings:
     scale: str | None = None  # null: the whole study | one of the file's scales (some arms, fewer seeds and steps)
     jobs: int = 1  # units run in parallel, one process each
     threads: int = 1  # torch threads of each process
-    storage: str | None = None  # the units' Optuna storage (null: <storage_dir>/<name>.db); a URL or journal file several machines share
+    storage: str | None = None  # the units' Optuna storage (null: the study file's journal, else <storage_dir>/<name>.db); a URL or journal file several machines share
     devices: tuple[int, ...] = ()  # the GPUs of the workers, one each (CUDA_VISIBLE_DEVICES of worker k: devices[k]); empty: as the machine has them
     storage_dir: str = STUDIES_DIR
     run_dir: str = "data/06_models/studies"  # <run_dir>/pretrain: the pre-training runs every study shares; <run_dir>/<name>/units: its fine-tunings
@@ -241,6 +241,7 @@ def run_study(study: StudyDefinition, settings: StudySettings, base: dict[str, A
     """Run every unit not yet COMPLETE (``settings.jobs`` at a time) on ``base`` (the parameters of the study's
     environment); the complete units' results and the units that failed."""
     plans = plan_units(study, settings, base)
+    settings = replace(settings, storage=units_storage(study, settings))
     fingerprints = {name: plan.fingerprint for name, plan in plans.items()}
     run = partial(run_unit, plans, settings.threads, study.table.metrics[0])
     first = {name: fingerprint for name, fingerprint in fingerprints.items() if plans[name].unit.arm in study.first}
@@ -254,6 +255,19 @@ def run_study(study: StudyDefinition, settings: StudySettings, base: dict[str, A
     if keys:  # each unit's number of trials per key the tables name, read from its parameters (a reused unit's too)
         results = [result | {"trials": {key: trials(plans[name].parameters, key) for key in keys}} for name, result in zip(complete["arm"], results)]
     return results, failed
+
+
+def units_storage(study: StudyDefinition, settings: StudySettings) -> str | None:
+    """Where the run keeps its units: ``study.storage`` when given, else the study file's journal (relative to the
+    project, its folder made) when the run's units are the study's own, else None (``<storage_dir>/<name>.db``): a
+    scale that changes its units (``tiny``) never writes into the journal a clone reuses."""
+    if settings.storage is not None:
+        return settings.storage
+    if study.storage is None or (settings.scale is not None and changes_units(study.scales[settings.scale])):
+        return None
+    journal = Path(settings.conf_source).parent / study.storage
+    journal.parent.mkdir(parents=True, exist_ok=True)
+    return str(journal)
 
 
 def trials(parameters: dict[str, Any], key: str) -> int:
