@@ -255,3 +255,24 @@ def test_a_named_fine_tuning_keeps_its_own_run_folder_so_neither_overwrites_the_
     assert converged["converged.finetuned.recall@1"] >= 0.0
     again = run_step(plan, "finetune", {})  # the finished run is reused from its folder, not trained again
     assert checkpoints() == both and again["finetuned.recall@1"] == first["finetuned.recall@1"]
+
+
+@pytest.mark.parametrize("amp", [True, False])
+def test_a_unit_trained_in_bf16_has_another_key_than_on_a_float32_machine_and_a_float32_unit_one_key(tmp_path, monkeypatch, amp):
+    from fdsml.tuning import study_runner
+
+    study = {**TINY_STUDY, "overlay": {**TINY_STUDY["overlay"], "pretrain.train.amp": amp, "retrieval.train.amp": amp}}
+    project = study_project(tmp_path / "p", study)
+    settings = parse_study_settings({"name": "tiny", "conf_source": str(project / "conf")})
+
+    def keys(native_bf16: bool) -> dict[str, str]:
+        monkeypatch.setattr(study_runner, "device_has_bf16", lambda device: native_bf16)
+        plans = plan_units(read_study(project / "conf/studies/tiny.yml"), settings, env_parameters(str(project / "conf"), "base"))
+        return {name: plan.fingerprint for name, plan in plans.items()}
+
+    on_float32_machine, on_bf16_machine = keys(False), keys(True)
+    assert len(on_float32_machine) == 8
+    if amp:  # every unit fine-tunes (scratch too), so every unit would train in bf16 on the second machine
+        assert all(on_bf16_machine[name] != key for name, key in on_float32_machine.items())
+    else:
+        assert on_bf16_machine == on_float32_machine

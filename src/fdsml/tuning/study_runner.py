@@ -25,7 +25,9 @@ import yaml
 
 from fdsml import fingerprints, plugins
 from fdsml.config import ConfigError, closest_key, parse, require_name, with_overlay
+from fdsml.distributed import resolve_device
 from fdsml.machine import machine_name
+from fdsml.native_bf16 import device_has_bf16
 from fdsml.tuning.arms import STUDIES_DIR, arm_results, open_arms_study, run_arms
 from fdsml.tuning.study_file import NamedStep, StudyDefinition, Unit, arm_steps, arm_study_keys, changes_units, parameter_overlay, scaled, tables, units
 from fdsml.tuning.study_steps import STEPS, Metrics, Step
@@ -42,6 +44,8 @@ SECTION_PARSERS = {
 }
 """How each section a step reads is parsed: its fingerprint is the parsed section's defining fields (the
 fractals' are their keys but ``outputs``, which only say what the fractals pipeline writes beside the table)."""
+TRAINED_SECTIONS = frozenset({"pretrain", "retrieval", "classification"})
+"""The sections whose ``train`` block says how a step trains (``amp``, ``device``)."""
 
 
 @dataclass(frozen=True)
@@ -164,12 +168,27 @@ def plan_units(study: StudyDefinition, settings: StudySettings, base: dict[str, 
         definition = {"steps": list(steps), "seeds": unit.seeds, "sections": sections}
         if named:
             definition["named_steps"] = {name: {"step": found.step, "overlay": found.overlay} for name, found in named.items()}
+        if bf16 := computes_bf16(params, tuple(resolved_step(study, name)[0] for name in steps)):
+            definition["bf16"] = bf16
         code |= _check_named_steps(params, named)
         fingerprint = fingerprints.fingerprint(definition, code=("fdsml.tuning.study_steps", *sorted(code)))[:16]
         unit_dir = Path(settings.run_dir) / str(settings.name) / "units" / fingerprint
         params = with_overlay(params, {"retrieval.run_dir": str(unit_dir / "retrieval"), "classification.run_dir": str(unit_dir / "classification")})
         plans[unit.name] = UnitPlan(unit, params, steps, fingerprint, named)
     return plans
+
+
+def computes_bf16(params: dict[str, Any], steps: tuple[Step, ...]) -> dict[str, bool]:
+    """The training sections ``steps`` read that train with ``amp`` on, each with whether this machine's device computes
+    bf16 natively; empty when none would. A unit's key takes it in: a unit trained in bf16 is not reused on a machine
+    that would train it in float32 (a committed journal travels between both), while a float32 unit keeps one key."""
+    trained = sorted({section for step in steps for section in step.sections} & TRAINED_SECTIONS)
+    found = {}
+    for section in trained:
+        loop = params[section].get("train", {})
+        if loop.get("amp", True):
+            found[section] = device_has_bf16(resolve_device(loop.get("device", "auto")))
+    return found if any(found.values()) else {}
 
 
 def _check_named_steps(params: dict[str, Any], named: dict[str, NamedStep]) -> set[str]:
