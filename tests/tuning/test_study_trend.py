@@ -288,3 +288,9 @@ def test_a_point_whose_baseline_and_floor_did_not_run_has_no_gap_to_them_rather_
     base, far = trend_results(results, study)["steps"]["frozen.recall@1"]["points"]  # scratch_s4 and pixels_s4 never ran
     assert base.floor is not None and "reference - baseline" in base.gaps
     assert far.floor is None and far.baseline is None and set(far.gaps) == {"reference - best rival"}
+
+
+def test_a_gap_whose_interval_excludes_narrowing_is_said_to_widen_not_to_narrow_by_at_most_nothing():
+    fit = fit_gap([1, 2, 4], [(10, 0.1, 2), (12, 0.1, 2), (14, 0.1, 2)])  # widens by 2 ± 0.07 on 4 df
+    sentence = describe_fit("reference - best rival", fit, STUDY.trend, STUDY.trend.axes["images seen"], 1.0, 1)
+    assert sentence.endswith("it does not narrow over this range (95 %: it widens).") and "at most" not in sentence

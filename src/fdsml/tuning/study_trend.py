@@ -195,6 +195,8 @@ def describe_fit(gap: str, fit: Fit | None, trend: TrendSettings, axis: TrendAxi
             return f"{label}: {change}; it changes sign within the range, at {interval} (95 %, between the points)."
         return f"{label}: {change}; it narrows, and would close at {interval} (95 %, extrapolated)."
     fastest = max(0.0, t95(fit.slope_df) * fit.slope_se - abs(fit.slope))  # the slope has the gap's sign here, or is flat
+    if round(scale * fastest, digits) == 0:  # the interval excludes any narrowing the shown digits could name
+        return f"{label}: {change}; it does not narrow over this range (95 %: it widens)."
     return f"{label}: {change}; it does not narrow over this range (95 %: by at most {scale * fastest:.{digits}f} per doubling)."
 
 
