@@ -272,6 +272,11 @@ def test_a_unit_trained_in_bf16_has_another_key_than_on_a_float32_machine_and_a_
 
     on_float32_machine, on_bf16_machine = keys(False), keys(True)
     assert len(on_float32_machine) == 8
+    params = {section: {"train": {"amp": amp, "device": "cpu"}} for section in ("pretrain", "retrieval")}
+    steps = (STEPS["pretrain"], STEPS["finetune"])
+    assert study_runner.computes_bf16(params, steps) == ({"pretrain": True, "retrieval": True} if amp else {})
+    monkeypatch.setattr(study_runner, "device_has_bf16", lambda device: False)
+    assert study_runner.computes_bf16(params, steps) == {}  # a float32 machine adds nothing: its units keep the keys they had
     if amp:  # every unit fine-tunes (scratch too), so every unit would train in bf16 on the second machine
         assert all(on_bf16_machine[name] != key for name, key in on_float32_machine.items())
     else:
