@@ -66,3 +66,11 @@ def test_a_study_files_storage_must_be_a_journal_inside_the_project(tmp_path, st
     project = study_project(tmp_path / "project", {**COUNTED, "storage": storage}, "counted")
     with pytest.raises(ConfigError, match=r"counted\.yml: storage: .* must be a journal file inside the project, ending \.log or \.jsonl"):
         read_study(project / "conf/studies/counted.yml")
+
+
+def test_a_scale_changes_the_units_by_an_overlay_or_a_named_steps_not_by_picking_arms_or_seeds():
+    from fdsml.tuning.study_file import Scale, changes_units
+
+    assert changes_units(Scale(overlay={"pretrain.train.max_steps": 2}))
+    assert changes_units(Scale(named_steps={"converged": {"retrieval.train.max_steps": 3}}))
+    assert not changes_units(Scale(arms=("fdsl",), seeds={"pretrain.train.seed": (1,)}))
