@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from fdsml.config import ConfigError, env_parameters
-from fdsml.tuning.study_file import read_study
+from fdsml.tuning.study_file import Scale, changes_units, read_study
 from fdsml.tuning.study_runner import parse_study_settings, run_study
 from fdsml.tuning.study_steps import STEPS, Step
 from tests.tuning.study_files import CALLS, COUNTED, counted, study_project
@@ -69,8 +69,6 @@ def test_a_study_files_storage_must_be_a_journal_inside_the_project(tmp_path, st
 
 
 def test_a_scale_changes_the_units_by_an_overlay_or_a_named_steps_not_by_picking_arms_or_seeds():
-    from fdsml.tuning.study_file import Scale, changes_units
-
     assert changes_units(Scale(overlay={"pretrain.train.max_steps": 2}))
     assert changes_units(Scale(named_steps={"converged": {"retrieval.train.max_steps": 3}}))
     assert not changes_units(Scale(arms=("fdsl",), seeds={"pretrain.train.seed": (1,)}))
