@@ -86,6 +86,17 @@ class TrendAxis:
 
 
 @dataclass(frozen=True)
+class TrendProjection:
+    """Every axis's line added up to a point no axis reached (``target``, each axis's value there: the paper's regime),
+    and the value of ``solve_for`` at which the reference's gap to the best rival would close with the other axes at
+    the target (:mod:`fdsml.tuning.study_projection`)."""
+
+    label: str  # the target as a reader names it: "the paper's regime"
+    target: dict[str, float]  # every axis of the trend, by name: its value at the target
+    solve_for: str  # the axis whose closing value is solved for
+
+
+@dataclass(frozen=True)
 class TrendSettings:
     """How far one start leads the others as an axis of the regime grows: per axis (``axes``) and metric, the gap of
     ``reference`` to the best of ``rivals`` and of each to ``baseline`` at every point, their change per doubling and,
@@ -102,6 +113,7 @@ class TrendSettings:
     baseline_metrics: dict[str, str] = field(default_factory=dict)  # the baseline's metric set against each of ``metrics`` (its own name when absent)
     floor: str | None = None  # an arm shown beside them (scratch)
     spread: str | None = None  # the seed key whose values are the independent samples (others averaged first); null: every combination
+    projection: TrendProjection | None = None  # every axis's line added, to a point beyond them all
 
 
 @dataclass(frozen=True)
@@ -248,6 +260,23 @@ def _check_trend(study: StudyDefinition, path: Path) -> None:
             for start in (trend.reference, *trend.rivals):
                 if trend_arm(start, point) not in study.arms:
                     raise ConfigError(f"{path}: trend.axes.{axis_name}.points.{point}: no arm {trend_arm(start, point)} ({start} at {point})")
+    if trend.projection is not None:
+        _check_projection(trend.projection, trend.axes, path)
+
+
+def _check_projection(projection: TrendProjection, axes: Mapping[str, TrendAxis], path: Path) -> None:
+    """The target gives every axis a positive value (an axis left out would be held at its base silently) and
+    ``solve_for`` is one of them."""
+    for name in axes:
+        if name not in projection.target:
+            raise ConfigError(f"{path}: trend.projection.target: no value for the axis {name!r}; give every axis its value at the target")
+    for name, value in projection.target.items():
+        if name not in axes:
+            raise ConfigError(f"{path}: trend.projection.target.{name}: {_none_of(name, 'axis', axes)}")
+        if value <= 0:
+            raise ConfigError(f"{path}: trend.projection.target.{name}: {value} is not a positive axis value (the lines are in log2 of it)")
+    if projection.solve_for not in axes:
+        raise ConfigError(f"{path}: trend.projection.solve_for: {_none_of(projection.solve_for, 'axis', axes)}")
 
 
 def trend_arm(start: str, point: str) -> str:

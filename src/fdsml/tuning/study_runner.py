@@ -32,6 +32,7 @@ from fdsml.tuning.arms import STUDIES_DIR, arm_results, open_arms_study, run_arm
 from fdsml.tuning.study_file import NamedStep, StudyDefinition, Unit, arm_steps, arm_study_keys, changes_units, parameter_overlay, scaled, tables, units
 from fdsml.tuning.study_steps import STEPS, Metrics, Step
 from fdsml.tuning.study_table import markdown_table, study_rows
+from fdsml.tuning.study_projection import projection_json, projection_markdown, projections
 from fdsml.tuning.study_trend import trend_json, trend_markdown, trend_results
 
 logger = logging.getLogger(__name__)
@@ -308,6 +309,7 @@ def study_report(study: StudyDefinition, settings: StudySettings, results: list[
     rows = study_rows(results, study)
     more = {heading: study_rows(results, replace(study, table=table)) for heading, table in study.more_tables.items()}
     trend = trend_results(results, study) if study.trend else None
+    projected = projections(trend, study) if trend and study.trend.projection else None
     ran, _ = scaled(study, settings.scale)  # a scale's seeds, not the file's, are what the units ran with
     seeds = ", ".join(f"`{key}` {list(values)}" for key, values in ran.seeds.items()) or "none"
     small = f" At scale `{settings.scale}` (the file's `scales.{settings.scale}`)." if settings.scale else ""
@@ -320,9 +322,10 @@ def study_report(study: StudyDefinition, settings: StudySettings, results: list[
         + markdown_table(rows, study)
         + "".join(f"\n**{heading}**\n\n" + markdown_table(more[heading], replace(study, table=table)) for heading, table in study.more_tables.items())
         + (trend_markdown(trend, study) + f"\n![the gaps along each axis]({settings.name}.png)\n" if trend else "")
+        + (projection_markdown(projected, study) if projected else "")
         + (f"\n![{study.figure.title or ', '.join(study.figure.metrics)}]({settings.name}.png)\n" if study.figure else "")
         + f"\nReproduce: `kedro run --pipelines=study --params=study.name={settings.name}{f',study.scale={settings.scale}' if settings.scale else ''}` (units already complete with the same "
         "definition and code are reused; the definition: `conf/studies/" + f"{settings.name}.yml`).\n"
     )
     found = {"study": settings.name, "units": results, "rows": rows, "more_tables": more}
-    return page, found | ({"trend": trend_json(trend)} if trend else {})
+    return page, found | ({"trend": trend_json(trend)} if trend else {}) | ({"projection": projection_json(projected)} if projected else {})

@@ -77,12 +77,12 @@ def fit_gap(xs: Sequence[float], gaps: Sequence[tuple[float, float, float]]) -> 
     crossing = None
     if narrows:
         quantile = t95(min(slope_df, satterthwaite(level_parts)))
-        bounds = _fieller(level, sum(v for v, _ in level_parts), slope, slope_var, covariance, quantile)
+        bounds = fieller(level, sum(v for v, _ in level_parts), slope, slope_var, covariance, quantile)
         crossing = (2 ** (centre - level / slope), *(None if t is None else 2 ** (centre + t) for t in bounds))  # type: ignore[assignment]
     return Fit(slope, math.sqrt(slope_var), slope_df, n, 2**first, 2**last, narrows, crossing)
 
 
-def _fieller(level: float, level_var: float, slope: float, slope_var: float, covariance: float, quantile: float) -> tuple[float | None, float | None]:
+def fieller(level: float, level_var: float, slope: float, slope_var: float, covariance: float, quantile: float) -> tuple[float | None, float | None]:
     """The 95 % interval of t = -level / slope (the line level + slope t is zero), from Fieller's theorem: the t where
     (level + slope t)^2 <= q^2 (level_var + 2 t covariance + t^2 slope_var), q the 95 % quantile. Unbounded, (None,
     None), when the slope cannot be told from flat at 95 % (the set then reaches infinity)."""
@@ -172,7 +172,7 @@ def _gap(found: tuple[float, float, float] | None, scale: float, digits: int) ->
     return "n/a" if found is None or math.isnan(found[0]) else f"{scale * found[0]:+.{digits}f} ± {scale * found[1]:.{digits}f}"
 
 
-def _axis_value(x: float) -> str:
+def axis_value(x: float) -> str:
     """An axis value as a reader takes it in: whole above 100 or where whole, else three significant figures (a
     crossing at 60.4 px, not 60.3857: its interval is far wider than the digits)."""
     return f"{x:,.0f}" if x >= 100 or float(x).is_integer() else f"{x:.3g}"
@@ -185,12 +185,12 @@ def describe_fit(gap: str, fit: Fit | None, trend: TrendSettings, axis: TrendAxi
     if fit is None:
         return f"{label}: fewer than two points, no trend."
     change = (f"{scale * fit.slope:+.{digits}f} ± {scale * fit.slope_se:.{digits}f} per doubling of {axis.label} ({fit.points} points, "
-              f"{_axis_value(fit.low)} to {_axis_value(fit.high)}; the SE on {fit.slope_df:.1f} degrees of freedom)")
+              f"{axis_value(fit.low)} to {axis_value(fit.high)}; the SE on {fit.slope_df:.1f} degrees of freedom)")
     if fit.crossing is not None:
         at, low, high = fit.crossing
         if low is None or high is None:
-            return f"{label}: {change}; it narrows by its estimate, but the slope cannot be told from flat at 95 %, so no crossing is bounded (the line's zero: {_axis_value(at)})."
-        interval = f"{_axis_value(at)} [{_axis_value(low)}, {_axis_value(high)}]"
+            return f"{label}: {change}; it narrows by its estimate, but the slope cannot be told from flat at 95 %, so no crossing is bounded (the line's zero: {axis_value(at)})."
+        interval = f"{axis_value(at)} [{axis_value(low)}, {axis_value(high)}]"
         if fit.low <= at <= fit.high:
             return f"{label}: {change}; it changes sign within the range, at {interval} (95 %, between the points)."
         return f"{label}: {change}; it narrows, and would close at {interval} (95 %, extrapolated)."
@@ -216,7 +216,7 @@ def trend_markdown(found: Mapping[str, Mapping[str, Mapping[str, Any]]], study: 
                       f"{trend.reference} - best rival", *([f"{trend.reference} - {trend.baseline}", f"best rival - {trend.baseline}"] if trend.baseline else [])]
             lines += [f"\n**{name}: {metric}**\n", "| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
             for p in entry["points"]:
-                cells = [p.point, _axis_value(p.x), _value(p.reference, scale, digits), f"{p.best_rival} {_value(p.rival, scale, digits)}"]
+                cells = [p.point, axis_value(p.x), _value(p.reference, scale, digits), f"{p.best_rival} {_value(p.rival, scale, digits)}"]
                 cells += [_value(p.baseline, scale, digits)] if trend.baseline else []
                 cells += [_value(p.floor, scale, digits)] if trend.floor else []
                 cells += [_gap(p.gaps.get(gap), scale, digits) for gap in (GAPS if trend.baseline else GAPS[:1])]
@@ -256,7 +256,7 @@ def draw_trend(found: Mapping[str, Mapping[str, Mapping[str, Any]]], study: Stud
                                    yerr=[t95(p.gaps[gap][2]) * scale * p.gaps[gap][1] for p in shown], marker="o", capsize=3, label=labels[gap])
             panel.axhline(0.0, color="grey", linewidth=0.8)
             ticks = sorted(trend.axes[name].points.values())
-            panel.set_xticks([math.log2(x) for x in ticks], [_axis_value(x) for x in ticks])
+            panel.set_xticks([math.log2(x) for x in ticks], [axis_value(x) for x in ticks])
             panel.set_xlabel(f"{trend.axes[name].label} (log2 scale)")
             panel.set_ylabel(f"gap in {metric}" + (" (points)" if study.table.percent else ""))
             panel.set_title(f"{name}: {metric}", fontsize=9)
