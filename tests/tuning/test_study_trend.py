@@ -8,7 +8,7 @@ import pytest
 from fdsml.config import ConfigError, parse
 from fdsml.tuning.study_file import StudyDefinition, read_study, units
 from fdsml.tuning.study_table import satterthwaite
-from fdsml.tuning.study_trend import describe_fit, draw_trend, fit_gap, t95, trend_json, trend_markdown, trend_results
+from fdsml.tuning.study_trend import axis_value, describe_fit, draw_trend, fit_gap, t95, trend_json, trend_markdown, trend_results
 
 FILE = {
     "title": "t", "question": "q", "env": "fair", "steps": ["pretrain", "frozen_probe"],
@@ -294,3 +294,7 @@ def test_a_gap_whose_interval_excludes_narrowing_is_said_to_widen_not_to_narrow_
     fit = fit_gap([1, 2, 4], [(10, 0.1, 2), (12, 0.1, 2), (14, 0.1, 2)])  # widens by 2 ± 0.07 on 4 df
     sentence = describe_fit("reference - best rival", fit, STUDY.trend, STUDY.trend.axes["images seen"], 1.0, 1)
     assert sentence.endswith("it does not narrow over this range (95 %: it widens).") and "at most" not in sentence
+
+
+def test_an_axis_value_reads_whole_to_a_billion_then_as_a_power_of_ten():
+    assert [axis_value(x) for x in (60.3857, 48.0, 617.4, 134_000_000, 1.117e33)] == ["60.4", "48", "617", "134,000,000", "1.1e+33"]

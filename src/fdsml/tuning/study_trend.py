@@ -174,7 +174,10 @@ def _gap(found: tuple[float, float, float] | None, scale: float, digits: int) ->
 
 def axis_value(x: float) -> str:
     """An axis value as a reader takes it in: whole above 100 or where whole, else three significant figures (a
-    crossing at 60.4 px, not 60.3857: its interval is far wider than the digits)."""
+    crossing at 60.4 px, not 60.3857: its interval is far wider than the digits); from a billion on, two significant
+    figures and a power of ten (an extrapolated bound at 1.1e+33 parameters, not 34 digits of it)."""
+    if x >= 1e9:
+        return f"{x:.2g}"
     return f"{x:,.0f}" if x >= 100 or float(x).is_integer() else f"{x:.3g}"
 
 
