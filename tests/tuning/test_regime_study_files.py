@@ -53,3 +53,6 @@ def test_the_paper_ordering_study_runs_the_gpu_check_and_every_start_on_the_cpu(
     check = next(unit for unit in units if unit["arm"] == "gpu_check")["metrics"]
     assert check["gpu_check.ok"] > 0 and check["gpu_check.fail"] == check["gpu_check.timeout"] == 0  # its CPU rows here
     assert "The baseline: raw-pixel k-NN" in page
+    seen = found["trend"]["images seen"]["finetuned.recall@1"]
+    assert [point["point"] for point in seen["points"]] == ["base", "s16k"]  # the tiny scale's two points of the axis
+    assert "**images seen: finetuned.map@r**" in page
