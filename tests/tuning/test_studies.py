@@ -273,11 +273,30 @@ def test_a_unit_trained_in_bf16_has_another_key_than_on_a_float32_machine_and_a_
     on_float32_machine, on_bf16_machine = keys(False), keys(True)
     assert len(on_float32_machine) == 8
     params = {section: {"train": {"amp": amp, "device": "cpu"}} for section in ("pretrain", "retrieval")}
-    steps = (STEPS["pretrain"], STEPS["finetune"])
-    assert study_runner.computes_bf16(params, steps) == ({"pretrain": True, "retrieval": True} if amp else {})
+    steps = ((params, STEPS["pretrain"]), (params, STEPS["finetune"]))
+    assert study_runner.computes_bf16(steps) == ({"pretrain": True, "retrieval": True} if amp else {})
     monkeypatch.setattr(study_runner, "device_has_bf16", lambda device: False)
-    assert study_runner.computes_bf16(params, steps) == {}  # a float32 machine adds nothing: its units keep the keys they had
+    assert study_runner.computes_bf16(steps) == {}  # a float32 machine adds nothing: its units keep the keys they had
     if amp:  # every unit fine-tunes (scratch too), so every unit would train in bf16 on the second machine
         assert all(on_bf16_machine[name] != key for name, key in on_float32_machine.items())
     else:
         assert on_bf16_machine == on_float32_machine
+
+
+def test_a_named_step_that_turns_amp_on_gives_its_unit_a_bf16_key(tmp_path, monkeypatch):
+    from fdsml.tuning import study_runner
+
+    study = {**TINY_STUDY, "overlay": {**TINY_STUDY["overlay"], "pretrain.train.amp": False, "retrieval.train.amp": False},
+             "steps": ["pretrain", "finetune", "in_bf16"], "named_steps": {"in_bf16": {"step": "finetune", "overlay": {"retrieval.train.amp": True}}}}
+    project = study_project(tmp_path / "p", study)
+    settings = parse_study_settings({"name": "tiny", "conf_source": str(project / "conf")})
+
+    def keys(native_bf16: bool) -> dict[str, str]:
+        monkeypatch.setattr(study_runner, "device_has_bf16", lambda device: native_bf16)
+        plans = plan_units(read_study(project / "conf/studies/tiny.yml"), settings, env_parameters(str(project / "conf"), "base"))
+        return {name: plan.fingerprint for name, plan in plans.items()}
+
+    on_float32_machine, on_bf16_machine = keys(False), keys(True)
+    in_bf16 = {name for name in on_float32_machine if name.startswith("fdsl")}  # scratch's own steps leave in_bf16 out
+    assert len(in_bf16) == 4 and all(on_bf16_machine[name] != on_float32_machine[name] for name in in_bf16)
+    assert all(on_bf16_machine[name] == key for name, key in on_float32_machine.items() if name not in in_bf16)  # float32 throughout

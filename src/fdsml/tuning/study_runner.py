@@ -169,7 +169,8 @@ def plan_units(study: StudyDefinition, settings: StudySettings, base: dict[str, 
         definition = {"steps": list(steps), "seeds": unit.seeds, "sections": sections}
         if named:
             definition["named_steps"] = {name: {"step": found.step, "overlay": found.overlay} for name, found in named.items()}
-        if bf16 := computes_bf16(params, tuple(resolved_step(study, name)[0] for name in steps)):
+        read = tuple((with_overlay(params, named[name].overlay) if name in named else params, resolved_step(study, name)[0]) for name in steps)
+        if bf16 := computes_bf16(read):
             definition["bf16"] = bf16
         code |= _check_named_steps(params, named)
         fingerprint = fingerprints.fingerprint(definition, code=("fdsml.tuning.study_steps", *sorted(code)))[:16]
@@ -179,17 +180,18 @@ def plan_units(study: StudyDefinition, settings: StudySettings, base: dict[str, 
     return plans
 
 
-def computes_bf16(params: dict[str, Any], steps: tuple[Step, ...]) -> dict[str, bool]:
-    """The training sections ``steps`` read that train with ``amp`` on, each with whether this machine's device computes
-    bf16 natively; empty when none would. A unit's key takes it in: a unit trained in bf16 is not reused on a machine
+def computes_bf16(steps: tuple[tuple[dict[str, Any], Step], ...]) -> dict[str, bool]:
+    """The training sections the unit's steps read that train with ``amp`` on, each with whether this machine's device
+    computes bf16 natively; empty when none would. Each step comes with the parameters it reads (a named step's with
+    its overlay, which may turn ``amp`` on). A unit's key takes it in: a unit trained in bf16 is not reused on a machine
     that would train it in float32 (a committed journal travels between both), while a float32 unit keeps one key."""
-    trained = sorted({section for step in steps for section in step.sections} & TRAINED_SECTIONS)
-    found = {}
-    for section in trained:
-        loop = params[section].get("train", {})
-        if loop.get("amp", True):
-            found[section] = device_has_bf16(resolve_device(loop.get("device", "auto")))
-    return found if any(found.values()) else {}
+    found: dict[str, bool] = {}
+    for params, step in steps:
+        for section in sorted(set(step.sections) & TRAINED_SECTIONS):
+            loop = params[section].get("train", {})
+            if loop.get("amp", True):
+                found[section] = found.get(section, False) or device_has_bf16(resolve_device(loop.get("device", "auto")))
+    return dict(sorted(found.items())) if any(found.values()) else {}
 
 
 def _check_named_steps(params: dict[str, Any], named: dict[str, NamedStep]) -> set[str]:
