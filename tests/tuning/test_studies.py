@@ -9,6 +9,7 @@ import torch
 import yaml
 
 from fdsml.config import env_parameters
+from fdsml.tuning import study_runner
 from fdsml.tuning.study_runner import parse_study_settings, plan_units, run_study, study_report
 from fdsml.tuning.study_file import read_study, units
 from fdsml.models.starting_points import trunk_state_dict
@@ -257,20 +258,21 @@ def test_a_named_fine_tuning_keeps_its_own_run_folder_so_neither_overwrites_the_
     assert checkpoints() == both and again["finetuned.recall@1"] == first["finetuned.recall@1"]
 
 
+def keys_on_both_machines(project, monkeypatch) -> tuple[dict[str, str], ...]:
+    """Each unit's key as a machine without native bf16 plans it, then as one with it."""
+    settings = parse_study_settings({"name": "tiny", "conf_source": str(project / "conf")})
+    keys = []
+    for native_bf16 in (False, True):
+        monkeypatch.setattr(study_runner, "device_has_bf16", lambda device, native=native_bf16: native)
+        plans = plan_units(read_study(project / "conf/studies/tiny.yml"), settings, env_parameters(str(project / "conf"), "base"))
+        keys.append({name: plan.fingerprint for name, plan in plans.items()})
+    return tuple(keys)
+
+
 @pytest.mark.parametrize("amp", [True, False])
 def test_a_unit_trained_in_bf16_has_another_key_than_on_a_float32_machine_and_a_float32_unit_one_key(tmp_path, monkeypatch, amp):
-    from fdsml.tuning import study_runner
-
     study = {**TINY_STUDY, "overlay": {**TINY_STUDY["overlay"], "pretrain.train.amp": amp, "retrieval.train.amp": amp}}
-    project = study_project(tmp_path / "p", study)
-    settings = parse_study_settings({"name": "tiny", "conf_source": str(project / "conf")})
-
-    def keys(native_bf16: bool) -> dict[str, str]:
-        monkeypatch.setattr(study_runner, "device_has_bf16", lambda device: native_bf16)
-        plans = plan_units(read_study(project / "conf/studies/tiny.yml"), settings, env_parameters(str(project / "conf"), "base"))
-        return {name: plan.fingerprint for name, plan in plans.items()}
-
-    on_float32_machine, on_bf16_machine = keys(False), keys(True)
+    on_float32_machine, on_bf16_machine = keys_on_both_machines(study_project(tmp_path / "p", study), monkeypatch)
     assert len(on_float32_machine) == 8
     params = {section: {"train": {"amp": amp, "device": "cpu"}} for section in ("pretrain", "retrieval")}
     steps = ((params, STEPS["pretrain"]), (params, STEPS["finetune"]))
@@ -284,19 +286,9 @@ def test_a_unit_trained_in_bf16_has_another_key_than_on_a_float32_machine_and_a_
 
 
 def test_a_named_step_that_turns_amp_on_gives_its_unit_a_bf16_key(tmp_path, monkeypatch):
-    from fdsml.tuning import study_runner
-
     study = {**TINY_STUDY, "overlay": {**TINY_STUDY["overlay"], "pretrain.train.amp": False, "retrieval.train.amp": False},
              "steps": ["pretrain", "finetune", "in_bf16"], "named_steps": {"in_bf16": {"step": "finetune", "overlay": {"retrieval.train.amp": True}}}}
-    project = study_project(tmp_path / "p", study)
-    settings = parse_study_settings({"name": "tiny", "conf_source": str(project / "conf")})
-
-    def keys(native_bf16: bool) -> dict[str, str]:
-        monkeypatch.setattr(study_runner, "device_has_bf16", lambda device: native_bf16)
-        plans = plan_units(read_study(project / "conf/studies/tiny.yml"), settings, env_parameters(str(project / "conf"), "base"))
-        return {name: plan.fingerprint for name, plan in plans.items()}
-
-    on_float32_machine, on_bf16_machine = keys(False), keys(True)
+    on_float32_machine, on_bf16_machine = keys_on_both_machines(study_project(tmp_path / "p", study), monkeypatch)
     in_bf16 = {name for name in on_float32_machine if name.startswith("fdsl")}  # scratch's own steps leave in_bf16 out
     assert len(in_bf16) == 4 and all(on_bf16_machine[name] != on_float32_machine[name] for name in in_bf16)
     assert all(on_bf16_machine[name] == key for name, key in on_float32_machine.items() if name not in in_bf16)  # float32 throughout
