@@ -169,10 +169,10 @@ def plan_units(study: StudyDefinition, settings: StudySettings, base: dict[str, 
         definition = {"steps": list(steps), "seeds": unit.seeds, "sections": sections}
         if named:
             definition["named_steps"] = {name: {"step": found.step, "overlay": found.overlay} for name, found in named.items()}
+        code |= _check_named_steps(params, named)  # before the overlays are read: a wrong key's message names the named step
         read = tuple((with_overlay(params, named[name].overlay) if name in named else params, resolved_step(study, name)[0]) for name in steps)
         if bf16 := computes_bf16(read):
             definition["bf16"] = bf16
-        code |= _check_named_steps(params, named)
         fingerprint = fingerprints.fingerprint(definition, code=("fdsml.tuning.study_steps", *sorted(code)))[:16]
         unit_dir = Path(settings.run_dir) / str(settings.name) / "units" / fingerprint
         params = with_overlay(params, {"retrieval.run_dir": str(unit_dir / "retrieval"), "classification.run_dir": str(unit_dir / "classification")})
