@@ -298,3 +298,15 @@ def test_a_gap_whose_interval_excludes_narrowing_is_said_to_widen_not_to_narrow_
 
 def test_an_axis_value_reads_whole_to_a_billion_then_as_a_power_of_ten():
     assert [axis_value(x) for x in (60.3857, 48.0, 617.4, 134_000_000, 1.117e33)] == ["60.4", "48", "617", "134,000,000", "1.1e+33"]
+
+
+def test_a_point_the_metric_was_not_measured_at_is_left_out_not_shown_as_n_a():
+    # converged only at the base point (as the regime study runs it at the axis's ends): s4 has frozen values only
+    study = parse(StudyDefinition, {**FILE, "trend": {**FILE["trend"], "metrics": ["frozen.recall@1", "converged.map@r"]}}, "study")
+    converged = {"fdsl": 0.40, "same": 0.30, "paper": 0.20, "scratch": 0.10}
+    results = [{**r, "metrics": {**r["metrics"], "converged.map@r": converged[r["arm"]] + r["seeds"]["pretrain.train.seed"] / 100}}
+               if r["arm"] in converged else r for r in RESULTS]
+    found = trend_results(results, study)["images seen"]
+    assert [p.point for p in found["converged.map@r"]["points"]] == ["base"]
+    assert [p.point for p in found["frozen.recall@1"]["points"]] == ["base", "s4"]
+    assert "| s4 |" not in trend_markdown({"images seen": {"converged.map@r": found["converged.map@r"]}}, study)

@@ -129,8 +129,8 @@ def trend_points(results: Sequence[Mapping[str, Any]], study: StudyDefinition, a
     found = []
     for point, x in sorted(axis.points.items(), key=lambda item: item[1]):
         reference = values.get(_arm_at(study.arms, trend.reference, point), {}).get(metric)
-        rivals = {rival: values[arm][metric] for rival in trend.rivals if (arm := _arm_at(study.arms, rival, point)) in values}
-        if not reference or not rivals:
+        rivals = {rival: values[arm][metric] for rival in trend.rivals if (arm := _arm_at(study.arms, rival, point)) in values and _measured(values[arm][metric])}
+        if not _measured(reference) or not rivals:  # a point the metric is not measured at (converged at the axis's ends only)
             continue
         best = max(rivals, key=lambda rival: _nan_low(mean_std(rivals[rival])[0]))
         baseline = baselines.get(_arm_at(study.arms, trend.baseline, point), {}).get(baseline_metric) if trend.baseline else None
@@ -140,6 +140,11 @@ def trend_points(results: Sequence[Mapping[str, Any]], study: StudyDefinition, a
             gaps |= {GAPS[1]: welch(reference, baseline), GAPS[2]: welch(rivals[best], baseline)}
         found.append(TrendPoint(point, x, _summary(reference), best, _summary(rivals[best]), baseline and _summary(baseline), floor and _summary(floor), gaps))
     return found
+
+
+def _measured(values: Sequence[float] | None) -> bool:
+    """Whether a start has a value of the metric at a point: some seed's is a number."""
+    return bool(values) and not all(math.isnan(value) for value in values)
 
 
 def _nan_low(value: float) -> float:
