@@ -40,7 +40,7 @@ class Projection:
     crossing: tuple[float, float | None, float | None] | None
 
 
-def _measured(by_axis: Mapping[str, Sequence[TrendPoint]], bases: Mapping[str, float]) -> tuple[list[list[float]], list[tuple[float, float, float]]]:
+def _design_rows(by_axis: Mapping[str, Sequence[TrendPoint]], bases: Mapping[str, float]) -> tuple[list[list[float]], list[tuple[float, float, float]]]:
     """The design's rows (1, then log2 of each axis's value over its base: zero but on the point's own axis) and the
     gaps, every point once (the base point is on every axis) and only where its gap has a standard error."""
     rows, gaps, seen = [], [], set()
@@ -68,7 +68,7 @@ def project(by_axis: Mapping[str, Sequence[TrendPoint]], study: StudyDefinition)
     trend = study.trend
     projection = trend.projection
     bases = {name: axis.points["base"] for name, axis in trend.axes.items()}
-    rows, gaps = _measured(by_axis, bases)
+    rows, gaps = _design_rows(by_axis, bases)
     design = np.array(rows) if rows else np.zeros((0, len(bases) + 1))
     if np.linalg.matrix_rank(design) < len(bases) + 1:
         return None
@@ -78,9 +78,10 @@ def project(by_axis: Mapping[str, Sequence[TrendPoint]], study: StudyDefinition)
     column = 1 + list(by_axis).index(projection.solve_for)
     at_base = target.copy()
     at_base[column] = 0.0  # the other axes at the target, solve_for at its base value
-    level, level_var, level_df = _combination(at_base @ solution, gaps)
-    slope, slope_var, slope_df = _combination(solution[column], gaps)
-    covariance = float(sum((a * b) * se * se for a, b, (_, se, _) in zip(at_base @ solution, solution[column], gaps)))
+    level_weights, slope_weights = at_base @ solution, solution[column]
+    level, level_var, level_df = _combination(level_weights, gaps)
+    slope, slope_var, slope_df = _combination(slope_weights, gaps)
+    covariance = float(sum(a * b * se * se for a, b, (_, se, _) in zip(level_weights, slope_weights, gaps)))
     crossing = None
     if slope != 0 and math.copysign(1, slope) != math.copysign(1, level):
         base = bases[projection.solve_for]
@@ -105,7 +106,7 @@ def _closing(projection: Projection, axis_label: str) -> str:
     return f"{axis_value(at)} [{axis_value(low)}, {axis_value(high)}]"
 
 
-def projection_markdown(found: Mapping[str, Mapping[str, Projection | None]], study: StudyDefinition) -> str:
+def projection_markdown(found: Mapping[str, Projection | None], study: StudyDefinition) -> str:
     """The page's section: the target, how far beyond the measured ranges it lies, a row per metric."""
     trend = study.trend
     projection = trend.projection

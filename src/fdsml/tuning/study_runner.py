@@ -165,12 +165,13 @@ def plan_units(study: StudyDefinition, settings: StudySettings, base: dict[str, 
         params = unit_parameters(study, settings, base, recipes, unit, last)
         steps = arm_steps(study, unit.arm)
         named = {name: chosen.named_steps[name] for name in steps if name in chosen.named_steps}
-        sections, code = defining_sections(params, tuple(resolved_step(study, name)[0] for name in steps))
+        resolved = tuple(resolved_step(study, name)[0] for name in steps)
+        sections, code = defining_sections(params, resolved)
         definition = {"steps": list(steps), "seeds": unit.seeds, "sections": sections}
         if named:
             definition["named_steps"] = {name: {"step": found.step, "overlay": found.overlay} for name, found in named.items()}
         code |= _check_named_steps(params, named)  # before the overlays are read: a wrong key's message names the named step
-        read = tuple((with_overlay(params, named[name].overlay) if name in named else params, resolved_step(study, name)[0]) for name in steps)
+        read = tuple((with_overlay(params, named[name].overlay) if name in named else params, step) for name, step in zip(steps, resolved))
         if bf16 := computes_bf16(read):
             definition["bf16"] = bf16
         fingerprint = fingerprints.fingerprint(definition, code=("fdsml.tuning.study_steps", *sorted(code)))[:16]
