@@ -29,7 +29,7 @@ def counting(monkeypatch, tmp_path):
         settings = parse_study_settings(
             {"name": "counted", "conf_source": str(project / "conf"), "storage_dir": str(tmp_path), "run_dir": str(tmp_path / "runs")}
         )
-        results, failed = run_study(read_study(project / "conf/studies/counted.yml"), settings, env_parameters(str(project / "conf"), "base"))
+        results, failed, _ = run_study(read_study(project / "conf/studies/counted.yml"), settings, env_parameters(str(project / "conf"), "base"))
         return results, failed
 
     return run
@@ -197,7 +197,7 @@ def test_two_sweep_ranges_give_two_sweep_tables_with_their_factors_and_every_sta
         {"name": "generator_variants", "scale": "tiny", "conf_source": str(project / "conf"), "storage_dir": str(tmp_path), "run_dir": str(tmp_path / "runs")}
     )
     study = read_study(project / "conf/studies/generator_variants.yml")
-    results, failed = run_study(study, settings, env_parameters(str(project / "conf"), "base"))
+    results, failed, _ = run_study(study, settings, env_parameters(str(project / "conf"), "base"))
     assert failed == [] and [result["arm"] for result in results] == ["default", "one map"]
     for metrics in (result["metrics"] for result in results):
         assert (metrics["sweeps.lowest_factor"], metrics["sweeps.highest_factor"]) == (0.6, 1.4)

@@ -9,7 +9,7 @@ import yaml
 
 from fdsml.config import ConfigError, env_parameters
 from fdsml.tuning.study_file import Scale, changes_units, read_study
-from fdsml.tuning.study_runner import parse_study_settings, run_study
+from fdsml.tuning.study_runner import StudySettings, parse_study_settings, run_study, study_report
 from fdsml.tuning.study_steps import STEPS, Step
 from tests.tuning.study_files import CALLS, COUNTED, counted, study_project
 
@@ -22,11 +22,15 @@ def count_step(monkeypatch):
     CALLS.clear()
 
 
-def run(project, machine, **settings) -> list[dict]:
+def run_counted(project, machine, **settings):
     """The study in ``project`` as a clone on ``machine`` (a folder of its own for the default storage and runs) runs it."""
     settings = parse_study_settings({"name": "counted", "conf_source": str(project / "conf"), "storage_dir": str(machine), "run_dir": str(machine / "runs"), **settings})
-    results, failed = run_study(read_study(project / "conf/studies/counted.yml"), settings, env_parameters(str(project / "conf"), "base"))
-    assert failed == []
+    return run_study(read_study(project / "conf/studies/counted.yml"), settings, env_parameters(str(project / "conf"), "base"))
+
+
+def run(project, machine, **settings) -> list[dict]:
+    results, failed, missing = run_counted(project, machine, **settings)
+    assert failed == [] and missing == []
     return results
 
 
@@ -53,6 +57,21 @@ def test_a_scale_that_changes_the_units_keeps_them_out_of_the_journal_and_one_th
     run(project, tmp_path / "other", scale="low")
     assert CALLS == []  # the scale's units are the study's own: found in the journal
     assert (project / "results/studies/counted.jsonl").read_bytes() == journal
+
+
+def test_draw_only_runs_no_unit_and_its_page_names_the_units_the_journal_lacks(tmp_path, count_step):
+    project = study_project(tmp_path / "project", JOURNALED, "counted")
+    run(project, tmp_path / "machine_a", scale="low")  # the journal holds arm low's two units, not high's
+    CALLS.clear()
+    results, failed, missing = run_counted(project, tmp_path / "machine_b", draw_only=True)
+    assert CALLS == [] and failed == []
+    assert sorted(r["metrics"]["count.value"] for r in results) == [1.0, 2.0]
+    assert missing == ["high|pretrain.train.seed=0", "high|pretrain.train.seed=1"]
+    page, found = study_report(read_study(project / "conf/studies/counted.yml"), StudySettings(name="counted"), results, missing)
+    assert "**Partial: 2 of 4 units complete.** Not yet run (units by arm): `high` 2." in page
+    assert found["missing"] == missing
+    complete, _ = study_report(read_study(project / "conf/studies/counted.yml"), StudySettings(name="counted"), results)
+    assert "Partial" not in complete
 
 
 def test_the_command_lines_storage_comes_before_the_study_files(tmp_path, count_step):

@@ -16,10 +16,11 @@ from __future__ import annotations
 import logging
 import shutil
 import subprocess
+from collections import Counter
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -62,6 +63,7 @@ class StudySettings:
     storage_dir: str = STUDIES_DIR
     run_dir: str = "data/06_models/studies"  # <run_dir>/pretrain: the pre-training runs every study shares; <run_dir>/<name>/units: its fine-tunings
     conf_source: str = "conf"  # the configuration folder holding studies/ and the environments
+    draw_only: bool = False  # true: run no unit; the page from the units already complete (a committed journal, a team's storage), naming those missing
 
     def __post_init__(self):
         if self.name is not None:
@@ -260,24 +262,41 @@ def _git_commit() -> str:
     return found.stdout.strip() or "unknown"
 
 
-def run_study(study: StudyDefinition, settings: StudySettings, base: dict[str, Any]) -> tuple[list[dict], list[str]]:
-    """Run every unit not yet COMPLETE (``settings.jobs`` at a time) on ``base`` (the parameters of the study's
-    environment); the complete units' results and the units that failed."""
+class StudyRun(NamedTuple):
+    """What a study run leaves: the complete units' results, the units that raised, and the units not complete
+    (those that raised, or, with ``study.draw_only``, every unit not yet run)."""
+
+    results: list[dict]
+    failed: list[str]
+    missing: list[str]
+
+
+def run_study(study: StudyDefinition, settings: StudySettings, base: dict[str, Any]) -> StudyRun:
+    """Run every unit not yet COMPLETE (``settings.jobs`` at a time; none with ``draw_only``) on ``base`` (the
+    parameters of the study's environment)."""
     plans = plan_units(study, settings, base)
     settings = replace(settings, storage=units_storage(study, settings))
     fingerprints = {name: plan.fingerprint for name, plan in plans.items()}
-    run = partial(run_unit, plans, settings.threads, study.table.metrics[0])
-    first = {name: fingerprint for name, fingerprint in fingerprints.items() if plans[name].unit.arm in study.first}
-    failed = run_arms(str(settings.name), first, run, 1, settings.storage, settings.storage_dir) if first else []
-    if not failed:  # the first arms (a machine check) passed: the rest may spend their hours
-        rest = {name: fingerprint for name, fingerprint in fingerprints.items() if name not in first}
-        failed = run_arms(str(settings.name), rest, run, settings.jobs, settings.storage, settings.storage_dir, tuple(map(str, settings.devices)))
+    failed = [] if settings.draw_only else _run_units(study, settings, plans)
     complete = arm_results(open_arms_study(str(settings.name), settings.storage, settings.storage_dir), fingerprints)
     results = complete["result"].tolist()
     keys = {table.trials for table in tables(study).values() if table.trials is not None}
     if keys:  # each unit's number of trials per key the tables name, read from its parameters (a reused unit's too)
         results = [result | {"trials": {key: trials(plans[name].parameters, key) for key in keys}} for name, result in zip(complete["arm"], results)]
-    return results, failed
+    done = set(complete["arm"])
+    return StudyRun(results, failed, [name for name in plans if name not in done])
+
+
+def _run_units(study: StudyDefinition, settings: StudySettings, plans: dict[str, UnitPlan]) -> list[str]:
+    """Run the units not yet COMPLETE, the file's ``first`` arms (a machine check) alone before the rest; those that raised."""
+    fingerprints = {name: plan.fingerprint for name, plan in plans.items()}
+    run = partial(run_unit, plans, settings.threads, study.table.metrics[0])
+    first = {name: fingerprint for name, fingerprint in fingerprints.items() if plans[name].unit.arm in study.first}
+    failed = run_arms(str(settings.name), first, run, 1, settings.storage, settings.storage_dir) if first else []
+    if failed:  # the machine check failed: the rest spend no hour on it
+        return failed
+    rest = {name: fingerprint for name, fingerprint in fingerprints.items() if name not in first}
+    return run_arms(str(settings.name), rest, run, settings.jobs, settings.storage, settings.storage_dir, tuple(map(str, settings.devices)))
 
 
 def units_storage(study: StudyDefinition, settings: StudySettings) -> str | None:
@@ -305,8 +324,9 @@ def trials(parameters: dict[str, Any], key: str) -> int:
     return node
 
 
-def study_report(study: StudyDefinition, settings: StudySettings, results: list[dict]) -> tuple[str, dict]:
-    """The study's page (Markdown: question, setup, table, its figure's link, how to reproduce) and its results as JSON.
+def study_report(study: StudyDefinition, settings: StudySettings, results: list[dict], missing: list[str] = ()) -> tuple[str, dict]:
+    """The study's page (Markdown: question, setup, table, its figure's link, how to reproduce) and its results as JSON;
+    ``missing`` (unit names) are the units not complete, which the page names before its tables.
 
     The figure is linked by file name: the catalog writes it beside the page, named like it (``study_figure``)."""
     rows = study_rows(results, study)
@@ -322,6 +342,7 @@ def study_report(study: StudyDefinition, settings: StudySettings, results: list[
         f"# {study.title}\n\n{study.question.strip()}\n\n"
         f"Environment `{study.env}`, steps {', '.join(study.steps)}, seeds {seeds}; in the table mean ± std over "
         f"{study.table.spread or 'every seed combination'}{'' if not study.table.percent else ', in %'}.{small} Commit(s) {commits}; machine(s) {machines}.\n\n"
+        + (partial_note(missing, len(results) + len(missing)) if missing else "")
         + markdown_table(rows, study)
         + "".join(f"\n**{heading}**\n\n" + markdown_table(more[heading], replace(study, table=table)) for heading, table in study.more_tables.items())
         + (trend_markdown(trend, study) + f"\n![the gaps along each axis]({settings.name}.png)\n" if trend else "")
@@ -330,5 +351,15 @@ def study_report(study: StudyDefinition, settings: StudySettings, results: list[
         + f"\nReproduce: `kedro run --pipelines=study --params=study.name={settings.name}{f',study.scale={settings.scale}' if settings.scale else ''}` (units already complete with the same "
         "definition and code are reused; the definition: `conf/studies/" + f"{settings.name}.yml`).\n"
     )
-    found = {"study": settings.name, "units": results, "rows": rows, "more_tables": more}
+    found = {"study": settings.name, "units": results, "missing": list(missing), "rows": rows, "more_tables": more}
     return page, found | ({"trend": trend_json(trend)} if trend else {}) | ({"projection": projection_json(projected)} if projected else {})
+
+
+def partial_note(missing: list[str], total: int) -> str:
+    """The line a page drawn from some of its units opens with: how many are missing, counted by arm."""
+    arms = Counter(name.split("|")[0] for name in missing)
+    listed = ", ".join(f"`{arm}` {count}" for arm, count in arms.items())
+    return (
+        f"**Partial: {total - len(missing)} of {total} units complete.** Not yet run (units by arm): {listed}. Every table, "
+        "trend and figure below is drawn from the complete units alone; a row or point whose units are all missing is absent.\n\n"
+    )

@@ -19,13 +19,16 @@ class StudyUnitsFailed(UserFixableError, RuntimeError):
 
 
 def run_study_file(study_params: dict[str, Any]) -> tuple[str, dict, Figure]:
-    """Run every unit of ``params:study``'s study file not yet complete; its page (Markdown), results (JSON) and
-    figure (the trend's when it has one; one without axes, written as no file, when the file has neither)."""
+    """Run every unit of ``params:study``'s study file not yet complete (none with ``study.draw_only``); its page
+    (Markdown), results (JSON) and figure (the trend's when it has one; one without axes, written as no file, when
+    the file has neither), drawn from the complete units."""
     settings = parse_study_settings(study_params)
     study = read_study(study_path(settings))
-    results, failed = run_study(study, settings, env_parameters(settings.conf_source, study.env))
+    results, failed, missing = run_study(study, settings, env_parameters(settings.conf_source, study.env))
     if failed:
         raise StudyUnitsFailed(f"study {settings.name}: unit(s) {', '.join(failed)} failed (their errors are logged above); run the same command again to rerun them")
-    page, found = study_report(study, settings, results)
+    if not results:
+        raise StudyUnitsFailed(f"study {settings.name}: no unit is complete in its storage, so there is nothing to draw; run it without study.draw_only")
+    page, found = study_report(study, settings, results, missing)
     figure = draw_trend(trend_results(results, study), study) if study.trend else draw_figure(study, found["rows"])
     return page, found, figure
