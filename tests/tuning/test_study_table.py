@@ -69,6 +69,10 @@ def test_without_the_reference_arm_a_row_has_no_difference_rather_than_being_cal
     assert "| fdsl | 1 | 1 | 50.0 | n/a |" in markdown_table(rows, STUDY)  # one run: its value, no spread
 
 
+def test_a_table_none_of_whose_units_is_complete_says_so_rather_than_showing_a_bare_header():
+    assert markdown_table(study_rows([], STUDY), STUDY) == "No unit of this table is complete yet.\n"
+
+
 def test_a_metric_an_arm_does_not_yield_is_shown_as_not_applicable():
     rows = study_rows([result("scratch", 0, 0, 0.1), {"arm": "fdsl", "seeds": {"pretrain.train.seed": 0}, "metrics": {}}], STUDY)
     assert "| fdsl | 1 | 1 | n/a | n/a |" in markdown_table(rows, STUDY)

@@ -174,7 +174,10 @@ def _difference_cell(row: Mapping[str, Any], metric: str, table: TableSettings) 
 
 
 def markdown_table(rows: Sequence[Mapping[str, Any]], study: StudyDefinition) -> str:
-    """The rows in Markdown: ``mean ± std`` cells (in % when ``table.percent``), differences as ``+d ± SE``."""
+    """The rows in Markdown: ``mean ± std`` cells (in % when ``table.percent``), differences as ``+d ± SE``; no rows
+    (a page drawn before any of the table's units is complete) is a line saying so, not a bare header."""
+    if not rows:
+        return "No unit of this table is complete yet.\n"
     table = study.table
     shown = (table.differences or table.metrics[:1]) if table.reference else ()
     spread = table.spread or "seed combinations"
