@@ -8,6 +8,7 @@ import yaml
 from fdsml.config import ConfigError, parse
 from fdsml.tuning.study_file import StudyDefinition, read_study
 from fdsml.tuning.study_projection import projection_json, projection_markdown, projections
+from fdsml.tuning.study_table import satterthwaite
 from fdsml.tuning.study_trend import t95, trend_results
 
 FILE = {
@@ -77,6 +78,38 @@ def test_an_axis_without_a_point_beyond_its_base_gives_no_projection():
     assert projected == {"frozen.recall@1": None}
     assert "not every axis has a measured point beyond the base" in projection_markdown(projected, STUDY)
     assert projection_json(projected) == {"frozen.recall@1": None}
+
+
+THREE_STEPS = parse(StudyDefinition, {
+    **FILE,
+    "arms": {**FILE["arms"], "fdsl_a16": {}, "same_a16": {}},
+    "trend": {**FILE["trend"], "axes": {**FILE["trend"]["axes"], "steps": {"label": "steps", "points": {"base": 1, "a4": 4, "a16": 16}}}},
+}, "study")
+
+
+def test_the_fits_worst_miss_is_the_residual_against_its_own_error_by_hand():
+    # steps at log2 0, 2, 4 with gaps g0, gA, gC; the size point fixes its own slope, so it is fitted exactly. With k =
+    # g0 - 2 gA + gC the residuals are k/6 at the ends and -k/3 in the middle, their variances S/36 and S/9 (S = s0^2
+    # + 4 sA^2 + sC^2): one residual degree of freedom, every residual as far out for its error as the others.
+    gaps = {"": 0.04, "_a4": 0.03, "_a16": 0.0, "_b2": 0.06}  # k = 0.04 - 0.06 + 0 = -0.02 (the line bends down)
+    found = projections(trend_results(results(0.001, gaps), THREE_STEPS), THREE_STEPS)["frozen.recall@1"]
+    miss, k, sd = found.worst_miss, -0.02, math.sqrt(6) * 0.001
+    assert miss.point in {"base", "a4", "a16"} and abs(miss.residual) / miss.se == pytest.approx(abs(k) / sd)
+    assert (miss.residual, miss.se) == pytest.approx((-k / 3, sd / 3) if miss.point == "a4" else (k / 6, sd / 6))
+    shares = [(1 / 36, 1), (4 / 36, 1), (1 / 36, 1)] if miss.point != "a4" else [(1 / 9, 1), (4 / 9, 1), (1 / 9, 1)]
+    assert miss.df == pytest.approx(satterthwaite([(w * 1e-6, df) for w, df in shares]))
+    assert miss.outside_noise == (abs(k) / sd > t95(miss.df))  # 8.2 standard errors on 2 df: outside
+    assert miss.outside_noise and "(outside its 95 % interval)" in projection_markdown({"frozen.recall@1": found}, THREE_STEPS)
+
+
+def test_points_on_the_lines_are_missed_within_noise_and_an_exact_fit_has_no_miss_to_test():
+    straight = {"": 0.04, "_a4": 0.02, "_a16": 0.0, "_b2": 0.06}  # k = 0: the steps points lie on a line
+    found = projections(trend_results(results(0.001, straight), THREE_STEPS), THREE_STEPS)["frozen.recall@1"]
+    assert found.worst_miss.residual == pytest.approx(0.0, abs=1e-12) and not found.worst_miss.outside_noise
+    exact = projections(trend_results(results(0.001), STUDY), STUDY)["frozen.recall@1"]  # three points, three lines
+    assert exact.worst_miss is None
+    assert "none to test: as many points as lines" in projection_markdown({"frozen.recall@1": exact}, STUDY)
+    assert projection_json({"frozen.recall@1": found})["frozen.recall@1"]["worst_miss"]["point"] == found.worst_miss.point
 
 
 def test_the_page_prints_the_gap_its_interval_and_the_closing_value():

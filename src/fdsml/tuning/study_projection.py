@@ -8,14 +8,16 @@ that axis's slope is the line through the two; with more, the points weigh the s
 the measured gaps, so their standard errors follow from the points' own (each point's seeds are its own runs), with
 Welch-Satterthwaite degrees of freedom and Student's t, and the closing value gets Fieller's interval. What this
 assumes and nothing here tests: that the axes add, each in log2, without interacting (the study moved one at a
-time), and that each line holds far beyond what it was measured over; the page says how far.
+time), and that each line holds far beyond what it was measured over; the page says how far. What the points can
+test, where there are more of them than lines, is whether the lines pass through them within their noise: the page
+gives the point the fit misses most, measured against its own standard error.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -28,31 +30,50 @@ GAP = GAPS[0]  # the reference minus the best rival: the gap whose sign is the o
 
 
 @dataclass(frozen=True)
+class Miss:
+    """How far the fit passes from a measured point: its gap minus the fitted one, ± SE on ``df`` degrees of freedom."""
+
+    point: str
+    residual: float
+    se: float
+    df: float
+
+    @property
+    def outside_noise(self) -> bool:
+        """True when the miss lies outside its 95 % interval: the lines are not straight, or the axes interact, over
+        the measured ranges themselves."""
+        return abs(self.residual) > t95(self.df) * self.se
+
+
+@dataclass(frozen=True)
 class Projection:
     """A metric's gap at the target (± SE on ``df`` degrees of freedom), how many doublings beyond the measured range
-    the target lies along each axis, and the ``solve_for`` value where the gap closes with the other axes at the
-    target (its 95 % interval; ``None`` bounds are unbounded), or None where it does not close as that axis grows."""
+    the target lies along each axis, the ``solve_for`` value where the gap closes with the other axes at the target
+    (its 95 % interval; ``None`` bounds are unbounded; None where it does not close as that axis grows), and the
+    measured point the fit misses most for its noise (None where there are no more points than lines: an exact fit)."""
 
     gap: float
     se: float
     df: float
     beyond: dict[str, float]
     crossing: tuple[float, float | None, float | None] | None
+    worst_miss: Miss | None
 
 
-def _design_rows(by_axis: Mapping[str, Sequence[TrendPoint]], bases: Mapping[str, float]) -> tuple[list[list[float]], list[tuple[float, float, float]]]:
-    """The design's rows (1, then log2 of each axis's value over its base: zero but on the point's own axis) and the
-    gaps, every point once (the base point is on every axis) and only where its gap has a standard error."""
-    rows, gaps, seen = [], [], set()
+def _design_rows(by_axis: Mapping[str, Sequence[TrendPoint]], bases: Mapping[str, float]) -> tuple[list[list[float]], list[tuple[float, float, float]], list[str]]:
+    """The design's rows (1, then log2 of each axis's value over its base: zero but on the point's own axis), the
+    gaps and the points' names, every point once (the base point is on every axis) and only where its gap has a
+    standard error."""
+    rows, gaps, seen = [], [], {}
     for name, points in by_axis.items():
         for point in points:
             gap = point.gaps.get(GAP)
             if point.point in seen or gap is None or math.isnan(gap[0]) or math.isnan(gap[1]):
                 continue
-            seen.add(point.point)
+            seen[point.point] = None
             rows.append([1.0] + [math.log2(point.x / bases[name]) if other == name else 0.0 for other in by_axis])
             gaps.append(gap)
-    return rows, gaps
+    return rows, gaps, list(seen)
 
 
 def _combination(weights: np.ndarray, gaps: Sequence[tuple[float, float, float]]) -> tuple[float, float, float]:
@@ -68,7 +89,7 @@ def project(by_axis: Mapping[str, Sequence[TrendPoint]], study: StudyDefinition)
     trend = study.trend
     projection = trend.projection
     bases = {name: axis.points["base"] for name, axis in trend.axes.items()}
-    rows, gaps = _design_rows(by_axis, bases)
+    rows, gaps, names = _design_rows(by_axis, bases)
     design = np.array(rows) if rows else np.zeros((0, len(bases) + 1))
     if np.linalg.matrix_rank(design) < len(bases) + 1:
         return None
@@ -89,7 +110,19 @@ def project(by_axis: Mapping[str, Sequence[TrendPoint]], study: StudyDefinition)
         bounds = fieller(level, level_var, slope, slope_var, covariance, quantile)
         crossing = (base * 2 ** (-level / slope), *(None if t is None else float(base * 2**t) for t in bounds))
     beyond = {name: math.log2(projection.target[name] / max(p.x for p in points)) for name, points in by_axis.items()}
-    return Projection(gap, math.sqrt(variance), float(df), beyond, crossing)  # type: ignore[arg-type]
+    return Projection(gap, math.sqrt(variance), float(df), beyond, crossing, _worst_miss(design, solution, gaps, names))  # type: ignore[arg-type]
+
+
+def _worst_miss(design: np.ndarray, solution: np.ndarray, gaps: Sequence[tuple[float, float, float]], names: Sequence[str]) -> Miss | None:
+    """The point whose residual is largest against its own standard error; each residual is a weighted sum of the
+    gaps (a row of I - H, H the fit's hat matrix), so its error follows from theirs. None when the fit is exact."""
+    residual_weights = np.eye(len(gaps)) - design @ solution
+    misses = []
+    for name, weights in zip(names, residual_weights):
+        residual, variance, df = _combination(weights, gaps)
+        if variance > 1e-12 * sum(se * se for _, se, _ in gaps):  # a point the fit must pass through has no residual to test
+            misses.append(Miss(name, residual, math.sqrt(variance), float(df)))
+    return max(misses, key=lambda miss: abs(miss.residual) / miss.se, default=None)
 
 
 def projections(found: Mapping[str, Mapping[str, Mapping[str, Any]]], study: StudyDefinition) -> dict[str, Projection | None]:
@@ -116,21 +149,30 @@ def projection_markdown(found: Mapping[str, Projection | None], study: StudyDefi
     lines = [f"\n## Every axis added: {projection.label}\n\nAt {target}. One least-squares fit over every point of every axis (the base "
              f"point once): the gap {trend.reference} - best rival as a level plus, per axis, a slope per doubling. It assumes the axes add "
              "without interacting (each was moved alone) and that each line holds far beyond its points; 95 % intervals are Student's t at "
-             "the Welch-Satterthwaite degrees of freedom, the closing value's Fieller's.\n",
-             f"| metric | {trend.reference} - best rival there (95 %) | doublings beyond the measured range | {solve_label} where it closes, the other axes there (95 %) |",
-             "|---|---:|---|---|"]
+             "the Welch-Satterthwaite degrees of freedom, the closing value's Fieller's. The last column is the measured point the fit misses "
+             "most for its noise, measured minus fitted ± SE: outside its 95 % interval, the lines do not hold even over the measured ranges, "
+             "and the sum beyond them is the less to be trusted.\n",
+             f"| metric | {trend.reference} - best rival there (95 %) | doublings beyond the measured range | {solve_label} where it closes, the other axes there (95 %) | the fit's worst miss |",
+             "|---|---:|---|---|---|"]
     for metric, found_projection in found.items():
         if found_projection is None:
-            lines.append(f"| {metric} | not every axis has a measured point beyond the base | | |")
+            lines.append(f"| {metric} | not every axis has a measured point beyond the base | | | |")
             continue
         p = found_projection
         half = t95(p.df) * p.se if not math.isnan(p.df) else math.nan
         beyond = ", ".join(f"{name} {max(d, 0.0):.1f}" for name, d in p.beyond.items())
         lines.append(f"| {metric} | {scale * p.gap:+.{digits}f} [{scale * (p.gap - half):+.{digits}f}, {scale * (p.gap + half):+.{digits}f}] "
-                     f"| {beyond} | {_closing(p, solve_label)} |")
+                     f"| {beyond} | {_closing(p, solve_label)} | {_miss(p.worst_miss, scale, digits)} |")
     return "\n".join(lines) + "\n"
+
+
+def _miss(miss: Miss | None, scale: float, digits: int) -> str:
+    if miss is None:
+        return "none to test: as many points as lines"
+    verdict = "outside its 95 % interval" if miss.outside_noise else "within noise"
+    return f"{miss.point} {scale * miss.residual:+.{digits}f} ± {scale * miss.se:.{digits}f} ({verdict})"
 
 
 def projection_json(found: Mapping[str, Projection | None]) -> dict[str, Any]:
     """The projections as plain data for the study's results JSON."""
-    return {metric: (None if p is None else vars(p)) for metric, p in found.items()}
+    return {metric: (None if p is None else asdict(p)) for metric, p in found.items()}
