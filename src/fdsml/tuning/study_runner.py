@@ -277,7 +277,7 @@ def run_study(study: StudyDefinition, settings: StudySettings, base: dict[str, A
     plans = plan_units(study, settings, base)
     settings = replace(settings, storage=units_storage(study, settings))
     fingerprints = {name: plan.fingerprint for name, plan in plans.items()}
-    failed = [] if settings.draw_only else _run_units(study, settings, plans)
+    failed = [] if settings.draw_only else _run_units(study, settings, plans, fingerprints)
     complete = arm_results(open_arms_study(str(settings.name), settings.storage, settings.storage_dir), fingerprints)
     results = complete["result"].tolist()
     keys = {table.trials for table in tables(study).values() if table.trials is not None}
@@ -287,9 +287,8 @@ def run_study(study: StudyDefinition, settings: StudySettings, base: dict[str, A
     return StudyRun(results, failed, [name for name in plans if name not in done])
 
 
-def _run_units(study: StudyDefinition, settings: StudySettings, plans: dict[str, UnitPlan]) -> list[str]:
+def _run_units(study: StudyDefinition, settings: StudySettings, plans: dict[str, UnitPlan], fingerprints: dict[str, str]) -> list[str]:
     """Run the units not yet COMPLETE, the file's ``first`` arms (a machine check) alone before the rest; those that raised."""
-    fingerprints = {name: plan.fingerprint for name, plan in plans.items()}
     run = partial(run_unit, plans, settings.threads, study.table.metrics[0])
     first = {name: fingerprint for name, fingerprint in fingerprints.items() if plans[name].unit.arm in study.first}
     failed = run_arms(str(settings.name), first, run, 1, settings.storage, settings.storage_dir) if first else []
