@@ -17,6 +17,7 @@ import logging
 import shutil
 import subprocess
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -323,7 +324,7 @@ def trials(parameters: dict[str, Any], key: str) -> int:
     return node
 
 
-def study_report(study: StudyDefinition, settings: StudySettings, results: list[dict], missing: list[str] = ()) -> tuple[str, dict]:
+def study_report(study: StudyDefinition, settings: StudySettings, results: list[dict], missing: Sequence[str] = ()) -> tuple[str, dict]:
     """The study's page (Markdown: question, setup, table, its figure's link, how to reproduce) and its results as JSON;
     ``missing`` (unit names) are the units not complete, which the page names before its tables.
 
@@ -354,7 +355,7 @@ def study_report(study: StudyDefinition, settings: StudySettings, results: list[
     return page, found | ({"trend": trend_json(trend)} if trend else {}) | ({"projection": projection_json(projected)} if projected else {})
 
 
-def partial_note(missing: list[str], total: int) -> str:
+def partial_note(missing: Sequence[str], total: int) -> str:
     """The line a page drawn from some of its units opens with: how many are missing, counted by arm."""
     arms = Counter(name.split("|")[0] for name in missing)
     listed = ", ".join(f"`{arm}` {count}" for arm, count in arms.items())
